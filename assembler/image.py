@@ -1,0 +1,192 @@
+"""The binary program image: header, instruction words, tensor manifest.
+
+Layout (all little-endian)::
+
+    offset  size  field
+    0       4     magic b"TNPU"
+    4       2     format version (1)
+    6       2     header size in bytes (48)
+    8       16    build hash: identity of the (ISA, config) pair it was built for
+    24      16    config name, ASCII, NUL padded
+    40      4     instruction count N
+    44      4     CRC-32 of everything after the header
+    48      16*N  instruction words (each 16 bytes, little-endian)
+    ...     rest  manifest: UTF-8 JSON {"tensors": [{name, addr, shape, dtype, role}, ...]}
+
+The manifest names the DRAM tensors a program reads and writes, so the
+simulator and the co-simulation bench can load inputs and read outputs by name.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from tinynpu.errors import AsmError
+from tinynpu.isa import ArchConfig, Isa, build_hash
+
+MAGIC = b"TNPU"
+FORMAT_VERSION = 1
+_HEADER = struct.Struct("<4sHH16s16sII")
+HEADER_BYTES = _HEADER.size
+WORD_BYTES = 16
+DTYPES = ("int8", "int32", "float32")
+ROLES = ("input", "output", "inout", "scratch")
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """A named DRAM tensor, row-major at byte address ``addr``."""
+
+    name: str
+    addr: int
+    shape: tuple[int, ...]
+    dtype: str
+    role: str = "input"
+
+    def __post_init__(self) -> None:
+        if not self.name.isidentifier():
+            raise AsmError(f"tensor name must be an identifier, not {self.name!r}.")
+        if self.dtype not in DTYPES:
+            raise AsmError(f"tensor {self.name}: dtype must be one of {', '.join(DTYPES)}, not {self.dtype!r}.")
+        if self.role not in ROLES:
+            raise AsmError(f"tensor {self.name}: role must be one of {', '.join(ROLES)}, not {self.role!r}.")
+        if self.addr < 0 or any(d <= 0 for d in self.shape):
+            raise AsmError(f"tensor {self.name}: address must be >= 0 and every dimension positive, "
+                           f"not addr={self.addr} shape={self.shape}.")
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape)) * np.dtype(self.dtype).itemsize
+
+    def to_json(self) -> dict[str, object]:
+        return {"name": self.name, "addr": self.addr, "shape": list(self.shape), "dtype": self.dtype, "role": self.role}
+
+
+@dataclass(frozen=True)
+class Program:
+    """An assembled program: words plus the manifest and what it was built for."""
+
+    words: tuple[int, ...]
+    tensors: tuple[Tensor, ...]
+    config_name: str
+    build_hash: bytes
+
+    @classmethod
+    def build(cls, isa: Isa, cfg: ArchConfig, words: list[int] | tuple[int, ...],
+              tensors: list[Tensor] | tuple[Tensor, ...] = ()) -> Program:
+        """A program for ``(isa, cfg)``; checks the manifest fits DRAM and does not overlap."""
+        tensors = tuple(tensors)
+        names = [t.name for t in tensors]
+        if len(set(names)) != len(names):
+            raise AsmError(f"tensor names must be unique, got {names}.")
+        spans = sorted((t.addr, t.addr + t.nbytes, t.name) for t in tensors)
+        for (_, end, name), (start, _, other) in zip(spans, spans[1:]):
+            if start < end:
+                raise AsmError(f"tensors {name} and {other} overlap in DRAM (0x{start:x} < 0x{end:x}).")
+        for t in tensors:
+            if t.addr + t.nbytes > cfg.dram_bytes:
+                raise AsmError(f"tensor {t.name} ends at byte {t.addr + t.nbytes}, beyond the "
+                               f"{cfg.dram_bytes} bytes of DRAM in config {cfg.name!r}.")
+        return cls(words=tuple(words), tensors=tensors, config_name=cfg.name, build_hash=build_hash(isa, cfg))
+
+    def tensor(self, name: str) -> Tensor:
+        for t in self.tensors:
+            if t.name == name:
+                return t
+        raise AsmError(f"the program has no tensor {name!r}; its manifest names "
+                       f"{', '.join(t.name for t in self.tensors) or 'none'}.")
+
+    def check_built_for(self, isa: Isa, cfg: ArchConfig, where: str = "program") -> None:
+        """Refuse a program built for another ISA or config."""
+        expected = build_hash(isa, cfg)
+        if self.build_hash != expected:
+            raise AsmError(
+                f"{where}: built for config {self.config_name!r} with build hash {self.build_hash.hex()}, "
+                f"but this machine is ISA {isa.name} v{isa.version} with config {cfg.name!r} "
+                f"(hash {expected.hex()}); reassemble it for this ISA and config."
+            )
+
+    def to_bytes(self) -> bytes:
+        words = np.zeros((len(self.words), 2), dtype="<u8")
+        mask = (1 << 64) - 1
+        words[:, 0] = [w & mask for w in self.words]
+        words[:, 1] = [w >> 64 for w in self.words]
+        body = words.tobytes() + json.dumps({"tensors": [t.to_json() for t in self.tensors]}).encode()
+        header = _HEADER.pack(MAGIC, FORMAT_VERSION, HEADER_BYTES, self.build_hash,
+                              self.config_name.encode("ascii")[:16], len(self.words), zlib.crc32(body))
+        return header + body
+
+    @classmethod
+    def from_bytes(cls, data: bytes, where: str = "<bytes>") -> Program:
+        """Parse an image; every malformation is an :class:`AsmError` naming the byte offset."""
+        if len(data) < HEADER_BYTES:
+            raise AsmError(f"{where}: truncated binary: {len(data)} bytes, shorter than the "
+                           f"{HEADER_BYTES}-byte header.")
+        magic, version, header_bytes, bhash, cname, count, crc = _HEADER.unpack_from(data)
+        if magic != MAGIC:
+            raise AsmError(f"{where}: byte 0: not a tinynpu binary (magic {magic!r}, expected {MAGIC!r}).")
+        if version != FORMAT_VERSION or header_bytes != HEADER_BYTES:
+            raise AsmError(f"{where}: byte 4: format version {version} (header {header_bytes} bytes) is not "
+                           f"the supported version {FORMAT_VERSION} ({HEADER_BYTES} bytes).")
+        words_end = HEADER_BYTES + count * WORD_BYTES
+        if len(data) < words_end:
+            raise AsmError(f"{where}: truncated binary: the header promises {count} instructions "
+                           f"(up to byte {words_end}) but the file has {len(data)} bytes.")
+        if zlib.crc32(data[HEADER_BYTES:]) != crc:
+            raise AsmError(f"{where}: byte 44: checksum mismatch: the file is corrupted "
+                           "(CRC-32 of the words and manifest differs from the header's).")
+        raw = np.frombuffer(data, dtype="<u8", count=2 * count, offset=HEADER_BYTES).reshape(count, 2)
+        words = tuple((int(hi) << 64) | int(lo) for lo, hi in raw.tolist())
+        try:
+            manifest = json.loads(data[words_end:].decode("utf-8"))
+            tensors = tuple(Tensor(name=t["name"], addr=int(t["addr"]), shape=tuple(int(d) for d in t["shape"]),
+                                   dtype=t["dtype"], role=t["role"]) for t in manifest["tensors"])
+        except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise AsmError(f"{where}: byte {words_end}: the manifest is not valid: {exc}.") from None
+        return cls(words=words, tensors=tensors, config_name=cname.rstrip(b"\0").decode("ascii", "replace"),
+                   build_hash=bhash)
+
+    def save(self, path: Path, *, overwrite: bool = False) -> None:
+        """Write the image; an existing file that is not a tinynpu binary is never replaced."""
+        write_output(path, self.to_bytes(), overwrite=overwrite, magic=MAGIC)
+
+    @classmethod
+    def load(cls, path: Path) -> Program:
+        try:
+            data = Path(path).read_bytes()
+        except OSError as exc:
+            raise AsmError(f"{path}: cannot read the binary: {exc.strerror}.") from None
+        return cls.from_bytes(data, where=str(path))
+
+
+def write_output(path: Path, data: bytes | str, *, overwrite: bool, magic: bytes | None = None) -> None:
+    """Write an output file without silently destroying a user's file.
+
+    An existing file is replaced only when ``overwrite`` is set, or when it
+    starts with ``magic`` (it is one of ours, e.g. a previous build).
+    """
+    path = Path(path)
+    if path.exists() and not overwrite:
+        ours = False
+        if magic is not None and path.is_file():
+            with path.open("rb") as fh:
+                ours = fh.read(len(magic)) == magic
+        if not ours:
+            raise AsmError(f"{path}: the output file already exists and was not written by tinynpu; "
+                           "pass --force to overwrite it or choose another path.")
+    try:
+        if isinstance(data, str):
+            path.write_text(data, encoding="utf-8")
+        else:
+            path.write_bytes(data)
+    except OSError as exc:
+        raise AsmError(f"{path}: cannot write the output: {exc.strerror}.") from None
+
+
+__all__ = ["HEADER_BYTES", "MAGIC", "Program", "Tensor", "write_output"]

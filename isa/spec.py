@@ -1,0 +1,417 @@
+"""The loaded ISA: frozen records plus encode/decode of instruction words.
+
+:func:`load_isa` reads ``isa.yaml``, validates it against ``isa.schema.json``
+and then checks what a schema cannot express: every encoding bit covered once,
+no two encodings overlapping, defaults and fixed values within their fields.
+Everything else in tinynpu (assembler, simulator, RTL package, reference
+manual) is derived from the :class:`Isa` returned here.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from tinynpu.errors import SpecError
+from tinynpu.isa.yamlsrc import KeyPath, YamlSource, format_key_path, load_yaml
+
+ISA_DIR = Path(__file__).resolve().parent
+DEFAULT_ISA_PATH = ISA_DIR / "isa.yaml"
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A functional unit; ``id`` is its bit in the wait/signal masks."""
+
+    name: str
+    id: int
+    queue: bool
+    summary: str
+
+
+@dataclass(frozen=True)
+class Scope:
+    """A scratchpad as named in assembly (``a``) and in the config (``a_reg``)."""
+
+    name: str
+    config_key: str
+    id: int
+
+
+@dataclass(frozen=True)
+class Field:
+    """An operand field of an instruction word.
+
+    ``kind`` says how assembly writes it: ``sp_row`` and ``sp_tile`` are
+    scratchpad addresses (rows; tiles are written as row numbers that must be
+    multiples of 16), ``scope`` selects the scratchpad of a combined operand,
+    ``units`` is a wait/signal mask written as ``load|tensor``.
+    """
+
+    name: str
+    lsb: int
+    msb: int
+    kind: str
+    summary: str
+    operand: str | None = None
+    scope: str | None = None
+    signed: bool = False
+    min: int | None = None
+    max: int | None = None
+    default: int | None = None
+
+    @property
+    def width(self) -> int:
+        return self.msb - self.lsb + 1
+
+    @property
+    def mask(self) -> int:
+        return ((1 << self.width) - 1) << self.lsb
+
+    @property
+    def lo(self) -> int:
+        """Smallest encodable value, after the field's own ``min``."""
+        base = -(1 << (self.width - 1)) if self.signed else 0
+        return base if self.min is None else max(base, self.min)
+
+    @property
+    def hi(self) -> int:
+        """Largest encodable value, after the field's own ``max``."""
+        base = (1 << (self.width - 1)) - 1 if self.signed else (1 << self.width) - 1
+        return base if self.max is None else min(base, self.max)
+
+
+@dataclass(frozen=True)
+class FixedBits:
+    """A bit range whose value is fixed for an instruction (opcode, funct, reserved zeros)."""
+
+    name: str
+    lsb: int
+    msb: int
+    value: int
+
+    @property
+    def mask(self) -> int:
+        return ((1 << (self.msb - self.lsb + 1)) - 1) << self.lsb
+
+
+@dataclass(frozen=True)
+class TimingClass:
+    """Occupancy and latency formulas (text; implemented by simulator and RTL)."""
+
+    name: str
+    occupancy: str
+    latency: str
+    note: str
+
+
+@dataclass(frozen=True)
+class Instruction:
+    """One instruction: its fields, fixed bits, unit, timing and documentation."""
+
+    mnemonic: str
+    unit: str
+    timing: str
+    summary: str
+    description: str
+    semantics: str
+    assembly: str
+    fields: tuple[Field, ...]
+    fixed: tuple[FixedBits, ...]
+    mask: int
+    match: int
+    index: int
+
+    @functools.cached_property
+    def field_map(self) -> dict[str, Field]:
+        return {f.name: f for f in self.fields}
+
+    def fixed_value(self, name: str) -> int:
+        """Value of a fixed range such as ``opcode`` or ``funct``."""
+        for fixed in self.fixed:
+            if fixed.name == name:
+                return fixed.value
+        raise KeyError(name)
+
+
+@dataclass(frozen=True)
+class Isa:
+    """The whole instruction set, as loaded and checked from YAML."""
+
+    name: str
+    version: int
+    word_bits: int
+    units: tuple[Unit, ...]
+    scopes: tuple[Scope, ...]
+    instructions: tuple[Instruction, ...]
+    timing_classes: tuple[TimingClass, ...]
+    synchronization: str
+    timing: str
+    source: Path
+    digest: str  # sha256 of the canonical JSON of the YAML's data
+
+    @functools.cached_property
+    def by_mnemonic(self) -> dict[str, Instruction]:
+        return {i.mnemonic: i for i in self.instructions}
+
+    @functools.cached_property
+    def unit_ids(self) -> dict[str, int]:
+        return {u.name: u.id for u in self.units}
+
+    @functools.cached_property
+    def queued_units(self) -> tuple[Unit, ...]:
+        return tuple(u for u in self.units if u.queue)
+
+    @functools.cached_property
+    def scope_by_name(self) -> dict[str, Scope]:
+        return {s.name: s for s in self.scopes}
+
+    @functools.cached_property
+    def scope_by_id(self) -> dict[int, Scope]:
+        return {s.id: s for s in self.scopes}
+
+    @functools.cached_property
+    def timing_class(self) -> dict[str, TimingClass]:
+        return {t.name: t for t in self.timing_classes}
+
+    @property
+    def word_bytes(self) -> int:
+        return self.word_bits // 8
+
+    def encode(self, mnemonic: str, values: Mapping[str, int]) -> int:
+        """Encode one instruction; missing fields take their defaults.
+
+        Raises:
+            SpecError: unknown mnemonic or field, or a value outside its field.
+        """
+        instr = self.by_mnemonic.get(mnemonic)
+        if instr is None:
+            raise SpecError(f"encode: unknown mnemonic {mnemonic!r}.")
+        word = instr.match
+        for name in values:
+            if name not in instr.field_map:
+                raise SpecError(f"encode: {mnemonic} has no field {name!r}; it has {sorted(instr.field_map)}.")
+        for field in instr.fields:
+            value = values.get(field.name, field.default)
+            if value is None:
+                raise SpecError(f"encode: {mnemonic} needs a value for field {field.name!r}.")
+            if not field.lo <= value <= field.hi:
+                raise SpecError(
+                    f"encode: {mnemonic} field {field.name!r} must be in {field.lo}..{field.hi}, not {value}."
+                )
+            word |= (value & ((1 << field.width) - 1)) << field.lsb
+        return word
+
+    def decode(self, word: int) -> tuple[Instruction, dict[str, int]]:
+        """Decode one word into its instruction and field values.
+
+        Raises:
+            SpecError: the word matches no instruction, or a field is out of range.
+        """
+        instr = self._decode_table.get(word & 0xFF)
+        if instr is None or word & instr.mask != instr.match:
+            raise SpecError(f"word 0x{word:0{self.word_bits // 4}x} matches no instruction of {self.name}.")
+        values: dict[str, int] = {}
+        for field in instr.fields:
+            raw = (word >> field.lsb) & ((1 << field.width) - 1)
+            if field.signed and raw >> (field.width - 1):
+                raw -= 1 << field.width
+            if not field.lo <= raw <= field.hi:
+                raise SpecError(
+                    f"word 0x{word:0{self.word_bits // 4}x} ({instr.mnemonic}): field {field.name!r} "
+                    f"holds {raw}, outside {field.lo}..{field.hi}."
+                )
+            values[field.name] = raw
+        return instr, values
+
+    @functools.cached_property
+    def _decode_table(self) -> dict[int, Instruction]:
+        # opcode and funct live in the low byte of every encoding (checked at load time).
+        return {instr.match & 0xFF: instr for instr in self.instructions}
+
+
+def _fail(src: YamlSource, key_path: KeyPath, what: str) -> SpecError:
+    return SpecError(f"{src.where(key_path)}: {what}")
+
+
+def _schema_check(src: YamlSource, schema_name: str) -> None:
+    schema = json.loads((ISA_DIR / schema_name).read_text(encoding="utf-8"))
+    errors = sorted(
+        jsonschema.Draft202012Validator(schema).iter_errors(src.data), key=lambda e: list(map(str, e.path))
+    )
+    if errors:
+        err = errors[0]
+        key_path = tuple(err.absolute_path)
+        raise _fail(src, key_path, f"schema violation ({schema_name}): {err.message}.")
+
+
+@functools.lru_cache(maxsize=8)
+def load_isa(path: Path = DEFAULT_ISA_PATH) -> Isa:
+    """Load, validate and freeze the ISA at ``path``.
+
+    Raises:
+        SpecError: with file:line:col and key path of the first problem.
+    """
+    src = load_yaml(Path(path))
+    if not isinstance(src.data, dict):
+        raise _fail(src, (), "the ISA file must be a YAML mapping.")
+    _schema_check(src, "isa.schema.json")
+    data = src.data
+    word_bits: int = data["word_bits"]
+    units = tuple(Unit(**u) for u in data["units"])
+    unit_names = {u.name for u in units}
+    if len(unit_names) != len(units) or len({u.id for u in units}) != len(units):
+        raise _fail(src, ("units",), "unit names and ids must be unique.")
+    scopes = tuple(Scope(**s) for s in data["scopes"])
+    scope_names = {s.name for s in scopes}
+    timing_classes = tuple(
+        TimingClass(name=k, occupancy=v["occupancy"], latency=v["latency"], note=v.get("note", ""))
+        for k, v in data["timing_classes"].items()
+    )
+    instructions: list[Instruction] = []
+    seen: dict[str, int] = {}
+    for index, raw in enumerate(data["instructions"]):
+        at: KeyPath = ("instructions", index)
+        mnemonic = raw["mnemonic"]
+        if mnemonic in seen:
+            raise _fail(src, (*at, "mnemonic"), f"mnemonic {mnemonic!r} is defined twice (first at index {seen[mnemonic]}).")
+        seen[mnemonic] = index
+        if raw["unit"] not in unit_names:
+            raise _fail(src, (*at, "unit"), f"unit must be one of {sorted(unit_names)}, not {raw['unit']!r}.")
+        if raw["timing"] not in data["timing_classes"]:
+            raise _fail(src, (*at, "timing"), f"timing class {raw['timing']!r} is not defined in timing_classes.")
+        fields = tuple(Field(**f) for f in raw["fields"])
+        fixed = tuple(FixedBits(**f) for f in raw["fixed"])
+        instructions.append(_check_instruction(src, at, word_bits, mnemonic, fields, fixed, scope_names, raw))
+    _check_overlaps(src, instructions)
+    digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+    return Isa(
+        name=data["name"],
+        version=data["version"],
+        word_bits=word_bits,
+        units=units,
+        scopes=scopes,
+        instructions=tuple(instructions),
+        timing_classes=timing_classes,
+        synchronization=data["synchronization"],
+        timing=data["timing"],
+        source=src.path,
+        digest=digest,
+    )
+
+
+def _check_instruction(
+    src: YamlSource,
+    at: KeyPath,
+    word_bits: int,
+    mnemonic: str,
+    fields: tuple[Field, ...],
+    fixed: tuple[FixedBits, ...],
+    scope_names: set[str],
+    raw: dict[str, Any],
+) -> Instruction:
+    owner: list[str | None] = [None] * word_bits
+    ranges: list[tuple[KeyPath, str, int, int]] = [
+        ((*at, "fields", i), f.name, f.lsb, f.msb) for i, f in enumerate(fields)
+    ] + [((*at, "fixed", i), f.name, f.lsb, f.msb) for i, f in enumerate(fixed)]
+    for key_path, name, lsb, msb in ranges:
+        if not lsb <= msb < word_bits:
+            raise _fail(src, key_path, f"bits {lsb}..{msb} of {name!r} must satisfy lsb <= msb < {word_bits}.")
+        for bit in range(lsb, msb + 1):
+            if owner[bit] is not None:
+                raise _fail(src, key_path, f"{mnemonic}: bit {bit} of {name!r} is already used by {owner[bit]!r}.")
+            owner[bit] = name
+    missing = [bit for bit, name in enumerate(owner) if name is None]
+    if missing:
+        raise _fail(
+            src, at, f"{mnemonic}: encoding bits {_bit_ranges(missing)} are covered by no field or fixed range."
+        )
+    names = [f.name for f in fields] + [f.name for f in fixed]
+    if len(set(names)) != len(names):
+        raise _fail(src, at, f"{mnemonic}: field and fixed-range names must be unique, got {names}.")
+    for i, fx in enumerate(fixed):
+        if fx.value >= 1 << (fx.msb - fx.lsb + 1):
+            raise _fail(src, (*at, "fixed", i, "value"), f"value {fx.value} does not fit in bits {fx.lsb}..{fx.msb}.")
+    fixed_names = {f.name for f in fixed}
+    if "opcode" not in fixed_names:
+        raise _fail(src, (*at, "fixed"), f"{mnemonic}: every instruction needs a fixed 'opcode' range.")
+    for fx in fixed:
+        if fx.name in ("opcode", "funct") and fx.msb > 7:
+            raise _fail(src, (*at, "fixed"), f"{mnemonic}: {fx.name} must lie in bits 0..7 (the decode byte).")
+    if not any(fx.name == "funct" for fx in fixed) and not any(fx.lsb <= 4 <= fx.msb for fx in fixed):
+        raise _fail(src, (*at, "fixed"), f"{mnemonic}: bits 4..7 must be fixed (funct or reserved).")
+    for i, f in enumerate(fields):
+        fp: KeyPath = (*at, "fields", i)
+        if f.default is not None and not f.lo <= f.default <= f.hi:
+            raise _fail(src, (*fp, "default"), f"default {f.default} is outside {f.lo}..{f.hi}.")
+        if f.min is not None and f.max is not None and f.min > f.max:
+            raise _fail(src, fp, f"min {f.min} is above max {f.max}.")
+        if f.scope is not None and f.scope not in scope_names:
+            raise _fail(src, (*fp, "scope"), f"scope must be one of {sorted(scope_names)}, not {f.scope!r}.")
+        if f.kind in ("sp_row", "sp_tile") and f.scope is None and f.operand is None:
+            raise _fail(src, fp, "a scratchpad address needs a fixed `scope` or a shared `operand` with a scope field.")
+    mask = match = 0
+    for fx in fixed:
+        mask |= fx.mask
+        match |= fx.value << fx.lsb
+    if mask & 0xFF != 0xFF:
+        raise _fail(src, (*at, "fixed"), f"{mnemonic}: bits 0..7 (opcode and funct) must all be fixed.")
+    return Instruction(
+        mnemonic=mnemonic,
+        unit=raw["unit"],
+        timing=raw["timing"],
+        summary=raw["summary"],
+        description=raw["description"],
+        semantics=raw["semantics"],
+        assembly=raw["assembly"],
+        fields=fields,
+        fixed=fixed,
+        mask=mask,
+        match=match,
+        index=int(at[1]),
+    )
+
+
+def _check_overlaps(src: YamlSource, instructions: list[Instruction]) -> None:
+    for i, first in enumerate(instructions):
+        for second in instructions[i + 1 :]:
+            common = first.mask & second.mask
+            if (first.match ^ second.match) & common == 0:
+                raise _fail(
+                    src,
+                    ("instructions", second.index),
+                    f"the encodings of {first.mnemonic!r} and {second.mnemonic!r} overlap: some word "
+                    "matches both (their fixed bits never differ where both are fixed).",
+                )
+
+
+def _bit_ranges(bits: list[int]) -> str:
+    out: list[str] = []
+    start = prev = bits[0]
+    for bit in [*bits[1:], -2]:
+        if bit != prev + 1:
+            out.append(f"{start}" if start == prev else f"{start}..{prev}")
+            start = bit
+        prev = bit
+    return ", ".join(out)
+
+
+__all__ = [
+    "DEFAULT_ISA_PATH",
+    "FixedBits",
+    "Field",
+    "Instruction",
+    "Isa",
+    "Scope",
+    "TimingClass",
+    "Unit",
+    "format_key_path",
+    "load_isa",
+]

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Sets up everything tinynpu needs on a fresh machine, idempotently:
+# Icarus Verilog (apt-get, when missing), a virtualenv in .venv, and the
+# package with its test extras.  Sourced by demo.sh and test.sh.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+if ! command -v iverilog >/dev/null 2>&1; then
+  echo "bootstrap: Icarus Verilog not found; installing it with apt-get" >&2
+  if [ "$(id -u)" = 0 ]; then sudo_cmd=""; else sudo_cmd="sudo"; fi
+  $sudo_cmd apt-get update -qq && $sudo_cmd apt-get install -y -qq iverilog >/dev/null \
+    || echo "bootstrap: could not install iverilog; RTL tests will be skipped with a reason" >&2
+fi
+
+python="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  echo "bootstrap: creating .venv" >&2
+  "$python" -m venv .venv
+fi
+stamp=.venv/.tinynpu-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  echo "bootstrap: installing tinynpu and its test tools into .venv" >&2
+  .venv/bin/python -m pip install -q --upgrade pip setuptools wheel
+  .venv/bin/python -m pip install -q -e '.[test]'
+  touch "$stamp"
+fi
+export PATH="$root/.venv/bin:$PATH"

@@ -1,0 +1,20 @@
+"""Shared pytest options: ``--runslow`` (or TINYNPU_SLOW=1) enables tests marked slow."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--runslow", action="store_true", default=False, help="also run tests marked slow")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--runslow") or os.environ.get("TINYNPU_SLOW") == "1":
+        return
+    skip_slow = pytest.mark.skip(reason="slow: run with --runslow or TINYNPU_SLOW=1")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip_slow)

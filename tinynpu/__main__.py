@@ -1,0 +1,5 @@
+import sys
+
+from tinynpu.cli import main
+
+sys.exit(main())

@@ -1,0 +1,67 @@
+"""The ``tinynpu`` command: one argparse tree, each part registering its own subcommands.
+
+Each part's ``cli`` module exposes ``register(subparsers)`` and, if it has a
+benchmark, ``register_bench(bench_subparsers)``.  Every handler returns an
+exit code; a :class:`~tinynpu.errors.TinyNpuError` becomes one paragraph on
+stderr and a non-zero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+import textwrap
+from collections.abc import Sequence
+
+from tinynpu.errors import TinyNpuError
+
+# Order here is the order of `tinynpu --help`.
+PART_CLIS = (
+    "tinynpu.isa.cli",
+    "tinynpu.assembler.cli",
+    "tinynpu.simulator.cli",
+    "tinynpu.compiler.cli",
+    "tinynpu.rtl.cli",
+    "tinynpu.report.cli",
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports usage errors as one paragraph with exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}. Run '{self.prog} --help' for the options.\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="tinynpu", description=__doc__.splitlines()[0] if __doc__ else None)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
+    bench = sub.add_parser("bench", help="measured benchmarks (ratios against baselines run in the same process)")
+    bench_sub = bench.add_subparsers(dest="bench", required=True, metavar="WHAT", parser_class=_Parser)
+    for name in PART_CLIS:
+        if importlib.util.find_spec(name) is None:  # a part not built yet (tests check all are present)
+            continue
+        module = importlib.import_module(name)
+        module.register(sub)
+        if hasattr(module, "register_bench"):
+            module.register_bench(bench_sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except TinyNpuError as exc:
+        print(textwrap.fill(f"tinynpu: error: {exc.message}", width=100), file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("tinynpu: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
