@@ -6,7 +6,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$root/scripts/bootstrap.sh"
 cd "$root"
 echo "== ruff"; ruff check .
-echo "== mypy"; mypy
+echo "== mypy"; bash scripts/typecheck.sh
 echo "== pytest"
 set +e
 pytest -n 2 "$@"
