@@ -1,0 +1,335 @@
+"""conv2d by implicit im2col: the convolution is a GEMM whose A operand is gathered by strided DMA.
+
+The GEMM view (NT form, as ``tmm``)::
+
+    M = N*P*Q      one GEMM row per output pixel (n, p, q), row-major: the output is NHWC
+    N = K          one GEMM column per output channel
+    K_gemm         the reduction over (r, s, c)
+
+Tensors in DRAM (user-facing layouts, no host work): the input is NHWC, the
+weights are ``K x R x S x C`` (a ``K x (R*S*C)`` matrix: B of the NT form,
+no transpose), the output is NHWC (``M x K``), int32 (fp32 in the fp32 config).
+
+Two layouts of the reduction (:class:`ConvLayout`), chosen per shape:
+
+``direct``
+    Reduction tiles are ``(r, s, c-block)``: 16 channels of one kernel tap.
+    One scratchpad row of an A tile is one output pixel's 16 channels at input
+    position ``(p*stride + r - pad, q*stride + s - pad)``, so a run of output
+    pixels ``q..q'`` along one output row is one 2-D DMA with row stride
+    ``stride*C`` elements; pixels whose tap falls in the padding halo become
+    ``zero`` rows; runs crossing output rows split.  No host work.  When C is
+    not a multiple of 16 the last channel block is zero-filled by the load
+    (``cols < 16``), which costs MACs: the reduction is padded to
+    ``R*S*ceil(C/16)*16``.
+
+``rowpack``
+    For small C (ResNet's first layer has C = 3) the host re-lays the input
+    into ``X'[n][p][x][r][c] = Xpad[n][p*stride + r][x][c]`` (the input padded
+    by ``pad`` on every side, then the R input rows each output row needs,
+    interleaved), and the weights into ``K x S x R x C``.  For one output pixel
+    the whole reduction in ``(s, r, c)`` order is then contiguous, so it is
+    cut into 16-wide tiles with only the last one short: the reduction is
+    padded to ``ceil(R*S*C/16)*16`` only.  The re-layout is host work; its
+    traffic (read the input, write ``X'``; read and write the weights) is
+    counted in ``host_traffic_bytes`` and reported, never free.
+
+Bounds: ``io_lower_bound_bytes`` is the compulsory traffic of the real tensors
+(read the input and the weights once, write the output once), reported with
+``bound_kind = "compulsory"``: the matmul bound 2*M*N*K/sqrt(S) does not hold
+for a convolution (its sliding windows reuse inputs) and no proven
+convolution bound is implemented here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+from tinynpu.isa import ArchConfig
+
+from tinynpu.errors import UsageError
+
+LAYOUTS = ("direct", "rowpack")
+
+
+@dataclass(frozen=True)
+class ConvShape:
+    """A 2-D convolution: ``N x C x H x W`` input, ``K x C x R x S`` kernel, square stride and padding.
+
+    Construct with keywords; every size is checked, and a kernel larger than
+    the padded input is refused with the sizes that clash.
+    """
+
+    n: int
+    c: int
+    h: int
+    w: int
+    k: int
+    r: int
+    s: int
+    stride: int = 1
+    pad: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("n", "c", "h", "w", "k", "r", "s", "stride"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value <= 0:
+                raise UsageError(f"conv2d: {name} must be a positive integer, not {value!r}.")
+        if not isinstance(self.pad, (int, np.integer)) or isinstance(self.pad, bool) or self.pad < 0:
+            raise UsageError(f"conv2d: pad must be a non-negative integer, not {self.pad!r}.")
+        if self.r > self.h + 2 * self.pad or self.s > self.w + 2 * self.pad:
+            raise UsageError(
+                f"conv2d: the {self.r}x{self.s} kernel (r x s) is larger than the padded input "
+                f"{self.h + 2 * self.pad}x{self.w + 2 * self.pad} (h={self.h}, w={self.w}, pad={self.pad}); "
+                "no output pixel exists."
+            )
+
+    @property
+    def p(self) -> int:
+        """Output height."""
+        return (self.h + 2 * self.pad - self.r) // self.stride + 1
+
+    @property
+    def q(self) -> int:
+        """Output width."""
+        return (self.w + 2 * self.pad - self.s) // self.stride + 1
+
+    @property
+    def gemm_m(self) -> int:
+        return self.n * self.p * self.q
+
+    @property
+    def gemm_n(self) -> int:
+        return self.k
+
+    @property
+    def gemm_k(self) -> int:
+        return self.c * self.r * self.s
+
+    @property
+    def macs(self) -> int:
+        """Useful multiply-accumulates (the unpadded im2col GEMM)."""
+        return self.gemm_m * self.gemm_n * self.gemm_k
+
+    def kwargs(self) -> dict[str, int]:
+        """Keyword arguments for :func:`compile_conv2d`: ``compile_conv2d(**shape.kwargs())``."""
+        return {f: getattr(self, f) for f in ("n", "c", "h", "w", "k", "r", "s", "stride", "pad")}
+
+    def __str__(self) -> str:
+        return (f"conv2d N={self.n} C={self.c} H={self.h} W={self.w} K={self.k} R={self.r} S={self.s} "
+                f"stride={self.stride} pad={self.pad}")
+
+
+# ResNet-50's distinct convolution shapes (DESIGN.md, "Benchmark workloads"), batch 1.
+RESNET50_CONVS: tuple[ConvShape, ...] = tuple(
+    ConvShape(n=n, c=c, h=h, w=w, k=k, r=r, s=s, stride=st, pad=pd)
+    for (n, c, h, w, k, r, s, st, pd) in (
+        (1, 3, 224, 224, 64, 7, 7, 2, 3),
+        (1, 64, 56, 56, 64, 1, 1, 1, 0),
+        (1, 64, 56, 56, 64, 3, 3, 1, 1),
+        (1, 64, 56, 56, 256, 1, 1, 1, 0),
+        (1, 256, 56, 56, 128, 1, 1, 2, 0),
+        (1, 128, 28, 28, 128, 3, 3, 1, 1),
+        (1, 1024, 14, 14, 256, 1, 1, 1, 0),
+        (1, 256, 14, 14, 256, 3, 3, 1, 1),
+        (1, 512, 7, 7, 512, 3, 3, 1, 1),
+        (1, 512, 7, 7, 2048, 1, 1, 1, 0),
+    )
+)
+
+
+@dataclass(frozen=True)
+class Dma:
+    """One ``load`` (or, with ``zero`` set, one ``zero``) filling scratchpad rows of an operand tile.
+
+    ``row`` is relative to the tile's first scratchpad row; ``dram`` is a byte
+    address; ``stride`` is in bytes between consecutive rows.
+    """
+
+    row: int
+    rows: int
+    zero: bool = False
+    dram: int = 0
+    stride: int = 0
+    cols: int = 0
+
+
+@dataclass(frozen=True)
+class ConvLayout:
+    """How the conv's reduction is cut into 16-wide tiles and where each tile's data lives.
+
+    Attributes:
+        shape: the convolution.
+        kind: ``direct`` or ``rowpack`` (see the module docstring).
+        tile: the tile edge (``cfg.tile``).
+        elem: bytes per input/weight element.
+    """
+
+    shape: ConvShape
+    kind: str
+    tile: int
+    elem: int
+
+    @property
+    def c_blocks(self) -> int:
+        return -(-self.shape.c // self.tile)
+
+    @property
+    def k_tiles(self) -> int:
+        """Reduction tiles of the padded GEMM."""
+        sh = self.shape
+        if self.kind == "direct":
+            return sh.r * sh.s * self.c_blocks
+        return -(-sh.gemm_k // self.tile)
+
+    @property
+    def padded_k(self) -> int:
+        return self.k_tiles * self.tile
+
+    @property
+    def padded_width(self) -> int:
+        """Row length (pixels) of the host re-laid input ``X'`` in ``rowpack``."""
+        return self.shape.w + 2 * self.shape.pad
+
+    # -- DRAM tensors the accelerator reads ---------------------------------
+
+    def input_shape(self) -> tuple[int, ...]:
+        """Shape of the input tensor the program reads (``X`` or the re-laid ``X'``)."""
+        sh = self.shape
+        if self.kind == "direct":
+            return (sh.n, sh.h, sh.w, sh.c)
+        return (sh.n, sh.p, self.padded_width, sh.r, sh.c)
+
+    def weight_shape(self) -> tuple[int, ...]:
+        sh = self.shape
+        if self.kind == "direct":
+            return (sh.k, sh.r, sh.s, sh.c)
+        return (sh.k, sh.s, sh.r, sh.c)
+
+    def host_input(self, x_nhwc: np.ndarray) -> np.ndarray:
+        """The input as the program reads it (host re-layout in ``rowpack``)."""
+        if self.kind == "direct":
+            return np.ascontiguousarray(x_nhwc)
+        sh = self.shape
+        xp = np.pad(x_nhwc, ((0, 0), (sh.pad, sh.pad), (sh.pad, sh.pad), (0, 0)))
+        rows = (np.arange(sh.p)[:, None] * sh.stride + np.arange(sh.r)[None, :])  # (P, R) padded input rows
+        # xp[:, rows] is (N, P, R, Wp, C); the program wants (N, P, Wp, R, C).
+        return np.ascontiguousarray(xp[:, rows].transpose(0, 1, 3, 2, 4))
+
+    def host_weights(self, w_krsc: np.ndarray) -> np.ndarray:
+        """The weights as the program reads them (``K x S x R x C`` in ``rowpack``)."""
+        if self.kind == "direct":
+            return np.ascontiguousarray(w_krsc)
+        return np.ascontiguousarray(w_krsc.transpose(0, 2, 1, 3))
+
+    def host_traffic_bytes(self) -> int:
+        """Bytes the host reads and writes to re-lay the operands (0 for ``direct``)."""
+        if self.kind == "direct":
+            return 0
+        sh = self.shape
+        x_in = sh.n * sh.h * sh.w * sh.c
+        x_out = int(np.prod(self.input_shape()))
+        wts = sh.k * sh.r * sh.s * sh.c
+        return (x_in + x_out + 2 * wts) * self.elem
+
+    # -- operand tiles --------------------------------------------------------
+
+    def a_tile(self, x_base: int, m0: int, rows: int, kt: int) -> list[Dma]:
+        """DMAs that fill GEMM rows ``m0 .. m0+rows-1``, reduction tile ``kt``, of the implicit im2col A.
+
+        Scratchpad row ``i`` of the tile receives output pixel ``m0 + i``'s 16
+        reduction values of tile ``kt``; halo rows become ``zero`` rows.
+        """
+        sh = self.shape
+        out: list[Dma] = []
+        for row, n, p, q0, q1 in self._pixel_runs(m0, rows):
+            if self.kind == "rowpack":
+                j0 = kt * self.tile
+                base = ((n * sh.p + p) * self.padded_width + q0 * sh.stride) * sh.r * sh.c + j0
+                out.append(Dma(row=row, rows=q1 - q0, dram=x_base + base * self.elem,
+                               stride=sh.stride * sh.r * sh.c * self.elem,
+                               cols=min(self.tile, sh.gemm_k - j0)))
+                continue
+            r, s, cb = self.direct_tap(kt)
+            c0 = cb * self.tile
+            cols = min(self.tile, sh.c - c0)
+            y = p * sh.stride + r - sh.pad
+            if not 0 <= y < sh.h:
+                out.append(Dma(row=row, rows=q1 - q0, zero=True))
+                continue
+            # Output columns whose tap lands inside the input: 0 <= q*stride + s - pad < W.
+            lo = max(q0, -(-(sh.pad - s) // sh.stride))
+            hi = min(q1, (sh.w - 1 + sh.pad - s) // sh.stride + 1)
+            if hi <= lo:
+                out.append(Dma(row=row, rows=q1 - q0, zero=True))
+                continue
+            if lo > q0:
+                out.append(Dma(row=row, rows=lo - q0, zero=True))
+            x = lo * sh.stride + s - sh.pad
+            addr = x_base + (((n * sh.h + y) * sh.w + x) * sh.c + c0) * self.elem
+            out.append(Dma(row=row + lo - q0, rows=hi - lo, dram=addr, stride=sh.stride * sh.c * self.elem,
+                           cols=cols))
+            if q1 > hi:
+                out.append(Dma(row=row + hi - q0, rows=q1 - hi, zero=True))
+        return out
+
+    def b_tile(self, w_base: int, k0: int, rows: int, kt: int) -> list[Dma]:
+        """DMAs that fill output channels ``k0 .. k0+rows-1``, reduction tile ``kt``, of B (the weights)."""
+        sh = self.shape
+        row_bytes = sh.gemm_k * self.elem
+        if self.kind == "rowpack":
+            j0 = kt * self.tile
+            return [Dma(row=0, rows=rows, dram=w_base + k0 * row_bytes + j0 * self.elem, stride=row_bytes,
+                        cols=min(self.tile, sh.gemm_k - j0))]
+        r, s, cb = self.direct_tap(kt)
+        c0 = cb * self.tile
+        off = ((r * sh.s + s) * sh.c + c0) * self.elem
+        return [Dma(row=0, rows=rows, dram=w_base + k0 * row_bytes + off, stride=row_bytes,
+                    cols=min(self.tile, sh.c - c0))]
+
+    def direct_tap(self, kt: int) -> tuple[int, int, int]:
+        """``(r, s, c-block)`` of reduction tile ``kt`` in the ``direct`` layout (c innermost)."""
+        rs, cb = divmod(kt, self.c_blocks)
+        r, s = divmod(rs, self.shape.s)
+        return r, s, cb
+
+    def _pixel_runs(self, m0: int, rows: int) -> Iterator[tuple[int, int, int, int, int]]:
+        """Split GEMM rows ``m0..m0+rows-1`` into runs along one output row: ``(tile row, n, p, q0, q1)``."""
+        sh = self.shape
+        m, end = m0, min(m0 + rows, sh.gemm_m)
+        while m < end:
+            n, rem = divmod(m, sh.p * sh.q)
+            p, q0 = divmod(rem, sh.q)
+            q1 = min(sh.q, q0 + end - m)
+            yield m - m0, n, p, q0, q1
+            m += q1 - q0
+
+
+def choose_layout(shape: ConvShape, cfg: ArchConfig) -> ConvLayout:
+    """``direct`` unless packing the reduction saves padded MACs (small C), then ``rowpack``."""
+    elem = cfg.elem_bytes("a_reg")
+    direct = ConvLayout(shape, "direct", cfg.tile, elem)
+    rowpack = ConvLayout(shape, "rowpack", cfg.tile, elem)
+    return rowpack if rowpack.k_tiles < direct.k_tiles else direct
+
+
+def conv2d_reference(x_nhwc: np.ndarray, w_krsc: np.ndarray, *, stride: int, pad: int,
+                     acc_dtype: np.dtype) -> np.ndarray:
+    """Direct numpy convolution, NHWC in and out; integers sum in int64 then wrap to int32."""
+    n, h, w, c = x_nhwc.shape
+    k, r, s, _ = w_krsc.shape
+    p = (h + 2 * pad - r) // stride + 1
+    q = (w + 2 * pad - s) // stride + 1
+    wide = np.float64 if acc_dtype.kind == "f" else np.int64
+    xp = np.pad(x_nhwc.astype(wide), ((0, 0), (pad, pad), (pad, pad), (0, 0)))
+    out = np.zeros((n, p, q, k), dtype=wide)
+    wt = w_krsc.astype(wide)
+    for ri in range(r):
+        for si in range(s):
+            patch = xp[:, ri:ri + stride * (p - 1) + 1:stride, si:si + stride * (q - 1) + 1:stride, :]
+            out += patch @ wt[:, ri, si, :].T
+    if acc_dtype.kind == "f":
+        return out.astype(acc_dtype)
+    return out.astype(np.int64).astype(np.uint32).view(np.int32)

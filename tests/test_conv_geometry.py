@@ -1,0 +1,165 @@
+"""conv2d implicit im2col: the operand DMAs gather exactly the im2col GEMM, halos included.
+
+These tests execute the :class:`Dma` records with the ``load``/``zero``
+semantics of isa.yaml on a numpy DRAM image and compare the filled tiles with
+an explicit im2col built independently, so they check the address arithmetic
+without needing the simulator.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tinynpu.compiler.conv2d import (
+    RESNET50_CONVS,
+    ConvLayout,
+    ConvShape,
+    Dma,
+    choose_layout,
+    conv2d_reference,
+)
+from tinynpu.isa import load_config
+
+from tinynpu.errors import TinyNpuError, UsageError
+
+CFG = load_config("default")
+T = CFG.tile
+
+
+def run_dmas(dmas: list[Dma], dram: bytes, dtype: np.dtype, tile_rows: int) -> np.ndarray:
+    """Apply loads/zeros to a tile of ``tile_rows`` scratchpad rows, as isa.yaml's semantics say."""
+    sp = np.full((tile_rows, T), 99, dtype=dtype)  # poison: every row must be written
+    written = np.zeros(tile_rows, dtype=bool)
+    eb = dtype.itemsize
+    for d in dmas:
+        assert not written[d.row:d.row + d.rows].any(), "a scratchpad row is written twice"
+        written[d.row:d.row + d.rows] = True
+        for i in range(d.rows):
+            row = np.zeros(T, dtype=dtype)
+            if not d.zero:
+                a = d.dram + i * d.stride
+                assert a >= 0 and a + d.cols * eb <= len(dram), "DMA reads outside the tensor"
+                row[:d.cols] = np.frombuffer(dram[a:a + d.cols * eb], dtype=dtype)
+            sp[d.row + i] = row
+    assert written.all(), "some tile rows were never written"
+    return sp
+
+
+def im2col(x: np.ndarray, sh: ConvShape) -> np.ndarray:
+    """Explicit im2col, columns in (r, s, c) order: M x (R*S*C)."""
+    xp = np.pad(x, ((0, 0), (sh.pad, sh.pad), (sh.pad, sh.pad), (0, 0)))
+    cols = np.zeros((sh.n, sh.p, sh.q, sh.r, sh.s, sh.c), dtype=x.dtype)
+    for p in range(sh.p):
+        for q in range(sh.q):
+            cols[:, p, q] = xp[:, p * sh.stride:p * sh.stride + sh.r, q * sh.stride:q * sh.stride + sh.s, :]
+    return cols.reshape(sh.gemm_m, sh.gemm_k)
+
+
+def padded_columns(lay: ConvLayout, mat: np.ndarray) -> np.ndarray:
+    """Reorder/pad (r, s, c) columns of ``mat`` into the layout's padded reduction order."""
+    sh = lay.shape
+    rows = mat.shape[0]
+    m = mat.reshape(rows, sh.r, sh.s, sh.c)
+    if lay.kind == "direct":
+        out = np.zeros((rows, sh.r, sh.s, lay.c_blocks * T), dtype=mat.dtype)
+        out[..., :sh.c] = m
+        return out.reshape(rows, -1)
+    out = np.zeros((rows, lay.padded_k), dtype=mat.dtype)
+    out[:, :sh.gemm_k] = m.transpose(0, 2, 1, 3).reshape(rows, -1)
+    return out
+
+
+def check_layout(sh: ConvShape, kind: str, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    lay = ConvLayout(sh, kind, T, 1)
+    x = rng.integers(-128, 128, size=(sh.n, sh.h, sh.w, sh.c), dtype=np.int8)
+    wts = rng.integers(-128, 128, size=(sh.k, sh.r, sh.s, sh.c), dtype=np.int8)
+    want_a = padded_columns(lay, im2col(x, sh))
+    want_b = padded_columns(lay, wts.reshape(sh.k, -1))
+    xbytes = lay.host_input(x).tobytes()
+    wbytes = lay.host_weights(wts).tobytes()
+    for m0 in range(0, sh.gemm_m, T):
+        rows = min(T, sh.gemm_m - m0)
+        for kt in range(lay.k_tiles):
+            got = run_dmas(lay.a_tile(0, m0, rows, kt), xbytes, np.dtype(np.int8), rows)
+            np.testing.assert_array_equal(got, want_a[m0:m0 + rows, kt * T:(kt + 1) * T])
+    for k0 in range(0, sh.k, T):
+        rows = min(T, sh.k - k0)
+        for kt in range(lay.k_tiles):
+            got = run_dmas(lay.b_tile(0, k0, rows, kt), wbytes, np.dtype(np.int8), rows)
+            np.testing.assert_array_equal(got, want_b[k0:k0 + rows, kt * T:(kt + 1) * T])
+    # The padded GEMM over the gathered operands is the convolution.
+    got = (want_a.astype(np.int64) @ want_b.astype(np.int64).T).reshape(sh.n, sh.p, sh.q, sh.k)
+    np.testing.assert_array_equal(got.astype(np.int32), conv2d_reference(x, wts, stride=sh.stride, pad=sh.pad,
+                                                                          acc_dtype=np.dtype(np.int32)))
+
+
+conv_shapes = st.builds(
+    lambda n, c, h, w, k, r, s, stride, pad: (n, c, h, w, k, r, s, stride, pad),
+    st.integers(1, 2), st.integers(1, 20), st.integers(1, 9), st.integers(1, 9), st.integers(1, 20),
+    st.integers(1, 7), st.integers(1, 7), st.integers(1, 3), st.integers(0, 3),
+).filter(lambda t: t[5] <= t[2] + 2 * t[8] and t[6] <= t[3] + 2 * t[8])
+
+
+@settings(max_examples=40, deadline=None)
+@given(conv_shapes, st.sampled_from(["direct", "rowpack"]))
+def test_operand_tiles_gather_im2col(t: tuple[int, ...], kind: str) -> None:
+    n, c, h, w, k, r, s, stride, pad = t
+    check_layout(ConvShape(n=n, c=c, h=h, w=w, k=k, r=r, s=s, stride=stride, pad=pad), kind, seed=sum(t))
+
+
+def test_halo_rows_are_zero_dmas() -> None:
+    # 3x3, pad 1: the tap (r=0, s=0) of output pixel (0, 0) reads input (-1, -1): a zero row,
+    # and pixels 1..3 of output row 0 also read input row -1: one zero DMA covers the run.
+    sh = ConvShape(n=1, c=16, h=4, w=4, k=16, r=3, s=3, stride=1, pad=1)
+    lay = ConvLayout(sh, "direct", T, 1)
+    dmas = lay.a_tile(0, 0, 16, kt=0)
+    assert dmas[0] == Dma(row=0, rows=4, zero=True)  # output row p=0 needs input row -1
+    # Output row 1, tap (0, 0): q=0 is a left halo, q=1..3 read input row 0 columns 0..2.
+    assert dmas[1] == Dma(row=4, rows=1, zero=True)
+    assert dmas[2] == Dma(row=5, rows=3, dram=0, stride=16, cols=16)
+    check_layout(sh, "direct", seed=1)
+
+
+def test_layout_choice_packs_small_channels() -> None:
+    first = RESNET50_CONVS[0]
+    assert first.c == 3
+    lay = choose_layout(first, CFG)
+    assert lay.kind == "rowpack"
+    assert lay.padded_k == 160  # 7*7*3 = 147 -> 10 tiles, not 7*7*16 = 784
+    assert choose_layout(RESNET50_CONVS[2], CFG).kind == "direct"
+    assert choose_layout(RESNET50_CONVS[2], CFG).padded_k == 576
+
+
+def test_host_traffic_hand_computed() -> None:
+    # N=1, C=2, H=W=3, K=4, 2x2 kernel, pad 1, stride 1: P = Q = 4, padded width 5.
+    sh = ConvShape(n=1, c=2, h=3, w=3, k=4, r=2, s=2, stride=1, pad=1)
+    lay = ConvLayout(sh, "rowpack", T, 1)
+    assert lay.input_shape() == (1, 4, 5, 2, 2)
+    # read X (18 B) + write X' (80 B) + read and write the weights (2 * 32 B).
+    assert lay.host_traffic_bytes() == 18 + 80 + 64
+    assert ConvLayout(sh, "direct", T, 1).host_traffic_bytes() == 0
+
+
+def test_resnet_suite_shapes() -> None:
+    assert len(RESNET50_CONVS) == 10
+    assert [c.p for c in RESNET50_CONVS] == [112, 56, 56, 56, 28, 28, 14, 14, 7, 7]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"n": 1, "c": 1, "h": 2, "w": 2, "k": 1, "r": 5, "s": 1, "stride": 1, "pad": 1},
+         "larger than the padded"),
+        ({"n": 0, "c": 1, "h": 2, "w": 2, "k": 1, "r": 1, "s": 1}, "n must be a positive integer, not 0"),
+        ({"n": 1, "c": 1, "h": 2, "w": 2, "k": -3, "r": 1, "s": 1}, "k must be a positive integer, not -3"),
+        ({"n": 1, "c": 1, "h": 2, "w": 2, "k": 1, "r": 1, "s": 1, "stride": 0}, "stride must be"),
+        ({"n": 1, "c": 1, "h": 2, "w": 2, "k": 1, "r": 1, "s": 1, "pad": -1}, "pad must be a non-negative"),
+    ],
+)
+def test_bad_shapes(kwargs: dict[str, int], needle: str) -> None:
+    with pytest.raises(UsageError, match=needle) as info:
+        ConvShape(**kwargs)
+    assert isinstance(info.value, TinyNpuError)
