@@ -1,0 +1,505 @@
+"""Assembly source -> :class:`Program`, with every static check the ISA allows.
+
+Two passes.  Pass 1 expands ``.include``, tokenizes every line and gives each
+label the index of the next instruction (every instruction is one word, so
+labels need no values).  Pass 2 runs the directives in order (``.equ`` and
+``.tensor`` symbols must be defined before use; labels may be used anywhere)
+and encodes each instruction after checking ranges, scratchpad extents, DRAM
+bounds and alignment, and the wait/signal units.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tinynpu.assembler.expr import Cursor, describe, parse_expr
+from tinynpu.assembler.image import DTYPES, ROLES, Program, Tensor
+from tinynpu.assembler.lexer import Pos, Token, tokenize
+from tinynpu.assembler.syntax import SP_KINDS, Operand, Syntax, syntax_table
+from tinynpu.isa import ArchConfig, Field, Instruction, Isa
+
+from tinynpu.errors import AsmError, SpecError
+
+# Scratchpad fields that address one row whatever `rows` says (isa.yaml:
+# vaddrow's src is "the broadcast row"); every other sp_row field spans `rows` rows.
+_SINGLE_ROW = frozenset({("vaddrow", "src")})
+# tmm's tile operands span a block of tiles (isa.yaml tmm semantics):
+# acc m*n tiles, a m*k tiles, b n*k tiles.
+_TILE_EXTENT = {"acc": ("m", "n"), "a": ("m", "k"), "b": ("n", "k")}
+_UNITS_NONE = "none"
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One tokenized line that is not blank: a directive or an instruction."""
+
+    file: str
+    line: int
+    tokens: list[Token]
+    index: int  # index of the next instruction when this line is reached
+
+    def cursor(self) -> Cursor:
+        return Cursor(self.tokens, self.file, self.line)
+
+
+@dataclass
+class _Symbol:
+    value: int
+    pos: Pos
+    kind: str  # "label", "constant", "tensor"
+
+
+@dataclass
+class _State:
+    isa: Isa
+    cfg: ArchConfig
+    labels: dict[str, _Symbol] = field(default_factory=dict)
+    symbols: dict[str, _Symbol] = field(default_factory=dict)
+    later: dict[str, Pos] = field(default_factory=dict)  # .equ/.tensor names defined further down
+    tensors: list[Tensor] = field(default_factory=list)
+    words: list[int] = field(default_factory=list)
+
+    def lookup(self, name: str, where: Pos) -> int:
+        sym = self.symbols.get(name) or self.labels.get(name)
+        if sym is not None:
+            return sym.value
+        if name in self.later:
+            raise AsmError(f"{where}: symbol {name!r} is used before its definition at {self.later[name]}; "
+                           "define .equ and .tensor names before using them.")
+        raise AsmError(f"{where}: undefined symbol {name!r}.")
+
+
+def assemble(source: str, *, filename: str = "<source>", isa: Isa, cfg: ArchConfig) -> Program:
+    """Assemble ``source`` for ``(isa, cfg)``.
+
+    Args:
+        source: The assembly text.
+        filename: Name used in messages and as the base of relative ``.include`` paths.
+        isa: The loaded ISA.
+        cfg: The architecture config the program is built for.
+
+    Returns:
+        The program image (words, tensor manifest, build hash).
+
+    Raises:
+        AsmError: the first problem, as ``file:line:col: what was expected``.
+    """
+    state = _State(isa, cfg)
+    statements = _pass1(source, filename, state)
+    table = syntax_table(isa)
+    for stmt in statements:
+        cur = stmt.cursor()
+        tok = cur.tok
+        if tok.kind == "directive":
+            _directive(cur, state)
+        else:
+            state.words.append(_instruction(cur, table, state))
+    try:
+        return Program.build(isa, cfg, state.words, state.tensors)
+    except AsmError as exc:
+        raise AsmError(f"{filename}: {exc.message}") from None
+
+
+# ---------------------------------------------------------------- pass 1
+
+def _read_lines(source: str, filename: str, stack: tuple[Path, ...],
+                at: Pos | None) -> list[tuple[str, int, str, Pos | None]]:
+    """(file, line, text, include position) for every line, with ``.include`` expanded."""
+    out: list[tuple[str, int, str, Pos | None]] = []
+    for number, text in enumerate(source.splitlines(), start=1):
+        stripped = text.lstrip()
+        if not stripped.startswith(".include"):
+            out.append((filename, number, text, at))
+            continue
+        tokens = tokenize(text, filename, number)
+        cur = Cursor(tokens, filename, number)
+        head = cur.next()
+        if head.text != ".include":
+            out.append((filename, number, text, at))
+            continue
+        if cur.tok.kind != "str":
+            raise AsmError(f"{cur.pos()}: .include expects a quoted file name, found {describe(cur.tok)}.")
+        name_tok = cur.next()
+        cur.expect_end()
+        where = cur.pos(name_tok)
+        base = Path(filename).parent if not filename.startswith("<") else Path.cwd()
+        path = (base / name_tok.text).resolve()
+        if path in stack:
+            chain = " -> ".join(str(p) for p in (*stack, path))
+            raise AsmError(f"{where}: .include cycle: {chain}.")
+        try:
+            text_in = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise AsmError(f"{where}: cannot include {name_tok.text!r} ({path}): {exc.strerror}.") from None
+        shown = str(base / name_tok.text) if not filename.startswith("<") else name_tok.text
+        out.extend(_read_lines(text_in, shown, (*stack, path), where))
+    return out
+
+
+def _pass1(source: str, filename: str, state: _State) -> list[Statement]:
+    stack: tuple[Path, ...] = ()
+    if not filename.startswith("<"):
+        stack = (Path(filename).resolve(),)
+    statements: list[Statement] = []
+    index = 0
+    for file, line, text, _ in _read_lines(source, filename, stack, None):
+        tokens = tokenize(text, file, line)
+        # Leading labels: `name:` (several may share a line, an instruction may follow).
+        while (len(tokens) >= 2 and tokens[0].kind == "ident" and tokens[1].kind == "op"
+               and tokens[1].text == ":"):
+            name = tokens[0].text
+            pos = Pos(file, line, tokens[0].col)
+            if name in state.labels:
+                first = state.labels[name].pos
+                raise AsmError(f"{pos}: duplicate label {name!r} (first defined at {first}).")
+            state.labels[name] = _Symbol(index, pos, "label")
+            tokens = tokens[2:]
+        if tokens[0].kind == "end":
+            continue
+        stmt = Statement(file, line, tokens, index)
+        if tokens[0].kind == "directive":
+            if tokens[0].text in (".equ", ".tensor") and tokens[1].kind == "ident":
+                state.later.setdefault(tokens[1].text, Pos(file, line, tokens[1].col))
+        elif tokens[0].kind == "ident":
+            index += 1
+        else:
+            raise AsmError(f"{file}:{line}:{tokens[0].col}: expected a mnemonic, directive or label, "
+                           f"found {describe(tokens[0])}.")
+        statements.append(stmt)
+    return statements
+
+
+# ---------------------------------------------------------------- directives
+
+def _define(state: _State, name_tok: Token, cur: Cursor, value: int, kind: str) -> None:
+    pos = cur.pos(name_tok)
+    name = name_tok.text
+    first = state.symbols.get(name) or state.labels.get(name)
+    if first is not None:
+        raise AsmError(f"{pos}: duplicate symbol {name!r} (first defined as a {first.kind} at {first.pos}).")
+    state.symbols[name] = _Symbol(value, pos, kind)
+
+
+def _directive(cur: Cursor, state: _State) -> None:
+    head = cur.next()
+    name = head.text
+    if name == ".config":
+        tok = cur.tok
+        if tok.kind not in ("ident", "str", "num"):
+            raise AsmError(f"{cur.pos()}: .config expects a config name, found {describe(tok)}.")
+        cur.next()
+        cur.expect_end()
+        if tok.text != state.cfg.name:
+            raise AsmError(f"{cur.pos(tok)}: the source is written for config {tok.text!r}, but it is "
+                           f"being assembled for config {state.cfg.name!r}; pass --config {tok.text} "
+                           "or fix .config.")
+    elif name == ".equ":
+        sym = cur.expect_ident("a constant name after .equ")
+        cur.expect(",", "',' after the constant name")
+        value = parse_expr(cur, state.lookup)
+        cur.expect_end()
+        _define(state, sym, cur, value, "constant")
+    elif name == ".tensor":
+        _tensor(cur, state)
+    elif name == ".include":  # only reached for a malformed one; _read_lines handles the rest
+        raise AsmError(f"{cur.pos(head)}: .include expects a quoted file name.")
+    else:
+        raise AsmError(f"{cur.pos(head)}: unknown directive {name!r}; "
+                       "known: .config, .equ, .tensor, .include.")
+
+
+def _tensor(cur: Cursor, state: _State) -> None:
+    name_tok = cur.expect_ident("a tensor name after .tensor")
+    cur.expect(",", "',' after the tensor name")
+    addr_tok = cur.tok
+    addr = parse_expr(cur, state.lookup)
+    cur.expect(",", "',' after the tensor address")
+    dtype_tok = cur.expect_ident(f"a dtype ({', '.join(DTYPES)})")
+    if dtype_tok.text not in DTYPES:
+        raise AsmError(f"{cur.pos(dtype_tok)}: tensor dtype must be one of {', '.join(DTYPES)}, "
+                       f"not {dtype_tok.text!r}.")
+    cur.expect(",", "',' after the dtype")
+    shape_tok = cur.expect("[", "a shape such as [32, 32]")
+    shape: list[int] = []
+    while True:
+        dim_tok = cur.tok
+        dim = parse_expr(cur, state.lookup)
+        if dim <= 0:
+            raise AsmError(f"{cur.pos(dim_tok)}: tensor dimensions must be positive, not {dim}.")
+        shape.append(dim)
+        if cur.accept("]"):
+            break
+        cur.expect(",", "',' or ']' in the shape")
+    role = "input"
+    if cur.accept(","):
+        role_tok = cur.expect_ident(f"a role ({', '.join(ROLES)})")
+        if role_tok.text not in ROLES:
+            raise AsmError(f"{cur.pos(role_tok)}: tensor role must be one of {', '.join(ROLES)}, "
+                           f"not {role_tok.text!r}.")
+        role = role_tok.text
+    cur.expect_end()
+    if addr < 0:
+        raise AsmError(f"{cur.pos(addr_tok)}: tensor address must be >= 0, not {addr}.")
+    tensor = Tensor(name=name_tok.text, addr=addr, shape=tuple(shape), dtype=dtype_tok.text, role=role)
+    if tensor.addr + tensor.nbytes > state.cfg.dram_bytes:
+        raise AsmError(f"{cur.pos(shape_tok)}: tensor {tensor.name} (0x{addr:x} + {tensor.nbytes} bytes) "
+                       f"ends beyond the {state.cfg.dram_bytes} bytes of DRAM in config {state.cfg.name!r}.")
+    for other in state.tensors:
+        if addr < other.addr + other.nbytes and other.addr < addr + tensor.nbytes:
+            end, other_end = addr + tensor.nbytes, other.addr + other.nbytes
+            raise AsmError(f"{cur.pos(addr_tok)}: tensor {tensor.name} (0x{addr:x}..0x{end:x}) overlaps "
+                           f"tensor {other.name} (0x{other.addr:x}..0x{other_end:x}).")
+    _define(state, name_tok, cur, addr, "tensor")
+    state.tensors.append(tensor)
+
+
+# ---------------------------------------------------------------- instructions
+
+@dataclass
+class _Value:
+    value: int
+    pos: Pos
+    scope: str | None = None  # for scratchpad operands: the scope named by the prefix
+
+
+def _instruction(cur: Cursor, table: dict[str, Syntax], state: _State) -> int:
+    mnem_tok = cur.next()
+    syntax = table.get(mnem_tok.text)
+    if syntax is None:
+        known = ", ".join(sorted(table))
+        raise AsmError(f"{cur.pos(mnem_tok)}: unknown mnemonic {mnem_tok.text!r}; the ISA has {known}.")
+    instr = syntax.instruction
+    values: dict[str, _Value] = {}
+    nops = len(syntax.operands)
+    for i, operand in enumerate(syntax.operands):
+        if i and not cur.accept(","):
+            if cur.tok.kind != "end":
+                raise AsmError(f"{cur.pos()}: expected ',' between operands, found {describe(cur.tok)}.")
+            break
+        if cur.tok.kind == "end" or _at_option(cur):
+            break
+        _operand(cur, operand, state, values)
+    given = sum(1 for op in syntax.operands if op.value_field.name in values)
+    if given < nops:
+        raise AsmError(f"{cur.pos()}: wrong operand count: {instr.mnemonic} takes {nops} operand"
+                       f"{'s' if nops != 1 else ''} before its options ({syntax.usage()}), got {given}.")
+    while cur.tok.kind != "end":
+        if (nops or values) and not cur.accept(","):
+            raise AsmError(f"{cur.pos()}: expected ',' before {describe(cur.tok)}.")
+        if not _at_option(cur):
+            what = "an option name=value" if syntax.options else "the end of the line"
+            extra = f"; {instr.mnemonic} takes {nops} operand{'s' if nops != 1 else ''} ({syntax.usage()})"
+            raise AsmError(f"{cur.pos()}: wrong operand count or kind: expected {what}, "
+                           f"found {describe(cur.tok)}{extra}.")
+        _option(cur, syntax, state, values)
+        nops = max(nops, 1)  # a comma is needed between options from here on
+    return _encode(instr, values, state, cur.pos(mnem_tok))
+
+
+def _at_option(cur: Cursor) -> bool:
+    nxt = cur.peek()
+    return cur.tok.kind == "ident" and nxt.kind == "op" and nxt.text == "="
+
+
+def _operand(cur: Cursor, operand: Operand, state: _State, values: dict[str, _Value]) -> None:
+    start = cur.pos()
+    if operand.address is not None:
+        scope_tok = cur.tok
+        allowed = operand.allowed_scopes(state.isa)
+        shown = " or ".join(f"{s}[row]" for s in allowed)
+        if scope_tok.kind != "ident" or cur.peek().text != "[":
+            raise AsmError(f"{start}: operand {operand.name} must be a scratchpad address {shown}, "
+                           f"found {describe(scope_tok)}.")
+        if scope_tok.text not in allowed:
+            raise AsmError(f"{start}: operand {operand.name} must be {shown}, not scratchpad "
+                           f"{scope_tok.text!r}.")
+        cur.next()
+        cur.expect("[", "'['")
+        row = parse_expr(cur, state.lookup)
+        cur.expect("]", "']' to close the scratchpad address")
+        values[operand.address.name] = _Value(row, start, scope_tok.text)
+        if operand.scope_field is not None:
+            values[operand.scope_field.name] = _Value(state.isa.scope_by_name[scope_tok.text].id, start)
+        return
+    if operand.bracket:
+        if not cur.accept("["):
+            raise AsmError(f"{start}: operand {operand.name} must be a DRAM address in brackets, "
+                           f"[expr], found {describe(cur.tok)}.")
+        values[operand.value_field.name] = _Value(parse_expr(cur, state.lookup), start)
+        cur.expect("]", "']' to close the DRAM address")
+        return
+    if cur.tok.kind == "ident" and cur.peek().text == "[":
+        raise AsmError(f"{start}: operand {operand.name} is a number, not a scratchpad address.")
+    if cur.at("["):
+        raise AsmError(f"{start}: operand {operand.name} is a number, not a bracketed address.")
+    values[operand.value_field.name] = _Value(parse_expr(cur, state.lookup), start)
+
+
+def _option(cur: Cursor, syntax: Syntax, state: _State, values: dict[str, _Value]) -> None:
+    key = cur.next()
+    pos = cur.pos(key)
+    cur.expect("=", "'='")
+    fld = syntax.option_map.get(key.text)
+    if fld is None:
+        known = ", ".join(f.name for f in syntax.options) or "none"
+        raise AsmError(f"{pos}: unknown option {key.text!r} for {syntax.instruction.mnemonic}; "
+                       f"its options are {known}.")
+    if fld.name in values:
+        raise AsmError(f"{pos}: option {key.text!r} is given twice.")
+    if fld.kind == "units":
+        values[fld.name] = _Value(_units(cur, state, syntax.instruction, fld), pos)
+    else:
+        value_pos = cur.pos()
+        values[fld.name] = _Value(parse_expr(cur, state.lookup), value_pos)
+
+
+def _units(cur: Cursor, state: _State, instr: Instruction, fld: Field) -> int:
+    mask = 0
+    names = [u.name for u in state.isa.units if u.id < fld.width]
+    while True:
+        tok = cur.tok
+        if tok.kind == "num" and tok.value == 0:
+            cur.next()
+        elif tok.kind != "ident" or (tok.text not in state.isa.unit_ids and tok.text != _UNITS_NONE):
+            raise AsmError(f"{cur.pos()}: {fld.name}= takes unit names joined by '|' ({', '.join(names)}) "
+                           f"or {_UNITS_NONE}, not {describe(tok)}.")
+        else:
+            cur.next()
+            if tok.text != _UNITS_NONE:
+                uid = state.isa.unit_ids[tok.text]
+                if tok.text == instr.unit:
+                    verb = "wait on" if fld.name == "wait" else "signal"
+                    raise AsmError(f"{cur.pos(tok)}: {instr.mnemonic} runs on unit {instr.unit} and may not "
+                                   f"{verb} its own unit; name another unit ({fld.name}=...).")
+                if uid >= fld.width:
+                    raise AsmError(f"{cur.pos(tok)}: unit {tok.text} has no token channel ({fld.name} holds "
+                                   f"units {', '.join(names)}).")
+                mask |= 1 << uid
+        if not cur.accept("|"):
+            return mask
+
+
+def _encode(instr: Instruction, values: dict[str, _Value], state: _State, at: Pos) -> int:
+    cfg = state.cfg
+    # Defaults and missing fields first, so the checks below see every value.
+    full: dict[str, int] = {}
+    for fld in instr.fields:
+        if fld.name in values:
+            full[fld.name] = values[fld.name].value
+        elif fld.default is not None:
+            full[fld.name] = fld.default
+        else:
+            raise AsmError(f"{at}: {instr.mnemonic} needs {fld.name}=... ({fld.summary}); it has no default.")
+    encoded = dict(full)
+    for fld in instr.fields:
+        pos = values[fld.name].pos if fld.name in values else at
+        value = full[fld.name]
+        if fld.kind == "sp_tile":
+            if value % cfg.tile:
+                raise AsmError(f"{pos}: {instr.mnemonic} {fld.name}: scratchpad row {value} is not "
+                               f"aligned to a tile; tile addresses must be multiples of {cfg.tile}.")
+            encoded[fld.name] = value // cfg.tile
+        if not fld.lo <= encoded[fld.name] <= fld.hi:
+            shown = f"{fld.lo}..{fld.hi}"
+            if fld.kind == "sp_tile":
+                shown = f"rows {fld.lo * cfg.tile}..{fld.hi * cfg.tile} (multiples of {cfg.tile})"
+            raise AsmError(f"{pos}: {instr.mnemonic} {fld.name}={value} is out of range: the field "
+                           f"({fld.width} bits, {fld.kind}) holds {shown}.")
+    for fld in instr.fields:
+        if fld.kind in SP_KINDS:
+            _check_scratchpad(instr, fld, values[fld.name], full, state)
+    _check_dram(instr, values, full, state, at)
+    _check_rules(instr, values, full, state, at)
+    try:
+        return state.isa.encode(instr.mnemonic, encoded)
+    except SpecError as exc:  # every range was checked above; keep the position if one slipped through
+        raise AsmError(f"{at}: {exc.message}") from None
+
+
+def _scope_of(fld: Field, val: _Value) -> str:
+    assert val.scope is not None or fld.scope is not None
+    return val.scope or fld.scope  # type: ignore[return-value]
+
+
+def _check_scratchpad(instr: Instruction, fld: Field, val: _Value, full: dict[str, int],
+                      state: _State) -> None:
+    cfg = state.cfg
+    scope = _scope_of(fld, val)
+    key = state.isa.scope_by_name[scope].config_key
+    capacity = cfg.rows(key)
+    row = val.value
+    if fld.kind == "sp_tile":
+        dims = _TILE_EXTENT.get(fld.name, ())
+        tiles = 1
+        for d in dims:
+            tiles *= full.get(d, 1)
+        extent = tiles * cfg.tile
+        dims_text = " * ".join(f"{d}={full.get(d, 1)}" for d in dims)
+        what = f"{tiles} tile{'s' if tiles != 1 else ''} ({dims_text})"
+    else:
+        extent = 1 if (instr.mnemonic, fld.name) in _SINGLE_ROW else full.get("rows", 1)
+        what = f"{extent} row{'s' if extent != 1 else ''}"
+    if row < 0 or row + extent > capacity:
+        raise AsmError(f"{val.pos}: {instr.mnemonic} {fld.operand or fld.name}: {scope}[{row}] spanning "
+                       f"{what} reaches row {row + extent - 1}, beyond the {capacity} rows "
+                       f"(0..{capacity - 1}) of scratchpad {scope} ({key}) in config {cfg.name!r}.")
+
+
+def _check_dram(instr: Instruction, values: dict[str, _Value], full: dict[str, int], state: _State,
+                at: Pos) -> None:
+    dram_field = next((f for f in instr.fields if f.kind == "dram_addr"), None)
+    if dram_field is None:
+        return
+    cfg = state.cfg
+    sp = next(f for f in instr.fields if f.kind in SP_KINDS)
+    key = state.isa.scope_by_name[_scope_of(sp, values[sp.name])].config_key
+    elem = 1 if full.get("narrow") else cfg.elem_bytes(key)
+    addr, rows = full[dram_field.name], full.get("rows", 1)
+    stride, cols = full.get("stride", 0), full.get("cols", 1)
+    pos = values[dram_field.name].pos if dram_field.name in values else at
+    if addr % elem:
+        raise AsmError(f"{pos}: {instr.mnemonic}: DRAM address 0x{addr:x} is not aligned to the "
+                       f"{elem}-byte elements it {'reads' if instr.unit == 'load' else 'writes'}.")
+    if rows > 1 and stride % elem:
+        spos = values["stride"].pos if "stride" in values else at
+        raise AsmError(f"{spos}: {instr.mnemonic}: stride {stride} is not a multiple of the {elem}-byte "
+                       "element size, so rows after the first would be misaligned.")
+    end = addr + (rows - 1) * stride + cols * elem
+    if end > cfg.dram_bytes:
+        raise AsmError(f"{pos}: {instr.mnemonic}: DRAM bytes 0x{addr:x}..0x{end - 1:x} (rows={rows}, "
+                       f"stride={stride}, cols={cols} x {elem} bytes) reach beyond the {cfg.dram_bytes} "
+                       f"bytes (0x0..0x{cfg.dram_bytes - 1:x}) of DRAM in config {cfg.name!r}.")
+
+
+def _check_rules(instr: Instruction, values: dict[str, _Value], full: dict[str, int], state: _State,
+                 at: Pos) -> None:
+    """Constraints the ISA states in prose (isa.yaml descriptions), checked where they are static."""
+    cfg = state.cfg
+
+    def pos(name: str) -> Pos:
+        return values[name].pos if name in values else at
+
+    if instr.mnemonic == "store":
+        if full["narrow"] and not cfg.is_integer:
+            raise AsmError(f"{pos('narrow')}: store narrow=1 requantizes to int8, which only integer configs "
+                           f"support; config {cfg.name!r} accumulates in {cfg.acc_dtype}.")
+        if not full["narrow"] and full["shift"]:
+            raise AsmError(f"{pos('shift')}: store shift={full['shift']} needs narrow=1; without narrowing "
+                           "the shift must be 0.")
+    elif instr.mnemonic == "vshr" and not cfg.is_integer:
+        raise AsmError(f"{at}: vshr is for integer configs only; config {cfg.name!r} accumulates in "
+                       f"{cfg.acc_dtype}.")
+    elif instr.mnemonic == "vadd":
+        dst, src, rows = full["dst"], full["src"], full["rows"]
+        if dst != src and dst < src + rows and src < dst + rows:
+            raise AsmError(f"{pos('src')}: vadd source rows {src}..{src + rows - 1} partly overlap "
+                           f"destination rows {dst}..{dst + rows - 1}; they must be identical or disjoint.")
+    elif instr.mnemonic == "vaddrow":
+        dst, src, rows = full["dst"], full["src"], full["rows"]
+        if dst <= src < dst + rows:
+            raise AsmError(f"{pos('src')}: vaddrow broadcast row {src} lies inside the destination rows "
+                           f"{dst}..{dst + rows - 1}; it must lie outside them.")
+
+
+__all__ = ["assemble"]
