@@ -1,0 +1,11 @@
+"""Performance reports with plots, and the one-command demo.
+
+:mod:`tinynpu.report.figures` draws each figure from stats dicts and returns
+the data it drew; :mod:`tinynpu.report.suite` runs workloads through the
+compiler and simulator; :mod:`tinynpu.report.markdown` writes the index;
+:mod:`tinynpu.report.cli` registers ``tinynpu report`` and ``tinynpu demo``.
+"""
+
+from tinynpu.report.figures import Figure
+
+__all__ = ["Figure"]
