@@ -47,6 +47,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
+from tinynpu.compiler.operands import Emitter
 from tinynpu.isa import ArchConfig
 
 from tinynpu.errors import UsageError
@@ -333,3 +334,44 @@ def conv2d_reference(x_nhwc: np.ndarray, w_krsc: np.ndarray, *, stride: int, pad
     if acc_dtype.kind == "f":
         return out.astype(acc_dtype)
     return out.astype(np.int64).astype(np.uint32).view(np.int32)
+
+
+@dataclass(frozen=True)
+class ConvOperand:
+    """The conv's A (implicit im2col of the input) or B (the weights) as a GEMM operand of the lowering.
+
+    Implements :class:`~tinynpu.compiler.operands.OperandA`: ``load`` turns
+    the :class:`Dma` records of :meth:`ConvLayout.a_tile` / :meth:`ConvLayout.b_tile`
+    into ``load`` and ``zero`` instructions.  ``k_total`` is the padded
+    reduction of the layout, so every reduction tile the lowering asks for is
+    one of the layout's tiles.
+    """
+
+    layout: ConvLayout
+    addr: int
+    which: str  # "A" (input) or "B" (weights)
+
+    @property
+    def rows_total(self) -> int:
+        return self.layout.shape.gemm_m if self.which == "A" else self.layout.shape.gemm_n
+
+    @property
+    def k_total(self) -> int:
+        return self.layout.padded_k
+
+    def dmas(self, row0: int, rows: int, k0: int) -> list[Dma]:
+        """The DMAs of one operand tile (also used by the traffic model)."""
+        kt = k0 // self.layout.tile
+        if self.which == "A":
+            return self.layout.a_tile(self.addr, row0, rows, kt)
+        return self.layout.b_tile(self.addr, row0, rows, kt)
+
+    def load(self, emit: Emitter, *, scope: str, sp_row: int, row0: int, rows: int, k0: int) -> None:
+        what = "X" if self.which == "A" else "W"
+        for d in self.dmas(row0, rows, k0):
+            note = f"{what} rows {row0 + d.row}..{row0 + d.row + d.rows - 1}, k {k0}"
+            if d.zero:
+                emit.zero(scope, sp_row + d.row, rows=d.rows, comment=f"halo {note}")
+            else:
+                emit.load(scope, sp_row + d.row, d.dram, rows=d.rows, cols=d.cols, stride=d.stride,
+                          comment=note)

@@ -163,3 +163,21 @@ def test_bad_shapes(kwargs: dict[str, int], needle: str) -> None:
     with pytest.raises(UsageError, match=needle) as info:
         ConvShape(**kwargs)
     assert isinstance(info.value, TinyNpuError)
+
+
+def test_conv_operand_emits_loads_and_zero_rows() -> None:
+    from tinynpu.compiler.conv2d import ConvOperand
+    from tinynpu.compiler.operands import Emitter
+    from tinynpu.isa import load_isa
+
+    isa = load_isa()
+    sh = ConvShape(n=1, c=16, h=4, w=4, k=16, r=3, s=3, stride=1, pad=1)
+    lay = ConvLayout(sh, "direct", T, 1)
+    emit = Emitter(isa, CFG)
+    ConvOperand(lay, 1000, "A").load(emit, scope="a", sp_row=32, row0=0, rows=16, k0=0)
+    got = [(op.mnemonic, op.fields["sp_row"], op.fields["rows"]) for op in emit.ops]
+    want = [("zero" if d.zero else "load", 32 + d.row, d.rows) for d in lay.a_tile(1000, 0, 16, 0)]
+    assert got == want
+    first_load = next(op for op in emit.ops if op.mnemonic == "load")
+    assert first_load.fields["dram"] == 1000 and first_load.fields["stride"] == 16
+    assert ConvOperand(lay, 0, "A").k_total == 9 * T and ConvOperand(lay, 0, "B").rows_total == 16
