@@ -1,0 +1,77 @@
+"""``tinynpu asm`` and ``tinynpu disasm``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from tinynpu.assembler.assemble import assemble
+from tinynpu.assembler.disasm import disassemble
+from tinynpu.assembler.image import Program, write_output
+from tinynpu.isa import load_config, load_isa
+from tinynpu.isa.spec import DEFAULT_ISA_PATH
+
+from tinynpu.errors import UsageError
+
+# First bytes of every disassembly: an existing file starting with them is ours to replace.
+DISASM_MAGIC = b"; tinynpu program"
+
+FORCE_HELP = "overwrite an output file that tinynpu did not write"
+ISA_HELP = "ISA YAML (default: the built-in isa.yaml)"
+
+
+def _asm(args: argparse.Namespace) -> int:
+    src = Path(args.source)
+    try:
+        text = src.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or exc
+        raise UsageError(f"{src}: cannot read the assembly source: {reason}.") from None
+    isa = load_isa(Path(args.isa))
+    cfg = load_config(args.config, isa)
+    program = assemble(text, filename=str(src), isa=isa, cfg=cfg)
+    out = Path(args.output) if args.output else src.with_suffix(".bin")
+    if out.resolve() == src.resolve():
+        raise UsageError(f"{out}: the output would replace the source file; choose another -o.")
+    program.save(out, overwrite=args.force)
+    print(f"{src} -> {out}: {len(program.words)} instructions, {len(program.tensors)} tensors, "
+          f"config {cfg.name}, build hash {program.build_hash.hex()}")
+    return 0
+
+
+def _disasm(args: argparse.Namespace) -> int:
+    isa = load_isa(Path(args.isa))
+    program = Program.load(Path(args.binary))
+    cfg = load_config(args.config or program.config_name, isa)
+    program.check_built_for(isa, cfg, where=str(args.binary))
+    text = disassemble(program, isa, cfg=cfg)
+    if args.output in (None, "-"):
+        print(text, end="")
+        return 0
+    write_output(Path(args.output), text, overwrite=args.force, magic=DISASM_MAGIC)
+    print(f"{args.binary} -> {args.output}: {len(program.words)} instructions")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``asm`` and ``disasm``."""
+    asm = subparsers.add_parser("asm", help="assemble a .s file into a program image")
+    asm.add_argument("source", metavar="FILE.s", help="assembly source")
+    asm.add_argument("-o", "--output",
+                     metavar="FILE.bin", help="output image (default: FILE.bin beside FILE.s)")
+    asm.add_argument("--config", default="default", metavar="NAME|FILE", help="architecture config (default)")
+    asm.add_argument("--isa", default=str(DEFAULT_ISA_PATH), help=ISA_HELP)
+    asm.add_argument("--force", action="store_true", help=FORCE_HELP)
+    asm.set_defaults(handler=_asm)
+
+    dis = subparsers.add_parser("disasm", help="binary image -> source that reassembles to it")
+    dis.add_argument("binary", metavar="FILE.bin", help="program image")
+    dis.add_argument("-o", "--output", metavar="FILE.s", help="output source (default: stdout)")
+    dis.add_argument("--config", default=None, metavar="NAME|FILE",
+                     help="config the image must be built for (default: the one named in the image)")
+    dis.add_argument("--isa", default=str(DEFAULT_ISA_PATH), help=ISA_HELP)
+    dis.add_argument("--force", action="store_true", help=FORCE_HELP)
+    dis.set_defaults(handler=_disasm)
+
+
+__all__ = ["register"]
