@@ -25,7 +25,10 @@ import matplotlib
 matplotlib.use("Agg")  # no display; must precede any figure creation
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
+from matplotlib.colors import LogNorm  # noqa: E402
 from matplotlib.figure import Figure as MplFigure  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
+from matplotlib.ticker import FormatStrFormatter  # noqa: E402
 
 MIB = 1024 * 1024
 # One colour per unit and per stall cause, stable across figures.
@@ -475,9 +478,14 @@ def landscape(
     fig = MplFigure(figsize=(7.5, 6.0))
     ax = fig.add_subplot()
     grid = [[math.nan if c is None else float(c) / 1e6 for c in row] for row in cycles]
-    image = ax.imshow(grid, cmap="viridis_r", origin="lower", aspect="auto")
+    # Log colours: one very bad corner (tiny blocks) must not wash out the differences near the optimum.
+    norm = LogNorm(vmin=min(finite) / 1e6, vmax=max(finite) / 1e6) if max(finite) > min(finite) else None
+    image = ax.imshow(grid, cmap="viridis_r", origin="lower", aspect="auto", norm=norm)
     cbar = fig.colorbar(image, ax=ax)
-    cbar.set_label("cycles (millions; lower is better)")
+    cbar.set_label("cycles (millions, log colour scale; lower is better)")
+    cbar.ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+    cbar.ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
+    cbar.ax.tick_params(labelsize=7, which="both")
     best = min(finite)
     for iy, row in enumerate(cycles):
         for ix, c in enumerate(row):
@@ -489,23 +497,18 @@ def landscape(
                 ha="center",
                 va="center",
                 fontsize=6,
-                color="black" if c is None or c < (best + max(finite)) / 2 else "white",
+                color="black" if c is None or c < math.sqrt(best * max(finite)) else "white",
                 fontweight="bold" if c == best else "normal",
             )
     for name, (xv, yv) in (marks or {}).items():
         if xv in x_values and yv in y_values:
-            ax.plot(
-                [list(x_values).index(xv)],
-                [list(y_values).index(yv)],
-                "o",
-                ms=18,
-                mfc="none",
-                mec="red",
-                mew=2,
-                label=name,
+            # A frame around the cell keeps its number readable.
+            ix, iy = list(x_values).index(xv), list(y_values).index(yv)
+            ax.add_patch(
+                Rectangle((ix - 0.48, iy - 0.48), 0.96, 0.96, fill=False, ec="red", lw=2.5, label=name)
             )
     if marks:
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.0, -0.08), markerscale=0.5, frameon=False)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.0, -0.08), frameon=False)
     ax.set_xticks(range(len(x_values)), [str(v) for v in x_values])
     ax.set_yticks(range(len(y_values)), [str(v) for v in y_values])
     ax.set_xlabel(f"{x_name} (elements)")

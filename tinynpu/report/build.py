@@ -1,0 +1,278 @@
+"""Assemble a report directory: index.md, figures/*.png and report.json.
+
+:func:`write_report` takes finished workload results (report dicts from the
+compiler's ``run_compiled``) and optional extra measurements (tile-size
+landscape, simulator speed, co-simulation), draws every figure through
+:mod:`tinynpu.report.figures`, and writes the Markdown index with the
+command that reproduces each number.  ``report.json`` holds every report
+dict and every figure's plotted data, so a reader can check a figure against
+the stats it claims to show.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tinynpu.errors import UsageError
+from tinynpu.isa import ArchConfig
+from tinynpu.report import figures as F
+from tinynpu.report.markdown import MARKER, Section, render, table
+from tinynpu.report.suite import Result
+
+MIB = 1024 * 1024
+FIG_DIR = "figures"
+
+
+@dataclass(frozen=True)
+class Written:
+    """What a report run wrote."""
+
+    index: Path
+    files: tuple[Path, ...]
+    figures: tuple[F.Figure, ...]
+    summary: dict[str, Any]
+
+
+def prepare_dir(out: Path, *, force: bool) -> None:
+    """Make ``out`` ready for a report without clobbering anything the user made.
+
+    An existing directory is reused only if it is empty or holds an earlier
+    tinynpu report (its index.md starts with the generator's marker); the old
+    figures are removed so no stale PNG survives.  Otherwise ``--force`` is needed.
+    """
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"report directory {out} exists and is not a directory; choose another -o.")
+    if out.is_dir() and any(out.iterdir()):
+        index = out / "index.md"
+        ours = index.is_file() and index.read_text(encoding="utf-8", errors="replace").startswith(MARKER)
+        if not ours and not force:
+            raise UsageError(
+                f"report directory {out} is not empty and holds no earlier tinynpu report (no {index.name} "
+                "with the generator's marker); choose another -o or pass --force to write into it."
+            )
+        if (out / FIG_DIR).is_dir() and ours:
+            shutil.rmtree(out / FIG_DIR)
+    (out / FIG_DIR).mkdir(parents=True, exist_ok=True)
+
+
+def _pct(x: float) -> str:
+    return f"{100.0 * x:.1f}%"
+
+
+def summary_rows(results: Sequence[Result]) -> list[dict[str, Any]]:
+    """One row per workload with the report's yardstick ratios (all from the report dicts)."""
+    rows = []
+    for r in results:
+        rep = r.report
+        moved = int(rep["dram_read_bytes"]) + int(rep["dram_write_bytes"])
+        ceiling = float(rep.get("padding_ceiling", 1.0))
+        rows.append(
+            {
+                "workload": r.label,
+                "group": r.workload.group,
+                "command": r.workload.command,
+                "cycles": int(rep["cycles"]),
+                "roofline_cycles": int(rep["roofline_cycles"]),
+                "utilization": float(rep["utilization"]),
+                "padding_ceiling": ceiling,
+                "util_over_ceiling": float(rep["utilization"]) / ceiling if ceiling else 0.0,
+                "dram_bytes": moved,
+                "traffic_over_bound": moved / int(rep["io_lower_bound_bytes"]),
+                "traffic_over_best": moved / int(rep["best_tiling_bytes"])
+                if rep.get("best_tiling_bytes")
+                else None,
+                "bound_kind": rep.get("bound_kind", "matmul"),
+                "verified": bool(rep["verified"]),
+                "sim_seconds": float(rep.get("wall_seconds", rep.get("sim_wall_seconds", 0.0))),
+                "compile_seconds": r.compile_seconds,
+                "instructions": _instr_total(rep),
+            }
+        )
+    return rows
+
+
+def _instr_total(rep: Mapping[str, Any]) -> int:
+    instr = rep.get("instructions", 0)
+    return int(instr["total"]) if isinstance(instr, Mapping) else int(instr)
+
+
+def summary_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    headers = [
+        "workload",
+        "cycles",
+        "roofline",
+        "util",
+        "pad. ceiling",
+        "util / ceiling",
+        "DRAM MiB",
+        "/ I/O bound",
+        "/ best tiling",
+        "verified",
+        "sim s",
+    ]
+    body = [
+        [
+            row["workload"],
+            row["cycles"],
+            row["roofline_cycles"],
+            _pct(row["utilization"]),
+            _pct(row["padding_ceiling"]),
+            _pct(row["util_over_ceiling"]),
+            f"{row['dram_bytes'] / MIB:.2f}",
+            f"{row['traffic_over_bound']:.2f}x",
+            "-" if row["traffic_over_best"] is None else f"{row['traffic_over_best']:.2f}x",
+            row["verified"],
+            f"{row['sim_seconds']:.2f}",
+        ]
+        for row in rows
+    ]
+    return table(headers, body, align="lrrrrrrrrlr")
+
+
+def write_report(
+    out: Path,
+    results: Sequence[Result],
+    *,
+    cfg: ArchConfig,
+    title: str,
+    intro: str,
+    command: str,
+    featured: Sequence[Result] = (),
+    speed: Mapping[str, Any] | None = None,
+    landscape: Mapping[str, Any] | None = None,
+    cosim: Mapping[str, Any] | None = None,
+) -> Written:
+    """Draw every figure and write index.md and report.json into ``out`` (already prepared).
+
+    Args:
+        out: Report directory (see :func:`prepare_dir`).
+        results: Every workload run, in table order.
+        cfg: The config they ran on (roofs, units).
+        title: Report heading.
+        intro: First paragraph.
+        command: The command that regenerates the whole report.
+        featured: Runs that get a per-unit breakdown and a Gantt chart (need a timeline).
+        speed: ``{"runs": [...], "numpy_seconds": s, "command": ...}`` for the simulator-speed figure.
+        landscape: keyword arguments of :func:`figures.landscape` plus ``command``.
+        cosim: ``{"rows": [...], "command": ...}`` RTL-vs-model cycles, if co-simulation ran.
+    """
+    figs_dir = out / FIG_DIR
+    figures: list[F.Figure] = []
+    sections: list[Section] = []
+    rows = summary_rows(results)
+    all_verified = all(row["verified"] for row in rows)
+    sections.append(
+        Section(
+            "Summary",
+            "Every workload compiled, simulated with timing, and checked against numpy "
+            f"({'all verified' if all_verified else '**NOT all verified**'}). Cycles are the simulator's; "
+            "`roofline` is max(MACs / peak, I/O lower bound / DRAM bandwidth); utilization = MACs issued / "
+            "(cycles x peak); the padding ceiling is useful MACs / MACs issued (edge tiles padded to "
+            f"{cfg.tile}).\n\n" + summary_table(rows),
+            tuple(row["command"] for row in rows),
+        )
+    )
+    roof = F.roofline(
+        [(r.label, r.report) for r in results],
+        macs_per_cycle=cfg.macs_per_cycle,
+        bytes_per_cycle=cfg.dram_bytes_per_cycle,
+        path=figs_dir / "roofline.png",
+    )
+    figures.append(roof)
+    sections.append(Section("Roofline", "", (), (roof,)))
+    traffic = F.traffic([(r.label, r.report) for r in results], path=figs_dir / "traffic.png")
+    figures.append(traffic)
+    sections.append(Section("DRAM traffic", "", (), (traffic,)))
+    for r in featured:
+        slug = _slug(r.label)
+        unit = F.unit_breakdown(r.report, label=r.label, path=figs_dir / f"units_{slug}.png")
+        figs: list[F.Figure] = [unit]
+        if r.timeline:
+            figs.append(F.gantt(r.timeline, label=r.label, path=figs_dir / f"gantt_{slug}.png"))
+        figures += figs
+        sections.append(Section(f"Where the cycles go: {r.label}", "", (r.workload.command,), tuple(figs)))
+    if landscape is not None:
+        kwargs = {k: v for k, v in landscape.items() if k != "command"}
+        fig = F.landscape(**kwargs, path=figs_dir / "landscape.png")
+        figures.append(fig)
+        sections.append(Section("Tile-size search landscape", "", (str(landscape["command"]),), (fig,)))
+    if speed is not None:
+        fig = F.sim_speed(
+            speed["runs"], numpy_seconds=float(speed["numpy_seconds"]), path=figs_dir / "sim_speed.png"
+        )
+        figures.append(fig)
+        sections.append(
+            Section("Simulator speed", str(speed.get("note", "")), (str(speed["command"]),), (fig,))
+        )
+    if cosim is not None:
+        sections.append(Section("RTL vs. model cycles", cosim_table(cosim["rows"]), (str(cosim["command"]),)))
+    else:
+        sections.append(
+            Section(
+                "RTL vs. model cycles",
+                "No co-simulation results were given to this report (pass `--cosim FILE` with the JSON of "
+                "`tinynpu bench cosim --json`, or `--run-cosim`).",
+            )
+        )
+    sections.append(Section("Configuration", _config_text(cfg), (command,)))
+    index = out / "index.md"
+    index.write_text(render(title, intro, sections, index_dir=out), encoding="utf-8")
+    summary = {
+        "index": str(index),
+        "config": cfg.name,
+        "command": command,
+        "workloads": [dict(row, report=r.report) for row, r in zip(rows, results, strict=True)],
+        "figures": {f.name: {"path": str(f.path), "caption": f.caption, "data": f.data} for f in figures},
+        "cosim": None if cosim is None else dict(cosim),
+        "all_verified": all_verified,
+    }
+    data_path = out / "report.json"
+    data_path.write_text(json.dumps(summary, indent=1, default=_json_default) + "\n", encoding="utf-8")
+    files = (index, data_path, *(f.path for f in figures))
+    summary["files"] = [str(p) for p in files]
+    return Written(index, files, tuple(figures), summary)
+
+
+def cosim_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """RTL cycles against the simulator's for each co-simulated program."""
+    body = [
+        [
+            str(r.get("workload", r.get("name", "?"))),
+            int(r["rtl_cycles"]),
+            int(r["model_cycles"]),
+            int(r["rtl_cycles"]) - int(r["model_cycles"]),
+            bool(r.get("outputs_match", False)),
+        ]
+        for r in rows
+    ]
+    return table(
+        ["program", "RTL cycles", "model cycles", "difference", "outputs match"], body, align="lrrrl"
+    )
+
+
+def _config_text(cfg: ArchConfig) -> str:
+    items = [
+        ("config", cfg.name),
+        ("MAC array peak", f"{cfg.macs_per_cycle} MAC/cycle"),
+        ("DRAM port", f"{cfg.dram_bytes_per_cycle} B/cycle, {cfg.dram_latency_cycles} cycles latency"),
+        ("scratchpads", ", ".join(f"{k} {cfg.scope_bytes(k) // 1024} KiB" for k, _ in cfg.scope_rows)),
+        ("dtypes", f"{cfg.input_dtype} x {cfg.input_dtype} -> {cfg.acc_dtype}"),
+    ]
+    return table(["parameter", "value"], [list(i) for i in items], align="ll")
+
+
+def _slug(label: str) -> str:
+    return "".join(ch if ch.isalnum() else "_" for ch in label).strip("_").lower()
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")

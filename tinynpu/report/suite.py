@@ -1,0 +1,220 @@
+"""Workloads for reports: compile, simulate, verify, and collect the report dicts.
+
+A :class:`Workload` is one row of a report; :func:`run_workload` compiles it
+with :mod:`tinynpu.compiler`, simulates and verifies it with
+:func:`tinynpu.compiler.run_compiled` and returns that report dict (DESIGN.md
+field names) together with the command that reproduces it.  The compiler is
+imported lazily so ``tinynpu --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import numpy as np
+
+from tinynpu.isa import ArchConfig
+
+T = TypeVar("T")
+
+# DESIGN.md "Benchmark workloads": the seed plus DeepBench and BERT-base GEMMs (M, N, K).
+SEED_GEMM = (1024, 1024, 1024)
+DEEPBENCH_GEMMS = (
+    (1760, 128, 1760),
+    (2560, 64, 2560),
+    (3072, 1500, 1024),
+    (35, 8457, 2560),
+    (7680, 128, 2560),
+)
+BERT_GEMMS = ((512, 2304, 768), (512, 3072, 768), (512, 768, 3072), (512, 512, 64))
+MLP_BATCHES = (1, 64)
+# --quick: small shapes of each kind, so a report (and its tests) finish in seconds.
+QUICK_GEMMS = ((256, 256, 256), (512, 512, 64), (35, 200, 100))
+QUICK_CONVS = ((1, 64, 14, 14, 64, 3, 3, 1, 1), (1, 3, 32, 32, 16, 7, 7, 2, 3))
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One workload of a report.
+
+    Attributes:
+        kind: ``matmul``, ``conv2d`` or ``mlp``.
+        params: Sizes as the compiler entry point takes them.
+        schedule: ``naive`` or ``auto`` (matmul; the others always compile ``auto``).
+        group: Suite section it belongs to (e.g. ``DeepBench``).
+    """
+
+    kind: str
+    params: tuple[tuple[str, int], ...]
+    schedule: str = "auto"
+    group: str = ""
+
+    @property
+    def label(self) -> str:
+        p = dict(self.params)
+        if self.kind == "matmul":
+            name = f"matmul {p['m']}x{p['n']}x{p['k']}"
+            return f"{name} ({self.schedule})" if self.schedule != "auto" else name
+        if self.kind == "conv2d":
+            return f"conv {p['c']}x{p['h']}x{p['w']}->{p['k']} {p['r']}x{p['s']}/{p['stride']}"
+        return f"mlp batch {p['batch']}"
+
+    @property
+    def command(self) -> str:
+        """The CLI command that reproduces this workload's numbers."""
+        flags = " ".join(f"--{k} {v}" for k, v in self.params)
+        sched = f" --schedule {self.schedule}" if self.kind == "matmul" else ""
+        return f"tinynpu run {self.kind} {flags}{sched} --json"
+
+    def compile(self, cfg: ArchConfig) -> Any:
+        """Compile with the compiler's public entry points."""
+        p = dict(self.params)
+        if self.kind == "matmul":
+            from tinynpu.compiler import compile_matmul
+
+            return compile_matmul(p["m"], p["n"], p["k"], schedule=self.schedule, cfg=cfg)
+        if self.kind == "conv2d":
+            from tinynpu.compiler.conv2d import compile_conv2d
+
+            return compile_conv2d(
+                p["n"],
+                p["c"],
+                p["h"],
+                p["w"],
+                p["k"],
+                p["r"],
+                p["s"],
+                stride=p["stride"],
+                pad=p["pad"],
+                cfg=cfg,
+            )
+        from tinynpu.compiler.mlp import compile_mlp
+
+        return compile_mlp(p["batch"], cfg=cfg)
+
+
+def matmul(m: int, n: int, k: int, *, schedule: str = "auto", group: str = "") -> Workload:
+    return Workload("matmul", (("m", m), ("n", n), ("k", k)), schedule, group)
+
+
+def conv2d(shape: Sequence[int], *, group: str = "ResNet-50") -> Workload:
+    names = ("n", "c", "h", "w", "k", "r", "s", "stride", "pad")
+    return Workload("conv2d", tuple(zip(names, (int(v) for v in shape), strict=True)), "auto", group)
+
+
+def mlp(batch: int) -> Workload:
+    return Workload("mlp", (("batch", batch),), "auto", "MLP 784-128-10")
+
+
+def suite_workloads(*, quick: bool) -> list[Workload]:
+    """The benchmark suite of DESIGN.md (``quick``: small shapes of every kind, said in the report)."""
+    if quick:
+        gemms = [matmul(*s, group="quick GEMM") for s in QUICK_GEMMS]
+        gemms.insert(1, matmul(*QUICK_GEMMS[0], schedule="naive", group="quick GEMM"))
+        return gemms + [conv2d(s, group="quick conv2d") for s in QUICK_CONVS] + [mlp(b) for b in MLP_BATCHES]
+    out = [matmul(*SEED_GEMM, group="seed"), matmul(*SEED_GEMM, schedule="naive", group="seed")]
+    out += [matmul(*s, group="DeepBench") for s in DEEPBENCH_GEMMS]
+    out += [matmul(*s, group="BERT-base, 512 tokens") for s in BERT_GEMMS]
+    out += [conv2d(_conv_tuple(s)) for s in _resnet50()]
+    out += [mlp(b) for b in MLP_BATCHES]
+    return out
+
+
+def _resnet50() -> Sequence[Any]:
+    from tinynpu.compiler.conv2d import RESNET50_CONVS
+
+    return RESNET50_CONVS
+
+
+def _conv_tuple(shape: Any) -> tuple[int, ...]:
+    return tuple(getattr(shape, f) for f in ("n", "c", "h", "w", "k", "r", "s", "stride", "pad"))
+
+
+@dataclass(frozen=True)
+class Result:
+    """A workload's report dict plus the facts a report prints next to it."""
+
+    workload: Workload
+    report: dict[str, Any]
+    compile_seconds: float
+    timeline: tuple[Any, ...] = field(default=(), repr=False)
+
+    @property
+    def label(self) -> str:
+        return self.workload.label
+
+
+def run_workload(
+    workload: Workload, cfg: ArchConfig, *, timeline: bool = False, check_races: bool = True
+) -> Result:
+    """Compile, simulate and verify one workload.
+
+    Args:
+        workload: What to run.
+        cfg: Architecture config.
+        timeline: Also simulate once more with the :class:`~tinynpu.simulator.Machine` API to keep
+            ``stats.timeline`` for the Gantt chart (the report dict has no timeline).
+        check_races: Run the data-race sanitizer during simulation.
+    """
+    from tinynpu.compiler import run_compiled
+
+    t0 = time.perf_counter()
+    compiled = workload.compile(cfg)
+    compile_seconds = time.perf_counter() - t0
+    report = run_compiled(compiled, cfg=cfg, check_races=check_races)
+    rows: tuple[Any, ...] = ()
+    if timeline:
+        rows = tuple(simulate_timeline(compiled, cfg))
+    return Result(workload, report, compile_seconds, rows)
+
+
+def simulate_timeline(compiled: Any, cfg: ArchConfig) -> Sequence[Any]:
+    """The simulator's per-instruction timeline of a compiled program on its seeded inputs."""
+    from tinynpu.simulator import Machine
+
+    machine = Machine(cfg)
+    machine.load(compiled.program)
+    for name, array in compiled.to_device(compiled.make_inputs(0)).items():
+        machine.write_tensor(name, array)
+    stats = machine.run(timing=True)
+    return list(stats.timeline)
+
+
+def time_numpy_matmul(m: int, n: int, k: int, *, repeats: int = 3) -> float:
+    """Best-of-``repeats`` wall time of numpy's float32 (M x K) @ (K x N) in this process."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def progress(items: Iterable[T], *, total: int | None = None, desc: str, quiet: bool) -> Iterator[T]:
+    """tqdm on stderr, silent under ``--json`` (``quiet``) or when stderr is not a terminal."""
+    from tqdm import tqdm
+
+    disable = quiet or not sys.stderr.isatty()
+    bar = tqdm(items, total=total, desc=desc, file=sys.stderr, disable=disable, unit="workload", leave=False)
+    yield from bar
+
+
+__all__ = [
+    "Result",
+    "Workload",
+    "conv2d",
+    "matmul",
+    "mlp",
+    "progress",
+    "run_workload",
+    "simulate_timeline",
+    "suite_workloads",
+    "time_numpy_matmul",
+]
