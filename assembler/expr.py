@@ -20,12 +20,9 @@ class Cursor:
     def __init__(self, tokens: list[Token], file: str, line: int) -> None:
         self.tokens = tokens
         self.i = 0
+        self.tok = tokens[0]  # the current token; kept as an attribute because it is read constantly
         self.file = file
         self.line = line
-
-    @property
-    def tok(self) -> Token:
-        return self.tokens[self.i]
 
     def pos(self, tok: Token | None = None) -> Pos:
         return Pos(self.file, self.line, (tok or self.tok).col)
@@ -37,14 +34,15 @@ class Cursor:
         tok = self.tok
         if tok.kind != "end":
             self.i += 1
+            self.tok = self.tokens[self.i]
         return tok
 
     def at(self, text: str) -> bool:
-        return self.tok.kind == "op" and self.tok.text == text
+        return self.tok.text == text and self.tok.kind == "op"
 
     def accept(self, text: str) -> bool:
-        if self.at(text):
-            self.i += 1
+        if self.tok.text == text and self.tok.kind == "op":
+            self.next()
             return True
         return False
 
@@ -86,6 +84,11 @@ def symbol_lookup(symbols: Mapping[str, int], kinds: str = "symbol") -> Lookup:
     return lookup
 
 
+_SHIFT_OPS = frozenset({"<<", ">>"})
+_SUM_OPS = frozenset({"+", "-"})
+_PRODUCT_OPS = frozenset({"*", "/", "//", "%"})
+
+
 def parse_expr(cur: Cursor, lookup: Lookup) -> int:
     """Parse and evaluate one expression starting at the cursor."""
     return _shift(cur, lookup)
@@ -93,7 +96,7 @@ def parse_expr(cur: Cursor, lookup: Lookup) -> int:
 
 def _shift(cur: Cursor, lookup: Lookup) -> int:
     value = _sum(cur, lookup)
-    while cur.at("<<") or cur.at(">>"):
+    while cur.tok.kind == "op" and cur.tok.text in _SHIFT_OPS:
         op = cur.next()
         rhs_tok = cur.tok
         rhs = _sum(cur, lookup)
@@ -105,7 +108,7 @@ def _shift(cur: Cursor, lookup: Lookup) -> int:
 
 def _sum(cur: Cursor, lookup: Lookup) -> int:
     value = _product(cur, lookup)
-    while cur.at("+") or cur.at("-"):
+    while cur.tok.kind == "op" and cur.tok.text in _SUM_OPS:
         op = cur.next()
         rhs = _product(cur, lookup)
         value = value + rhs if op.text == "+" else value - rhs
@@ -114,7 +117,7 @@ def _sum(cur: Cursor, lookup: Lookup) -> int:
 
 def _product(cur: Cursor, lookup: Lookup) -> int:
     value = _unary(cur, lookup)
-    while cur.at("*") or cur.at("/") or cur.at("//") or cur.at("%"):
+    while cur.tok.kind == "op" and cur.tok.text in _PRODUCT_OPS:
         op = cur.next()
         rhs_tok = cur.tok
         rhs = _unary(cur, lookup)
@@ -128,6 +131,10 @@ def _product(cur: Cursor, lookup: Lookup) -> int:
 
 
 def _unary(cur: Cursor, lookup: Lookup) -> int:
+    tok = cur.tok
+    if tok.kind == "num":  # the common case first
+        cur.next()
+        return tok.value
     if cur.accept("-"):
         return -_unary(cur, lookup)
     if cur.accept("+"):

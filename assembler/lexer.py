@@ -8,14 +8,13 @@ punctuation, drop the trailing comment, and remember columns for messages.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from tinynpu.errors import AsmError
 
 
-@dataclass(frozen=True)
-class Pos:
-    """A place in the source: file, 1-based line and column."""
+class Pos(NamedTuple):
+    """A place in the source: file, 1-based line and column (a tuple: made for every operand)."""
 
     file: str
     line: int
@@ -25,9 +24,12 @@ class Pos:
         return f"{self.file}:{self.line}:{self.col}"
 
 
-@dataclass(frozen=True)
-class Token:
-    """One token; ``kind`` is ``num``, ``ident``, ``directive``, ``str``, ``op`` or ``end``."""
+class Token(NamedTuple):
+    """One token; ``kind`` is ``num``, ``ident``, ``directive``, ``str``, ``op`` or ``end``.
+
+    A named tuple rather than a frozen dataclass: the lexer makes millions of
+    them for a large program and tuple construction is several times faster.
+    """
 
     kind: str
     text: str
@@ -35,15 +37,25 @@ class Token:
     value: int = 0
 
 
-# Longest operators first so `<<` is not read as two `<`.
-_OPS = ("//", "<<", ">>", "+", "-", "*", "/", "%", "(", ")", "[", "]", ",", "=", "|", ":", "~")
+# One pattern for every token kind; alternatives are tried in order, and the
+# longest operators come first so `<<` is not read as two `<`.
+_TOKEN = re.compile(
+    r"""\s*(?:(?P<str>"[^"]*")
+    |(?P<num>[0-9][A-Za-z0-9_]*)
+    |(?P<directive>\.[A-Za-z_][A-Za-z0-9_]*)
+    |(?P<ident>[A-Za-z_][A-Za-z0-9_]*)
+    |(?P<op>//|<<|>>|[-+*/%()\[\],=|:~])
+    |(?P<bad>\S))""",
+    re.VERBOSE,
+)
 _NUMBER = re.compile(r"0[xX][0-9a-fA-F_]+|0[bB][01_]+|[0-9][0-9_]*")
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_WORD_TAIL = re.compile(r"[A-Za-z0-9_]+")
 
 
 def strip_comment(text: str) -> str:
     """The line without its ``;`` or ``#`` comment (neither counts inside a string)."""
+    if '"' not in text:  # the common case, without a loop over characters
+        cut = min((i for i in (text.find(";"), text.find("#")) if i >= 0), default=len(text))
+        return text[:cut]
     in_string = False
     for i, ch in enumerate(text):
         if ch == '"':
@@ -54,13 +66,15 @@ def strip_comment(text: str) -> str:
 
 
 def _number(text: str, where: Pos) -> int:
+    if not _NUMBER.fullmatch(text) or text.endswith("_"):
+        raise AsmError(f"{where}: malformed number {text!r}.")
     digits = text.replace("_", "")
     base = 10
     if digits[:2].lower() == "0x":
         base, digits = 16, digits[2:]
     elif digits[:2].lower() == "0b":
         base, digits = 2, digits[2:]
-    if not digits or text.endswith("_"):
+    if not digits:
         raise AsmError(f"{where}: malformed number {text!r}.")
     if base == 10 and len(digits) > 1 and digits[0] == "0":
         raise AsmError(f"{where}: decimal number {text!r} has a leading zero; "
@@ -69,50 +83,28 @@ def _number(text: str, where: Pos) -> int:
 
 
 def tokenize(text: str, file: str, line: int) -> list[Token]:
-    """Split one source line (comment already removed or not) into tokens, ending with an ``end`` token.
+    """Split one source line into tokens (its comment dropped), ending with an ``end`` token.
 
     Raises:
         AsmError: an unexpected character, malformed number or unterminated string.
     """
     text = strip_comment(text)
     tokens: list[Token] = []
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        col = i + 1
-        if ch.isspace():
-            i += 1
+    for m in _TOKEN.finditer(text):
+        kind = m.lastgroup
+        if kind is None:  # trailing whitespace
             continue
-        if ch == '"':
-            end = text.find('"', i + 1)
-            if end < 0:
-                raise AsmError(f"{file}:{line}:{col}: unterminated string.")
-            tokens.append(Token("str", text[i + 1 : end], col))
-            i = end + 1
-            continue
-        if ch.isdigit():
-            m = _NUMBER.match(text, i)
-            assert m is not None
-            tail = _WORD_TAIL.match(text, m.end())
-            word = m.group() + (tail.group() if tail else "")
+        col = m.start(kind) + 1
+        word = m.group(kind)
+        if kind == "num":
             tokens.append(Token("num", word, col, _number(word, Pos(file, line, col))))
-            i += len(word)
-            continue
-        if ch == "." and (m := _IDENT.match(text, i + 1)):
-            tokens.append(Token("directive", "." + m.group(), col))
-            i = m.end()
-            continue
-        if m := _IDENT.match(text, i):
-            tokens.append(Token("ident", m.group(), col))
-            i = m.end()
-            continue
-        for op in _OPS:
-            if text.startswith(op, i):
-                tokens.append(Token("op", op, col))
-                i += len(op)
-                break
+        elif kind == "str":
+            tokens.append(Token("str", word[1:-1], col))
+        elif kind == "bad":
+            what = "unterminated string" if word == '"' else f"unexpected character {word!r}"
+            raise AsmError(f"{file}:{line}:{col}: {what}.")
         else:
-            raise AsmError(f"{file}:{line}:{col}: unexpected character {ch!r}.")
+            tokens.append(Token(kind, word, col))
     tokens.append(Token("end", "", len(text.rstrip()) + 1))
     return tokens
 
