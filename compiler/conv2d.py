@@ -43,12 +43,20 @@ convolution bound is implemented here.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
-from tinynpu.compiler.operands import Emitter
-from tinynpu.isa import ArchConfig
+from tinynpu.assembler.image import Program, Tensor
+from tinynpu.compiler.bounds import roofline_cycles, tiling_space
+from tinynpu.compiler.compiled import Bounds, Compiled
+from tinynpu.compiler.cost import estimate
+from tinynpu.compiler.lower import lower_gemm
+from tinynpu.compiler.mlp import _config_for
+from tinynpu.compiler.operands import DenseOutput, Emitter
+from tinynpu.compiler.schedule import Schedule, Tiling, apply, fits, from_tiling, naive
+from tinynpu.isa import ArchConfig, load_isa
 
 from tinynpu.errors import UsageError
 
@@ -368,10 +376,247 @@ class ConvOperand:
 
     def load(self, emit: Emitter, *, scope: str, sp_row: int, row0: int, rows: int, k0: int) -> None:
         what = "X" if self.which == "A" else "W"
-        for d in self.dmas(row0, rows, k0):
+        # Zeros first: a `zero` may not start before the load unit's earlier loads complete
+        # (isa.yaml timing), so a zero after a load would stall for the DRAM latency.
+        for d in sorted(self.dmas(row0, rows, k0), key=lambda d: not d.zero):
             note = f"{what} rows {row0 + d.row}..{row0 + d.row + d.rows - 1}, k {k0}"
             if d.zero:
                 emit.zero(scope, sp_row + d.row, rows=d.rows, comment=f"halo {note}")
             else:
                 emit.load(scope, sp_row + d.row, d.dram, rows=d.rows, cols=d.cols, stride=d.stride,
                           comment=note)
+
+
+# -- traffic and bounds -----------------------------------------------------------
+
+
+def a_pass_bytes(layout: ConvLayout) -> int:
+    """DRAM bytes of one pass over the implicit im2col A (every tile once); halo rows read nothing.
+
+    ``direct``: each (r, s) tap reads C channels for every output pixel whose
+    tap lands inside the input.  ``rowpack``: every pixel reads its whole
+    packed reduction (the halos are zeros in the re-laid input).
+    """
+    sh = layout.shape
+    if layout.kind == "rowpack":
+        return sh.gemm_m * sh.gemm_k * layout.elem
+    valid = 0
+    for r in range(sh.r):
+        rows = sum(1 for p in range(sh.p) if 0 <= p * sh.stride + r - sh.pad < sh.h)
+        for s in range(sh.s):
+            cols = sum(1 for q in range(sh.q) if 0 <= q * sh.stride + s - sh.pad < sh.w)
+            valid += rows * cols
+    return sh.n * valid * sh.c * layout.elem
+
+
+def b_pass_bytes(layout: ConvLayout) -> int:
+    """DRAM bytes of one pass over the weights."""
+    return layout.shape.gemm_n * layout.shape.gemm_k * layout.elem
+
+
+def conv_tiling_traffic(layout: ConvLayout, t: Tiling, out_bytes: int) -> int:
+    """DRAM bytes the lowering moves for tiling ``t``: exact, matching the emitted loads and stores.
+
+    Output stationary: A is streamed once per column block, B once per row block, Y written once.
+    """
+    sh, e = layout.shape, layout.tile
+    row_blocks = -(-sh.gemm_m // (t.bm * e))
+    col_blocks = -(-sh.gemm_n // (t.bn * e))
+    out = sh.gemm_m * sh.gemm_n * out_bytes
+    return a_pass_bytes(layout) * col_blocks + b_pass_bytes(layout) * row_blocks + out
+
+
+def conv_best_tiling_bytes(layout: ConvLayout, cfg: ArchConfig, out_bytes: int) -> int:
+    """``best_tiling_bytes`` for a conv: exhaustive minimum of :func:`conv_tiling_traffic` over the space.
+
+    Traffic depends only on the block sizes (bm, bn), so each one that fits
+    (with the smallest chunk and single buffers, which fit whenever anything
+    with those blocks does) is visited.
+    """
+    e = cfg.tile
+    mt, nt = -(-layout.shape.gemm_m // e), -(-layout.shape.gemm_n // e)
+    acc_tiles = cfg.rows("acc") // e
+    best = None
+    for bm in range(1, min(mt, acc_tiles) + 1):
+        for bn in range(1, min(nt, acc_tiles // bm) + 1):
+            t = Tiling(bm, bn, 1, "mn", False, 1, "fold")
+            if fits(t, cfg):
+                traffic = conv_tiling_traffic(layout, t, out_bytes)
+                best = traffic if best is None else min(best, traffic)
+    if best is None:
+        raise UsageError(f"conv2d: no tiling fits the scratchpads of config {cfg.name!r}.")
+    return best
+
+
+def conv_compulsory_bytes(shape: ConvShape, in_bytes: int, out_bytes: int) -> int:
+    """``io_lower_bound_bytes`` of a conv (``bound_kind = "compulsory"``): read X and W once, write Y once."""
+    return ((shape.n * shape.h * shape.w * shape.c + shape.k * shape.r * shape.s * shape.c) * in_bytes
+            + shape.gemm_m * shape.gemm_n * out_bytes)
+
+
+# -- compiling ------------------------------------------------------------------------
+
+IM2COL_OP = "im2col"  # the conv's own trace step, before the GEMM schedule's steps
+
+
+def _auto_tiling(layout: ConvLayout, cfg: ArchConfig, out_bytes: int) -> Tiling:
+    """The tiling the cost model ranks fastest, ties broken by the conv's exact traffic.
+
+    The model (:func:`tinynpu.compiler.cost.estimate`) is the GEMM model on the
+    padded im2col GEMM; the conv's A traffic is at most that GEMM's (halo rows
+    read nothing), so its ranking carries over.
+    """
+    sh = layout.shape
+    in_b = layout.elem
+    best: tuple[int, int, int] | None = None
+    choice: Tiling | None = None
+    for t in tiling_space(sh.gemm_m, sh.gemm_n, layout.padded_k, cfg):
+        est = estimate(sh.gemm_m, sh.gemm_n, layout.padded_k, t, cfg, in_bytes=in_b, out_bytes=out_bytes)
+        key = (est.cycles, conv_tiling_traffic(layout, t, out_bytes), -t.bk)
+        if best is None or key < best:
+            best, choice = key, t
+    if choice is None:
+        raise UsageError(f"conv2d: no tiling fits the scratchpads of config {cfg.name!r}.")
+    return choice
+
+
+def _resolve_schedule(schedule: str | Schedule, shape: ConvShape, cfg: ArchConfig,
+                      layout_kind: str) -> tuple[ConvLayout, Schedule | None]:
+    """The layout and the GEMM schedule (None: choose automatically) a ``schedule`` argument names."""
+    sched: Schedule | None
+    if isinstance(schedule, Schedule):
+        sched = schedule
+    elif schedule == "auto":
+        sched = None
+    elif schedule == "naive":
+        sched = naive(cfg)
+    else:
+        sched = Schedule.load(schedule)
+    if sched is not None:
+        steps = [s for s in sched.steps if s.get("op") == IM2COL_OP]
+        if steps:
+            kind = steps[-1].get("layout")
+            if kind not in LAYOUTS:
+                raise UsageError(f"schedule {sched.name!r}: the {IM2COL_OP} step's layout must be one of "
+                                 f"{', '.join(LAYOUTS)}, not {kind!r}.")
+            if layout_kind not in ("auto", kind):
+                raise UsageError(f"schedule {sched.name!r} fixes the im2col layout {kind!r}, but layout "
+                                 f"{layout_kind!r} was asked for.")
+            layout_kind = kind
+            sched = Schedule(sched.name, tuple(s for s in sched.steps if s.get("op") != IM2COL_OP))
+    if layout_kind == "auto":
+        return choose_layout(shape, cfg), sched
+    if layout_kind not in LAYOUTS:
+        raise UsageError(f"conv2d: layout must be auto or one of {', '.join(LAYOUTS)}, not {layout_kind!r}.")
+    return ConvLayout(shape, layout_kind, cfg.tile, cfg.elem_bytes("a_reg")), sched
+
+
+def compile_conv2d(n: int, c: int, h: int, w: int, k: int, r: int, s: int, *, stride: int = 1, pad: int = 0,
+                   dtype: str = "int8", cfg: ArchConfig | None = None, schedule: str = "auto",
+                   layout: str = "auto") -> Compiled:
+    """Compile a 2-D convolution (NHWC input, KRSC weights, NHWC output) by implicit im2col.
+
+    Args:
+        n, c, h, w: Input batch, channels, height, width.
+        k, r, s: Output channels, kernel height, kernel width.
+        stride: Stride in both directions.
+        pad: Zero padding on every side.
+        dtype: ``int8`` (int32 output) or ``fp32`` (the fp32 config).
+        cfg: Architecture config; by default the one matching ``dtype``.
+        schedule: ``auto`` (cost-model choice), ``naive`` (the seed loop's one-tile blocks) or a
+            saved trace file (a conv trace starts with its ``im2col`` step).
+        layout: ``auto``, ``direct`` or ``rowpack`` (see the module docstring).
+
+    Returns:
+        The compiled program, its inputs/reference/host layout change and its yardsticks.
+
+    Raises:
+        UsageError: bad sizes, a kernel larger than the padded input, an unsupported dtype, or a
+            schedule that does not apply or fit.
+    """
+    started = time.perf_counter()
+    cfg = _config_for(dtype, cfg)
+    isa = load_isa()
+    shape = ConvShape(n=n, c=c, h=h, w=w, k=k, r=r, s=s, stride=stride, pad=pad)
+    lay, sched = _resolve_schedule(schedule, shape, cfg, layout)
+    in_b, out_b = cfg.elem_bytes("a_reg"), cfg.elem_bytes("acc")
+    m_g, n_g, k_g = shape.gemm_m, shape.gemm_n, lay.padded_k
+    if sched is None:
+        tiling = _auto_tiling(lay, cfg, out_b)
+        sched = from_tiling(tiling, cfg, name="auto")
+    else:
+        tiling = apply(sched, m=m_g, n=n_g, k=k_g, cfg=cfg)
+    in_dt, acc_dt = str(cfg.dtype("a_reg")), str(cfg.dtype("acc"))
+    x_shape, w_shape, y_shape = lay.input_shape(), lay.weight_shape(), (shape.n, shape.p, shape.q, shape.k)
+    x_bytes = int(np.prod(x_shape)) * in_b
+    w_bytes = int(np.prod(w_shape)) * in_b
+    x_addr, w_addr = 0, _align(x_bytes)
+    y_addr = w_addr + _align(w_bytes)
+    tensors = [Tensor("X", x_addr, x_shape, in_dt, "input"), Tensor("W", w_addr, w_shape, in_dt, "input"),
+               Tensor("Y", y_addr, y_shape, acc_dt, "output")]
+    if y_addr + m_g * n_g * out_b > cfg.dram_bytes:
+        raise UsageError(f"{shape}: its tensors need {y_addr + m_g * n_g * out_b} bytes of DRAM, more than "
+                         f"the {cfg.dram_bytes} bytes of config {cfg.name!r}.")
+
+    emit = Emitter(isa, cfg)
+    issued = lower_gemm(emit, m=m_g, n=n_g, k=k_g, a=ConvOperand(lay, x_addr, "A"),
+                        b=ConvOperand(lay, w_addr, "B"), c=DenseOutput(y_addr, n_g, out_b, name="Y"),
+                        tiling=tiling)
+    words, comments = emit.finish()
+    program = Program.build(isa, cfg, words, tensors)
+
+    compulsory = conv_compulsory_bytes(shape, in_b, out_b)
+    bounds = Bounds(
+        io_lower_bound_bytes=compulsory,
+        best_tiling_bytes=conv_best_tiling_bytes(lay, cfg, out_b),
+        roofline_cycles=roofline_cycles(shape.macs, compulsory, cfg),
+        padding_ceiling=shape.macs / issued,
+        useful_macs=shape.macs,
+        issued_macs=issued,
+        bound_kind="compulsory",
+    )
+    integer = cfg.is_integer
+
+    def make_inputs(seed: int) -> dict[str, np.ndarray]:
+        rng = np.random.default_rng(seed)
+        if integer:
+            return {"X": rng.integers(-128, 128, size=(shape.n, shape.h, shape.w, shape.c), dtype=np.int8),
+                    "W": rng.integers(-128, 128, size=(shape.k, shape.r, shape.s, shape.c), dtype=np.int8)}
+        # Positive values as in the course's seed program: no cancellation, so rtol=1e-5 is meaningful.
+        return {"X": rng.random((shape.n, shape.h, shape.w, shape.c), dtype=np.float32),
+                "W": rng.random((shape.k, shape.r, shape.s, shape.c), dtype=np.float32)}
+
+    def reference(inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {"Y": conv2d_reference(inputs["X"], inputs["W"], stride=shape.stride, pad=shape.pad,
+                                      acc_dtype=cfg.dtype("acc"))}
+
+    def to_device(inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {"X": lay.host_input(inputs["X"]), "W": lay.host_weights(inputs["W"])}
+
+    trace = ({"op": IM2COL_OP, "layout": lay.kind,
+              "reduction": "(r, s, c)" if lay.kind == "direct" else "(s, r, c)",
+              "gemm": {"m": m_g, "n": n_g, "k": shape.gemm_k, "k_padded": k_g}}, *sched.steps)
+    return Compiled(
+        program=program,
+        comments=comments,
+        workload={"kind": "conv2d", **shape.kwargs(), "p": shape.p, "q": shape.q,
+                  "dtype": "int8" if integer else "fp32", "layout": lay.kind, "input_layout": "NHWC",
+                  "weight_layout": "KRSC", "output_layout": "NHWC",
+                  "gemm": {"m": m_g, "n": n_g, "k": shape.gemm_k, "k_padded": k_g}},
+        trace=tuple(trace),
+        bounds=bounds,
+        host_traffic_bytes=lay.host_traffic_bytes(),
+        make_inputs=make_inputs,
+        reference=reference,
+        to_device=to_device,
+        outputs=("Y",),
+        exact=integer,
+        compile_seconds=time.perf_counter() - started,
+        model={"tiling": list(tiling.key()),
+               "estimate_cycles": estimate(m_g, n_g, k_g, tiling, cfg, in_bytes=in_b, out_bytes=out_b).cycles,
+               "dram_bytes": conv_tiling_traffic(lay, tiling, out_b)},
+    )
+
+
+def _align(nbytes: int, align: int = 64) -> int:
+    return -(-nbytes // align) * align
