@@ -1,0 +1,315 @@
+"""Decode a whole program once, vectorized, and check every static fault up front.
+
+All operands of a tinynpu instruction are immediates, so the scratchpad and
+DRAM extents, alignment, and the timing-class occupancy and latency of every
+instruction are known before the run.  :func:`decode_program` computes them
+for all instructions at once with numpy (one column per quantity) and
+raises the fault of the *first* offending instruction that would be
+dispatched (instructions after the first ``halt`` are never dispatched, so
+they are decoded but not checked).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from tinynpu.isa import ArchConfig, Isa
+from tinynpu.simulator.faults import SimFault, where
+
+from tinynpu.errors import SpecError
+
+# Operand order each semantic handler takes (by ISA field name; the bit
+# positions come from the ISA).  This is the simulator's calling convention,
+# not a second copy of the encoding.
+OPERANDS: dict[str, tuple[str, ...]] = {
+    "halt": (),
+    "sync": (),
+    "load": ("scope", "sp_row", "dram", "stride", "rows", "cols"),
+    "zero": ("scope", "sp_row", "rows"),
+    "store": ("sp_row", "dram", "stride", "rows", "cols", "narrow", "relu", "shift"),
+    "tmm": ("acc", "a", "b", "m", "n", "k", "accumulate"),
+    "vadd": ("dst", "src", "rows"),
+    "vaddrow": ("dst", "src", "rows"),
+    "vmax": ("dst", "imm", "rows"),
+    "vmin": ("dst", "imm", "rows"),
+    "vmul": ("dst", "imm", "rows"),
+    "vshr": ("dst", "shift", "rows"),
+}
+N_OPERANDS = max(len(v) for v in OPERANDS.values())
+_MASK64 = (1 << 64) - 1
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """Per-instruction columns (numpy arrays of length ``n``).
+
+    Attributes:
+        n: number of words in the program.
+        n_exec: instructions that will be dispatched (up to and including the first halt).
+        op: index into ``isa.instructions``.
+        unit: unit id.
+        wait, signal: token masks (0 for control instructions).
+        operands: ``(n, N_OPERANDS)`` int64, in :data:`OPERANDS` order.
+        occ, lat: timing-class occupancy and latency.
+        beats: DRAM-port beats (0 for instructions that do not use the port).
+        dram_read, dram_write: DRAM bytes moved.
+        macs: MACs issued.
+    """
+
+    n: int
+    n_exec: int
+    op: np.ndarray
+    unit: np.ndarray
+    wait: np.ndarray
+    signal: np.ndarray
+    operands: np.ndarray
+    occ: np.ndarray
+    lat: np.ndarray
+    beats: np.ndarray
+    dram_read: np.ndarray
+    dram_write: np.ndarray
+    macs: np.ndarray
+
+
+def _split(words: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    lo = np.fromiter((w & _MASK64 for w in words), dtype=np.uint64, count=len(words))
+    hi = np.fromiter((w >> 64 for w in words), dtype=np.uint64, count=len(words))
+    return lo, hi
+
+
+def _bits(lo: np.ndarray, hi: np.ndarray, lsb: int, msb: int, signed: bool) -> np.ndarray:
+    width = msb - lsb + 1
+    mask = np.uint64((1 << width) - 1)
+    if msb < 64:
+        raw = (lo >> np.uint64(lsb)) & mask
+    elif lsb >= 64:
+        raw = (hi >> np.uint64(lsb - 64)) & mask
+    else:
+        raw = ((lo >> np.uint64(lsb)) | (hi << np.uint64(64 - lsb))) & mask
+    out = raw.astype(np.int64)
+    if signed:
+        out = np.where(out >= 1 << (width - 1), out - (1 << width), out)
+    return out
+
+
+def _ceil_div(a: np.ndarray, b: int) -> np.ndarray:
+    return -(-a // b)
+
+
+def decode_program(isa: Isa, cfg: ArchConfig, words: Sequence[int]) -> Decoded:
+    """Decode ``words`` and check them statically.
+
+    Raises:
+        SimFault: an undecodable word, or an instruction whose operands are out
+            of range, misaligned or not allowed in this config.
+    """
+    n = len(words)
+    wb = isa.word_bytes
+    lo, hi = _split(words)
+    table = np.full(256, -1, dtype=np.int64)
+    for instr in isa.instructions:
+        if instr.mnemonic not in OPERANDS:
+            raise SpecError(f"{isa.source}: the simulator has no semantics for instruction "
+                            f"{instr.mnemonic!r}.")
+        table[instr.match & 0xFF] = instr.index
+    op = table[(lo & np.uint64(0xFF)).astype(np.int64)]
+    ok = op >= 0
+    for instr in isa.instructions:
+        sel = op == instr.index
+        mlo, mhi = np.uint64(instr.mask & _MASK64), np.uint64(instr.mask >> 64)
+        tlo, thi = np.uint64(instr.match & _MASK64), np.uint64(instr.match >> 64)
+        ok &= ~sel | (((lo & mlo) == tlo) & ((hi & mhi) == thi))
+    halts = np.flatnonzero(op == isa.by_mnemonic["halt"].index)
+    n_exec = int(halts[0]) + 1 if len(halts) else n
+    operands = np.zeros((n, N_OPERANDS), dtype=np.int64)
+    wait = np.zeros(n, dtype=np.int64)
+    signal = np.zeros(n, dtype=np.int64)
+    for instr in isa.instructions:
+        sel = np.flatnonzero(op == instr.index)
+        if not len(sel):
+            continue
+        for field in instr.fields:
+            vals = _bits(lo[sel], hi[sel], field.lsb, field.msb, field.signed)
+            ok[sel] &= (vals >= field.lo) & (vals <= field.hi)
+            if field.name == "wait":
+                wait[sel] = vals
+            elif field.name == "signal":
+                signal[sel] = vals
+            else:
+                operands[sel, OPERANDS[instr.mnemonic].index(field.name)] = vals
+    bad = np.flatnonzero(~ok[:n_exec])
+    if len(bad):
+        i = int(bad[0])
+        try:
+            isa.decode(words[i])
+            reason = "the word does not decode"
+        except SpecError as exc:
+            reason = exc.message
+        raise SimFault(f"instruction {i} (pc 0x{i * wb:x}): undecodable word: {reason}", index=i)
+    unit_of = np.array([isa.unit_ids[i.unit] for i in isa.instructions], dtype=np.int64)
+    unit = unit_of[np.maximum(op, 0)]
+    cols = _Columns(isa, cfg, op, operands, n)
+    _static_checks(isa, cfg, cols, unit, wait, signal, n_exec, words)
+    return Decoded(n=n, n_exec=n_exec, op=op, unit=unit, wait=wait, signal=signal, operands=operands,
+                   occ=cols.occ, lat=cols.lat, beats=cols.beats, dram_read=cols.dram_read,
+                   dram_write=cols.dram_write, macs=cols.macs)
+
+
+class _Columns:
+    """Timing and traffic columns, computed per instruction class."""
+
+    def __init__(self, isa: Isa, cfg: ArchConfig, op: np.ndarray, x: np.ndarray, n: int) -> None:
+        self.op, self.x, self.isa, self.cfg = op, x, isa, cfg
+        self.occ = np.zeros(n, dtype=np.int64)
+        self.lat = np.zeros(n, dtype=np.int64)
+        self.beats = np.zeros(n, dtype=np.int64)
+        self.dram_read = np.zeros(n, dtype=np.int64)
+        self.dram_write = np.zeros(n, dtype=np.int64)
+        self.macs = np.zeros(n, dtype=np.int64)
+        bpc, dlat = cfg.dram_bytes_per_cycle, cfg.dram_latency_cycles
+        scope_eb = np.array([cfg.elem_bytes(isa.scope_by_id[i].config_key) for i in sorted(isa.scope_by_id)])
+        acc_eb = cfg.elem_bytes("acc")
+        for instr in isa.instructions:
+            sel = op == instr.index
+            if not sel.any():
+                continue
+            v = self.args(instr.mnemonic, sel)
+            cls = instr.timing
+            if cls == "dma_load":
+                eb = scope_eb[v["scope"]]
+                beats = v["rows"] * _ceil_div(v["cols"] * eb, bpc)
+                self.occ[sel], self.lat[sel], self.beats[sel] = beats, beats + dlat, beats
+                self.dram_read[sel] = v["rows"] * v["cols"] * eb
+            elif cls == "dma_zero":
+                self.occ[sel] = self.lat[sel] = v["rows"]
+            elif cls == "dma_store":
+                ob = np.where(v["narrow"] != 0, 1, acc_eb)
+                beats = v["rows"] * _ceil_div(v["cols"] * ob, bpc)
+                self.occ[sel], self.lat[sel], self.beats[sel] = beats, beats + dlat, beats
+                self.dram_write[sel] = v["rows"] * v["cols"] * ob
+            elif cls == "tmm":
+                steps = v["m"] * v["n"] * v["k"]
+                self.occ[sel] = steps * cfg.tmm_interval_cycles
+                self.lat[sel] = steps * cfg.tmm_interval_cycles + cfg.tmm_latency_cycles
+                self.macs[sel] = steps * cfg.tile**3
+            elif cls == "alu":
+                alu = _ceil_div(v["rows"], cfg.alu_rows_per_cycle) + cfg.alu_latency_cycles
+                self.occ[sel] = self.lat[sel] = alu
+            elif cls != "control":
+                raise SpecError(f"{isa.source}: the simulator does not implement timing class {cls!r}.")
+
+    def args(self, mnemonic: str, sel: np.ndarray) -> dict[str, np.ndarray]:
+        return {name: self.x[sel, j] for j, name in enumerate(OPERANDS[mnemonic])}
+
+
+def _static_checks(isa: Isa, cfg: ArchConfig, cols: _Columns, unit: np.ndarray, wait: np.ndarray,
+                   signal: np.ndarray, n_exec: int, words: Sequence[int]) -> None:
+    """Raise the fault of the lowest-index instruction (below ``n_exec``) that breaks a static rule."""
+    first: list[tuple[int, str]] = []
+    tile = cfg.tile
+    rows_of = {s.id: cfg.rows(s.config_key) for s in isa.scopes}
+    name_of = {s.id: s.name for s in isa.scopes}
+    acc_id = isa.scope_by_name["acc"].id
+    acc_rows = rows_of[acc_id]
+    acc_eb = cfg.elem_bytes("acc")
+
+    def check(sel_idx: np.ndarray, bad: np.ndarray, message: Callable[[int], str]) -> None:
+        hits = sel_idx[bad & (sel_idx < n_exec)]
+        if len(hits):
+            first.append((int(hits[0]), message(int(hits[0]))))
+
+    x = cols.x
+    for instr in isa.instructions:
+        idx = np.flatnonzero(cols.op[:n_exec] == instr.index)
+        if not len(idx):
+            continue
+        mn = instr.mnemonic
+        v = {name: x[idx, j] for j, name in enumerate(OPERANDS[mn])}
+
+        def val(i: int, name: str, _mn: str = mn) -> int:
+            return int(x[i, OPERANDS[_mn].index(name)])
+
+        if "wait" in instr.field_map:
+            me = 1 << unit[idx]
+            check(idx, ((wait[idx] | signal[idx]) & me) != 0,
+                  lambda i: f"a unit may neither wait on nor signal itself (wait=0b{int(wait[i]):b}, "
+                            f"signal=0b{int(signal[i]):b}, unit {isa.units[int(unit[i])].name})")
+        if mn in ("load", "zero"):
+            srows = np.array([rows_of.get(int(s), 0) for s in v["scope"]], dtype=np.int64)
+            check(idx, v["sp_row"] + v["rows"] > srows,
+                  lambda i: f"scratchpad rows {val(i, 'sp_row')}..{val(i, 'sp_row') + val(i, 'rows') - 1} of "
+                            f"scope {name_of[val(i, 'scope')]!r} are out of range (it has "
+                            f"{rows_of[val(i, 'scope')]} rows)")
+        if mn == "load":
+            eb = np.array([cfg.elem_bytes(isa.scope_by_id[int(s)].config_key) for s in v["scope"]],
+                          dtype=np.int64)
+            _dram_checks(check, cfg, idx, v, eb, val, "reads")
+        if mn == "store":
+            if not cfg.is_integer:
+                check(idx, v["narrow"] != 0,
+                      lambda i: f"store with narrow=1 is for integer configs only (config {cfg.name!r} is "
+                                f"{cfg.acc_dtype})")
+            check(idx, (v["narrow"] == 0) & (v["shift"] != 0),
+                  lambda i: f"shift={val(i, 'shift')} needs narrow=1 (a raw store must have shift 0)")
+            check(idx, v["sp_row"] + v["rows"] > acc_rows,
+                  lambda i: f"accumulator rows {val(i, 'sp_row')}..{val(i, 'sp_row') + val(i, 'rows') - 1} "
+                            f"are out of range (acc has {acc_rows} rows)")
+            ob = np.where(v["narrow"] != 0, 1, acc_eb)
+            _dram_checks(check, cfg, idx, v, ob, val, "writes")
+        if mn == "tmm":
+            for scope, base, count in (("acc", "acc", v["m"] * v["n"]), ("a", "a", v["m"] * v["k"]),
+                                       ("b", "b", v["n"] * v["k"])):
+                srows = cfg.rows(isa.scope_by_name[scope].config_key)
+
+                def msg(i: int, scope: str = scope, base: str = base, srows: int = srows) -> str:
+                    m, nn, k = val(i, "m"), val(i, "n"), val(i, "k")
+                    cnt = {"acc": m * nn, "a": m * k, "b": nn * k}[scope]
+                    return (f"{scope} tiles {val(i, base)}..{val(i, base) + cnt - 1} "
+                            f"(rows {val(i, base) * tile}.."
+                            f"{(val(i, base) + cnt) * tile - 1}) are out of range ({scope} has {srows} rows)")
+
+                check(idx, (v[base] + count) * tile > srows, msg)
+        if instr.timing == "alu":
+            check(idx, v["dst"] + v["rows"] > acc_rows,
+                  lambda i: f"accumulator rows {val(i, 'dst')}..{val(i, 'dst') + val(i, 'rows') - 1} "
+                            f"are out of range (acc has {acc_rows} rows)")
+        if mn == "vadd":
+            check(idx, v["src"] + v["rows"] > acc_rows,
+                  lambda i: f"source rows {val(i, 'src')}..{val(i, 'src') + val(i, 'rows') - 1} are out of "
+                            f"range (acc has {acc_rows} rows)")
+            check(idx, (v["src"] != v["dst"]) & (np.abs(v["src"] - v["dst"]) < v["rows"]),
+                  lambda i: f"source rows {val(i, 'src')}.. and destination rows {val(i, 'dst')}.. "
+                            f"(rows={val(i, 'rows')}) partially overlap; they must be identical or disjoint")
+        if mn == "vaddrow":
+            check(idx, v["src"] >= acc_rows,
+                  lambda i: f"source row {val(i, 'src')} is out of range (acc has {acc_rows} rows)")
+            check(idx, (v["src"] >= v["dst"]) & (v["src"] < v["dst"] + v["rows"]),
+                  lambda i: f"the broadcast row {val(i, 'src')} lies inside the destination rows "
+                            f"{val(i, 'dst')}..{val(i, 'dst') + val(i, 'rows') - 1}")
+        if mn == "vshr" and not cfg.is_integer:
+            check(idx, np.ones(len(idx), dtype=bool),
+                  lambda i: f"vshr is for integer configs only (config {cfg.name!r} is {cfg.acc_dtype})")
+    if first:
+        i, reason = min(first)
+        mnem = isa.instructions[int(cols.op[i])].mnemonic
+        raise SimFault(f"{where(i, mnem, isa.word_bytes)}: {reason}.", index=i)
+
+
+def _dram_checks(check: Callable[..., None], cfg: ArchConfig, idx: np.ndarray, v: dict[str, np.ndarray],
+                 eb: np.ndarray, val: Callable[[int, str], int], verb: str) -> None:
+    check(idx, (v["dram"] % eb) != 0,
+          lambda i: f"DRAM address 0x{val(i, 'dram'):x} is not aligned to the "
+                    f"{int(eb[np.searchsorted(idx, i)])}-byte element size")
+    check(idx, (v["rows"] > 1) & ((v["stride"] % eb) != 0),
+          lambda i: f"DRAM stride {val(i, 'stride')} is not a multiple of the "
+                    f"{int(eb[np.searchsorted(idx, i)])}-byte element size")
+    end = v["dram"] + (v["rows"] - 1) * v["stride"] + v["cols"] * eb
+    check(idx, end > cfg.dram_bytes,
+          lambda i: f"it {verb} DRAM bytes 0x{val(i, 'dram'):x}.."
+                    f"0x{int(end[np.searchsorted(idx, i)]) - 1:x}, "
+                    f"beyond the {cfg.dram_bytes} bytes of DRAM")
+
+
+__all__ = ["N_OPERANDS", "OPERANDS", "Decoded", "decode_program"]

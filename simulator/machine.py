@@ -1,0 +1,202 @@
+"""The public machine: load a program, write inputs, run, read outputs and stats.
+
+Example::
+
+    m = Machine(load_config("default"))
+    m.load(program)
+    m.write_tensor("A", a)
+    stats = m.run()
+    c = m.read_tensor("C")
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TextIO
+
+import numpy as np
+from tinynpu.assembler.image import Program
+from tinynpu.isa import ArchConfig, Isa, load_isa
+from tinynpu.simulator.decode import Decoded, decode_program
+from tinynpu.simulator.faults import SimFault, where
+from tinynpu.simulator.hazards import Footprint, RaceChecker
+from tinynpu.simulator.semantics import State
+from tinynpu.simulator.stats import Stats, build_stats
+from tinynpu.simulator.timing import schedule
+from tinynpu.simulator.trace import write_log, write_trace
+
+from tinynpu.errors import UsageError
+
+
+class Machine:
+    """One tinynpu instance: scratchpads, DRAM, and a loaded program.
+
+    Args:
+        cfg: the architecture config.
+        isa: the ISA (the built-in one by default).
+    """
+
+    def __init__(self, cfg: ArchConfig, isa: Isa | None = None) -> None:
+        self.cfg = cfg
+        self.isa = isa or load_isa()
+        self.state = State(self.isa, cfg)
+        self.program: Program | None = None
+        self._decoded: Decoded | None = None
+
+    # --- program and data ---------------------------------------------------------------------------
+    def load(self, program: Program) -> None:
+        """Check ``program`` was built for this ISA and config, and decode it.
+
+        Raises:
+            AsmError: built for another ISA/config.
+            SimFault: an undecodable word or a static fault.
+        """
+        program.check_built_for(self.isa, self.cfg)
+        self._decoded = decode_program(self.isa, self.cfg, program.words)
+        self.program = program
+
+    def _program(self) -> Program:
+        if self.program is None:
+            raise UsageError("no program is loaded: call Machine.load(program) first.")
+        return self.program
+
+    def write_tensor(self, name: str, array: np.ndarray) -> None:
+        """Write a manifest tensor into DRAM (shape must match; values must fit its dtype)."""
+        t = self._program().tensor(name)
+        arr = np.asarray(array)
+        if tuple(arr.shape) != tuple(t.shape):
+            raise UsageError(f"tensor {name}: the program expects shape {tuple(t.shape)}, "
+                             f"not {tuple(arr.shape)}.")
+        conv = arr.astype(t.dtype)
+        if arr.dtype != conv.dtype and not np.array_equal(conv.astype(arr.dtype), arr):
+            raise UsageError(f"tensor {name}: values of dtype {arr.dtype} do not fit the tensor's dtype "
+                             f"{t.dtype} "
+                             "exactly (out of range or not integral).")
+        self.write_dram(t.addr, np.ascontiguousarray(conv, dtype=np.dtype(t.dtype).newbyteorder("<")))
+
+    def read_tensor(self, name: str) -> np.ndarray:
+        """A copy of a manifest tensor as it is in DRAM now."""
+        t = self._program().tensor(name)
+        raw = self.read_dram(t.addr, t.nbytes)
+        return np.frombuffer(raw, dtype=np.dtype(t.dtype).newbyteorder("<")).reshape(t.shape).astype(t.dtype)
+
+    def write_dram(self, addr: int, data: bytes | np.ndarray) -> None:
+        raw = np.frombuffer(data, dtype=np.uint8) if isinstance(data, bytes | bytearray) else \
+            np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+        self._check_dram(addr, len(raw))
+        self.state.dram[addr:addr + len(raw)] = raw
+
+    def read_dram(self, addr: int, nbytes: int) -> bytes:
+        self._check_dram(addr, nbytes)
+        return self.state.dram[addr:addr + nbytes].tobytes()
+
+    def _check_dram(self, addr: int, nbytes: int) -> None:
+        if addr < 0 or nbytes < 0 or addr + nbytes > self.cfg.dram_bytes:
+            raise UsageError(f"DRAM bytes {addr}..{addr + nbytes - 1} are outside the {self.cfg.dram_bytes} "
+                             f"bytes of DRAM of config {self.cfg.name!r}.")
+
+    # --- running ------------------------------------------------------------------------------------
+    def run(self, *, timing: bool = True, trace_path: Path | None = None, log: TextIO | None = None,
+            max_cycles: int | None = None, check_races: bool = True) -> Stats:
+        """Execute the loaded program until ``halt``.
+
+        Args:
+            timing: compute the cycle schedule (off: functional only, cycles = 0).
+            trace_path: write a Chrome/Perfetto trace-event JSON file (needs timing).
+            log: write one line per instruction with dispatch/start/end cycles.
+            max_cycles: cycle limit (default: the config's ``limits.max_cycles``).
+            check_races: run the data-race sanitizer.
+
+        Raises:
+            SimFault: any runtime fault (deadlock, race, token overflow, no halt, cycle limit).
+        """
+        program = self._program()
+        dec = self._decoded
+        assert dec is not None
+        isa, cfg = self.isa, self.cfg
+        t0 = time.perf_counter()
+        races = self._race_checker(dec) if check_races else None
+        limit = cfg.max_cycles if max_cycles is None else max_cycles
+        result = schedule(isa, cfg, dec, self.state, timing=timing, limit=limit, races=races,
+                          accesses=_make_accesses(isa, cfg))
+        wall = time.perf_counter() - t0
+        stats = build_stats(isa, cfg, program, dec, executed=result.executed, cycles=result.cycles,
+                            stalls=result.stalls, timing=timing, races=check_races, wall=wall,
+                            dispatch=result.dispatch, start=result.start, end=result.end)
+        if trace_path is not None:
+            write_trace(Path(trace_path), isa, dec, stats)
+        if log is not None:
+            write_log(log, isa, dec, stats)
+        return stats
+
+    def _race_checker(self, dec: Decoded) -> RaceChecker:
+        isa, cfg = self.isa, self.cfg
+        mnem = [i.mnemonic for i in isa.instructions]
+        acc_eb = cfg.elem_bytes("acc")
+        eb = {s.id: cfg.elem_bytes(s.config_key) for s in isa.scopes}
+        load_ops = {i.index for i in isa.instructions if i.timing == "dma_load"}
+
+        def describe(i: int) -> str:
+            return where(i, mnem[int(dec.op[i])], isa.word_bytes)
+
+        def footprint(i: int) -> Footprint:
+            x = dec.operands[i].tolist()
+            if int(dec.op[i]) in load_ops:
+                _, _, addr, stride, rows, cols = x[:6]
+                return addr, stride, rows, cols * eb[x[0]]
+            _, addr, stride, rows, cols, narrow = x[:6]
+            return addr, stride, rows, cols * (1 if narrow else acc_eb)
+
+        return RaceChecker(
+            len(isa.queued_units),
+            {s.id: cfg.rows(s.config_key) for s in isa.scopes},
+            {s.id: s.name for s in isa.scopes},
+            cfg.dram_bytes,
+            describe,
+            footprint,
+        )
+
+
+def _make_accesses(isa: Isa, cfg: ArchConfig):  # type: ignore[no-untyped-def]
+    """The race checker's view of each instruction: which rows and bytes it reads and writes."""
+    t = cfg.tile
+    ids = {s.name: s.id for s in isa.scopes}
+    acc, a_id, b_id = ids["acc"], ids["a"], ids["b"]
+    eb = {s.id: cfg.elem_bytes(s.config_key) for s in isa.scopes}
+    acc_eb = eb[acc]
+    kind = {i.index: i.mnemonic for i in isa.instructions}
+
+    def accesses(rc: RaceChecker, entry: tuple) -> None:
+        i, op, u, x = entry[0], entry[1], entry[2], entry[8]
+        mn = kind[op]
+        if mn == "load":
+            scope, row, addr, stride, rows, cols = x[:6]
+            rc.dram_access(u, i, (addr, stride, rows, cols * eb[scope]), write=False)
+            rc.sp_access(u, i, scope, row, row + rows, write=True)
+        elif mn == "zero":
+            scope, row, rows = x[:3]
+            rc.sp_access(u, i, scope, row, row + rows, write=True)
+        elif mn == "store":
+            row, addr, stride, rows, cols, narrow = x[:6]
+            rc.sp_access(u, i, acc, row, row + rows, write=False)
+            rc.dram_access(u, i, (addr, stride, rows, cols * (1 if narrow else acc_eb)), write=True)
+        elif mn == "tmm":
+            c0, a0, b0, m, n, k = x[:6]
+            rc.sp_access(u, i, a_id, a0 * t, (a0 + m * k) * t, write=False)
+            rc.sp_access(u, i, b_id, b0 * t, (b0 + n * k) * t, write=False)
+            rc.sp_access(u, i, acc, c0 * t, (c0 + m * n) * t, write=True)
+        elif mn in ("vadd", "vaddrow"):
+            dst, src, rows = x[:3]
+            rc.sp_access(u, i, acc, src, src + (rows if mn == "vadd" else 1), write=False)
+            rc.sp_access(u, i, acc, dst, dst + rows, write=True)
+        elif mn in ("vmax", "vmin", "vmul", "vshr"):
+            dst, _, rows = x[:3]
+            rc.sp_access(u, i, acc, dst, dst + rows, write=True)
+        elif mn not in ("halt", "sync"):
+            raise SimFault(f"the race checker does not know instruction {mn!r}.")
+
+    return accesses
+
+
+__all__ = ["Machine", "SimFault", "Stats"]

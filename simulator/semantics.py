@@ -1,0 +1,130 @@
+"""The functional state of the machine and each instruction's semantics (isa.yaml `semantics`).
+
+Operands arrive already range-checked by :mod:`tinynpu.simulator.decode`.
+Integer ``tmm`` blocks run as one float64 BLAS matmul over all their tiles:
+every product of two int8 values is at most 2^14 in magnitude and a block
+sums at most 127 * tile of them, far below 2^53, so float64 is exact; the
+int32 wraparound is then applied once (addition modulo 2^32 is associative,
+so this equals wrapping after every step).  The fp32 config follows the
+semantics' step order: one float32 product per k-step, added in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+from tinynpu.isa import ArchConfig, Isa
+
+Handler = Callable[[list[int]], None]
+
+
+class State:
+    """Scratchpads and DRAM, plus one handler per mnemonic."""
+
+    def __init__(self, isa: Isa, cfg: ArchConfig) -> None:
+        self.isa, self.cfg = isa, cfg
+        self.tile = cfg.tile
+        # np.zeros maps untouched pages lazily, so a 64 MiB DRAM costs what a program touches.
+        self.dram = np.zeros(cfg.dram_bytes, dtype=np.uint8)
+        self.sp: dict[int, np.ndarray] = {
+            s.id: np.zeros((cfg.rows(s.config_key), cfg.tile), dtype=cfg.dtype(s.config_key))
+            for s in isa.scopes
+        }
+        self.acc = self.sp[isa.scope_by_name["acc"].id]
+        self.a = self.sp[isa.scope_by_name["a"].id]
+        self.b = self.sp[isa.scope_by_name["b"].id]
+        self.integer = cfg.is_integer
+        self.handlers: dict[str, Handler] = {
+            "load": self.load, "zero": self.zero, "store": self.store, "tmm": self.tmm,
+            "vadd": self.vadd, "vaddrow": self.vaddrow, "vmax": self.vmax, "vmin": self.vmin,
+            "vmul": self.vmul, "vshr": self.vshr,
+        }
+
+    def _dram_view(self, addr: int, stride: int, rows: int, row_bytes: int) -> np.ndarray:
+        return as_strided(self.dram[addr:], shape=(rows, row_bytes), strides=(stride, 1))
+
+    def load(self, x: list[int]) -> None:
+        scope, sp_row, addr, stride, rows, cols = x[:6]
+        dst = self.sp[scope][sp_row:sp_row + rows]
+        eb = dst.itemsize
+        dst.view(np.uint8)[:, :cols * eb] = self._dram_view(addr, stride, rows, cols * eb)
+        if cols < self.tile:
+            dst[:, cols:] = 0
+
+    def zero(self, x: list[int]) -> None:
+        scope, sp_row, rows = x[:3]
+        self.sp[scope][sp_row:sp_row + rows] = 0
+
+    def store(self, x: list[int]) -> None:
+        sp_row, addr, stride, rows, cols, narrow, relu, shift = x[:8]
+        val = self.acc[sp_row:sp_row + rows, :cols]
+        if narrow:
+            wide = val.astype(np.int64)
+            wide = (wide + ((1 << shift) >> 1)) >> shift
+            if relu:
+                np.maximum(wide, 0, out=wide)
+            out = np.clip(wide, -128, 127).astype(np.int8)
+        else:
+            out = np.maximum(val, 0) if relu else val
+        raw = np.ascontiguousarray(out).view(np.uint8)
+        row_bytes = raw.shape[1]
+        if stride >= row_bytes or rows == 1:
+            self._dram_view(addr, stride, rows, row_bytes)[:] = raw
+        else:  # overlapping rows: the semantics write them in order, the last one wins
+            for r in range(rows):
+                self.dram[addr + r * stride:addr + r * stride + row_bytes] = raw[r]
+
+    def tmm(self, x: list[int]) -> None:
+        acc_t, a_t, b_t, m, n, k, accumulate = x[:7]
+        t = self.tile
+        a = self.a[a_t * t:(a_t + m * k) * t].reshape(m, k, t, t).transpose(0, 2, 1, 3).reshape(m * t, k * t)
+        b = self.b[b_t * t:(b_t + n * k) * t].reshape(n, k, t, t).transpose(0, 2, 1, 3).reshape(n * t, k * t)
+        c = self.acc[acc_t * t:(acc_t + m * n) * t].reshape(m, n, t, t)
+        if self.integer:
+            prod = (a.astype(np.float64) @ b.astype(np.float64).T).astype(np.int64)
+            prod = prod.reshape(m, t, n, t).transpose(0, 2, 1, 3)
+            if accumulate:
+                prod += c
+            c[:] = prod.astype(np.int32)  # int64 -> int32 keeps the low 32 bits: two's-complement wrap
+            return
+        for kk in range(k):
+            ak, bk = a[:, kk * t:(kk + 1) * t], b[:, kk * t:(kk + 1) * t]
+            prod = (ak @ bk.T).reshape(m, t, n, t).transpose(0, 2, 1, 3)
+            if kk == 0 and not accumulate:
+                c[:] = prod
+            else:
+                c += prod
+
+    def vadd(self, x: list[int]) -> None:
+        dst, src, rows = x[:3]
+        self.acc[dst:dst + rows] += self.acc[src:src + rows]
+
+    def vaddrow(self, x: list[int]) -> None:
+        dst, src, rows = x[:3]
+        self.acc[dst:dst + rows] += self.acc[src]
+
+    def vmax(self, x: list[int]) -> None:
+        dst, imm, rows = x[:3]
+        rng = self.acc[dst:dst + rows]
+        np.maximum(rng, rng.dtype.type(imm), out=rng)
+
+    def vmin(self, x: list[int]) -> None:
+        dst, imm, rows = x[:3]
+        rng = self.acc[dst:dst + rows]
+        np.minimum(rng, rng.dtype.type(imm), out=rng)
+
+    def vmul(self, x: list[int]) -> None:
+        dst, imm, rows = x[:3]
+        rng = self.acc[dst:dst + rows]
+        np.multiply(rng, rng.dtype.type(imm), out=rng)  # int32 x int32 keeps the low 32 bits
+
+    def vshr(self, x: list[int]) -> None:
+        dst, shift, rows = x[:3]
+        rng = self.acc[dst:dst + rows]
+        wide = rng.astype(np.int64)
+        rng[:] = ((wide + ((1 << shift) >> 1)) >> shift).astype(np.int32)
+
+
+__all__ = ["Handler", "State"]

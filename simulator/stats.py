@@ -1,0 +1,175 @@
+"""Run statistics: the DESIGN.md stats contract.
+
+Everything that depends only on which instructions ran (instruction mix,
+bytes moved, busy cycles, MACs) is computed from the decoded columns with
+numpy after the run; cycles and stalls come from the scheduler.
+
+Scratchpad traffic counts what the semantics touch: a load or zero writes
+whole rows (zero fill included); a store reads ``cols`` elements per row; a
+``tmm`` step reads one A tile and one B tile and writes one acc tile, and
+reads it too unless it is the first, overwriting step of a non-accumulating
+block; ALU ops read their source rows (``vaddrow`` one row) and write their
+destination rows.
+"""
+
+from __future__ import annotations
+
+import array
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from tinynpu.assembler.image import Program
+from tinynpu.isa import ArchConfig, Isa
+from tinynpu.simulator.decode import OPERANDS, Decoded
+
+
+@dataclass(frozen=True)
+class Stats:
+    """The result of one run.  ``to_json()`` is the machine-readable contract."""
+
+    cycles: int
+    instructions_total: int
+    by_mnemonic: dict[str, int]
+    busy_cycles: dict[str, int]
+    stall_cycles: dict[str, dict[str, int]]
+    dram_read_bytes: int
+    dram_write_bytes: int
+    tensor_traffic: dict[str, dict[str, int]]
+    scratchpad: dict[str, dict[str, int]]
+    macs: int
+    macs_per_cycle: int
+    config: str
+    timing: bool
+    races_checked: bool
+    wall_seconds: float
+    _mnemonics: tuple[str, ...] = field(default=(), repr=False)
+    _units: tuple[str, ...] = field(default=(), repr=False)
+    _op: np.ndarray | None = field(default=None, repr=False)
+    _unit: np.ndarray | None = field(default=None, repr=False)
+    _dispatch: array.array | None = field(default=None, repr=False)
+    _start: array.array | None = field(default=None, repr=False)
+    _end: array.array | None = field(default=None, repr=False)
+
+    @property
+    def utilization(self) -> float:
+        return self.macs / (self.cycles * self.macs_per_cycle) if self.cycles else 0.0
+
+    @property
+    def timeline(self) -> list[tuple[int, str, str, int, int, int]]:
+        """Per executed instruction: (index, unit, mnemonic, dispatch, start, end); empty without timing."""
+        if not self.timing or self._op is None or self._dispatch is None:
+            return []
+        assert self._unit is not None and self._start is not None and self._end is not None
+        cols = zip(self._unit.tolist(), self._op.tolist(), self._dispatch, self._start, self._end,
+                   strict=True)
+        return [(i, self._units[u], self._mnemonics[o], d, s, e) for i, (u, o, d, s, e) in enumerate(cols)]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cycles": self.cycles,
+            "instructions": {"total": self.instructions_total, "by_mnemonic": dict(self.by_mnemonic)},
+            "busy_cycles": dict(self.busy_cycles),
+            "stall_cycles": {u: dict(c) for u, c in self.stall_cycles.items()},
+            "dram_read_bytes": self.dram_read_bytes,
+            "dram_write_bytes": self.dram_write_bytes,
+            "tensor_traffic": {k: dict(v) for k, v in self.tensor_traffic.items()},
+            "scratchpad": {k: dict(v) for k, v in self.scratchpad.items()},
+            "macs": self.macs,
+            "utilization": self.utilization,
+            "config": self.config,
+            "timing": self.timing,
+            "races_checked": self.races_checked,
+            "wall_seconds": self.wall_seconds,
+        }
+
+
+def build_stats(isa: Isa, cfg: ArchConfig, program: Program, dec: Decoded, *, executed: int, cycles: int,
+                stalls: dict[str, dict[str, int]], timing: bool, races: bool, wall: float,
+                dispatch: array.array, start: array.array, end: array.array) -> Stats:
+    sl = slice(0, executed)
+    op, unit, x = dec.op[sl], dec.unit[sl], dec.operands[sl]
+    mnems = tuple(i.mnemonic for i in isa.instructions)
+    counts = np.bincount(op, minlength=len(mnems))
+    units = tuple(u.name for u in sorted(isa.units, key=lambda u: u.id))
+    busy = np.bincount(unit, weights=dec.occ[sl], minlength=len(units))
+    traffic = {t.name: {"read": 0, "write": 0} for t in program.tensors}
+    if program.tensors:
+        ts = sorted(program.tensors, key=lambda t: t.addr)
+        starts = np.array([t.addr for t in ts], dtype=np.int64)
+        ends = np.array([t.addr + t.nbytes for t in ts], dtype=np.int64)
+        for kind, col, mnem in (("read", dec.dram_read[sl], "load"), ("write", dec.dram_write[sl], "store")):
+            sel = np.flatnonzero(col > 0)
+            addr = x[sel, OPERANDS[mnem].index("dram")]
+            k = np.searchsorted(starts, addr, side="right") - 1
+            ok = (k >= 0) & (addr < ends[np.maximum(k, 0)])
+            per = np.bincount(k[ok], weights=col[sel][ok], minlength=len(ts))
+            for t, v in zip(ts, per.tolist(), strict=False):
+                traffic[t.name][kind] = int(v)
+    return Stats(
+        cycles=cycles,
+        instructions_total=executed,
+        by_mnemonic={m: int(c) for m, c in zip(mnems, counts.tolist(), strict=False) if c},
+        busy_cycles={u: int(b) for u, b in zip(units, busy.tolist(), strict=False)},
+        stall_cycles=stalls,
+        dram_read_bytes=int(dec.dram_read[sl].sum()),
+        dram_write_bytes=int(dec.dram_write[sl].sum()),
+        tensor_traffic=traffic,
+        scratchpad=_scratchpad(isa, cfg, op, x),
+        macs=int(dec.macs[sl].sum()),
+        macs_per_cycle=cfg.macs_per_cycle,
+        config=cfg.name,
+        timing=timing,
+        races_checked=races,
+        wall_seconds=wall,
+        _mnemonics=mnems,
+        _units=units,
+        _op=op,
+        _unit=unit,
+        _dispatch=dispatch,
+        _start=start,
+        _end=end,
+    )
+
+
+def _scratchpad(isa: Isa, cfg: ArchConfig, op: np.ndarray, x: np.ndarray) -> dict[str, dict[str, int]]:
+    t = cfg.tile
+    eb = {s.id: cfg.elem_bytes(s.config_key) for s in isa.scopes}
+    row_bytes = {sid: t * b for sid, b in eb.items()}
+    ids = {s.name: s.id for s in isa.scopes}
+    acc, a, b = ids["acc"], ids["a"], ids["b"]
+    rd = dict.fromkeys(eb, 0)
+    wr = dict.fromkeys(eb, 0)
+
+    def col(mnem: str, sel: np.ndarray, name: str) -> np.ndarray:
+        return x[sel, OPERANDS[mnem].index(name)]
+
+    for ins in isa.instructions:
+        sel = op == ins.index
+        if not sel.any():
+            continue
+        mn = ins.mnemonic
+        if mn in ("load", "zero"):
+            per = col(mn, sel, "rows")
+            for sid in eb:
+                wr[sid] += int(per[col(mn, sel, "scope") == sid].sum()) * row_bytes[sid]
+        elif mn == "store":
+            rd[acc] += int((col(mn, sel, "rows") * col(mn, sel, "cols")).sum()) * eb[acc]
+        elif mn == "tmm":
+            steps = col(mn, sel, "m") * col(mn, sel, "n") * col(mn, sel, "k")
+            first = np.where(col(mn, sel, "accumulate") != 0, 0, col(mn, sel, "m") * col(mn, sel, "n"))
+            total = int(steps.sum())
+            rd[a] += total * t * row_bytes[a]
+            rd[b] += total * t * row_bytes[b]
+            wr[acc] += total * t * row_bytes[acc]
+            rd[acc] += int((steps - first).sum()) * t * row_bytes[acc]
+        elif ins.timing == "alu":
+            rows = int(col(mn, sel, "rows").sum())
+            extra = rows if mn == "vadd" else int(sel.sum()) if mn == "vaddrow" else 0
+            rd[acc] += (rows + extra) * row_bytes[acc]
+            wr[acc] += rows * row_bytes[acc]
+    names = {s.id: s.name for s in isa.scopes}
+    return {names[sid]: {"read_bytes": rd[sid], "write_bytes": wr[sid]} for sid in eb}
+
+
+__all__ = ["Stats", "build_stats"]

@@ -1,0 +1,358 @@
+"""The scheduler: dispatch, unit queues, tokens, the shared DRAM port, and the cycle rules of isa.yaml.
+
+The rules (``timing`` in isa.yaml) are implemented as written:
+
+* ``d(i) >= d(i-1) + 1``; a queued instruction that is the n-th of its unit
+  also needs ``d >= s(n - depth) + 1``; ``sync``/``halt`` need
+  ``d >= max e(j)`` over every earlier j; cycles = ``d(halt) + 1``.
+* ``s(i) >= d(i) + 1``, ``>= s(prev) + occ(prev)``, ``>= e(producer)`` of each
+  consumed token, ``zero`` also ``>= e(previous instruction of its unit)``,
+  and DRAM-port users ``>= port_free``, after which ``port_free = s + beats``.
+* ``e(i) = max(s(i) + lat(i), e(prev))``.
+
+The schedule is computed event by event rather than in program order,
+because a token may come from an instruction later in program order and the
+port is granted by readiness, not by program order.  Each unit's oldest
+pending instruction is started once every quantity it depends on is known;
+functional execution happens at that moment, so the execution order always
+respects program order within a unit and every token and sync (race-free
+programs therefore compute the same values in any such order).
+
+Readings of the rules the ISA text leaves open (chosen as the simplest
+synchronous hardware would do it):
+
+* Port arbitration: among the DRAM-port users whose oldest instruction is
+  ready (all constraints but the port), the one ready first gets the port;
+  equal readiness goes to the lower unit id (load = 0 wins over store = 3).
+  An instruction waiting for the port keeps its place: the port is granted
+  at ``max(ready, port_free)``.
+* Token overflow: a channel's count in a cycle is the tokens signalled with
+  ``e <= t`` minus those consumed with ``s <= t``; a token signalled and
+  consumed in the same cycle nets out.  A signal that makes the count exceed
+  ``tokens.max_count`` faults; so does ending the run with more than that
+  many unconsumed.  Without timing the count is taken in execution order.
+* Dispatcher stalls (waiting for a full queue, or for completion before a
+  ``sync``/``halt``) are reported as stall cycles of the ``control`` unit.
+"""
+
+from __future__ import annotations
+
+import array
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+from tinynpu.isa import ArchConfig, Isa
+from tinynpu.simulator.decode import Decoded
+from tinynpu.simulator.faults import SimFault, where
+from tinynpu.simulator.hazards import RaceChecker
+from tinynpu.simulator.semantics import State
+
+_CHUNK = 1 << 15
+
+
+@dataclass
+class RunResult:
+    """What the scheduler measured; :mod:`stats` turns it into :class:`Stats`."""
+
+    cycles: int
+    executed: int
+    dispatch: array.array
+    start: array.array
+    end: array.array
+    stalls: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+class _Rows:
+    """Per-instruction tuples built lazily in chunks, so the program is never held as Python objects."""
+
+    def __init__(self, dec: Decoded) -> None:
+        self.dec = dec
+        self.base = -1
+        self.rows: list[tuple] = []
+
+    def get(self, i: int) -> tuple:
+        base = i - i % _CHUNK
+        if base != self.base:
+            d = self.dec
+            sl = slice(base, min(base + _CHUNK, d.n))
+            self.rows = list(zip(range(base, sl.stop), d.op[sl].tolist(), d.unit[sl].tolist(),
+                                 d.wait[sl].tolist(), d.signal[sl].tolist(), d.occ[sl].tolist(),
+                                 d.lat[sl].tolist(), d.beats[sl].tolist(), d.operands[sl].tolist(),
+                                 strict=True))
+            self.base = base
+        return self.rows[i - base]
+
+
+def _bits(mask: int) -> tuple[int, ...]:
+    return tuple(b for b in range(mask.bit_length()) if mask >> b & 1)
+
+
+def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: bool, limit: int,
+             races: RaceChecker | None, accesses: Callable[[RaceChecker, tuple], None]) -> RunResult:
+    """Run the program: functional execution interleaved with the cycle schedule.
+
+    Raises:
+        SimFault: deadlock, token overflow, no halt, cycle limit, or a data race.
+    """
+    wb = isa.word_bytes
+    mnem = [ins.mnemonic for ins in isa.instructions]
+    handlers = [state.handlers.get(m) for m in mnem]
+    halt_op = isa.by_mnemonic["halt"].index
+    control_ops = {ins.index for ins in isa.instructions if isa.unit_ids[ins.unit] not in
+                   {u.id for u in isa.queued_units}}
+    waits_prev = [ins.timing == "dma_zero" for ins in isa.instructions]
+    queued = sorted(u.id for u in isa.queued_units)
+    nq = len(queued)
+    if queued != list(range(nq)):
+        raise SimFault(f"{isa.source}: the simulator needs the queued units to have ids 0..{nq - 1}.")
+    names = {u.id: u.name for u in isa.units}
+    control_name = next(u.name for u in isa.units if not u.queue)
+    bits = [_bits(m) for m in range(1 << nq)]
+    depth, max_tok = cfg.queue_depth, cfg.token_max_count
+    n_exec = dec.n_exec
+    port_units = sorted({int(u) for u in np.unique(dec.unit[:n_exec][dec.beats[:n_exec] > 0])})
+
+    dispatch = array.array("q", bytes(8 * n_exec))
+    start = array.array("q", bytes(8 * n_exec))
+    end = array.array("q", bytes(8 * n_exec))
+    stalls: dict[str, dict[str, int]] = {names[u]: {} for u in range(nq)}
+    stalls[control_name] = {}
+
+    pend: list[deque[list]] = [deque() for _ in range(nq)]
+    starts: list[deque[int]] = [deque(maxlen=depth) for _ in range(nq)]
+    n_disp = [0] * nq
+    n_sched = [0] * nq
+    free_at = [0] * nq
+    last_e = [0] * nq
+    chan: list[list[deque]] = [[deque() for _ in range(nq)] for _ in range(nq)]
+    sig_e: list[list[list[int]]] = [[[] for _ in range(nq)] for _ in range(nq)]
+    sig_i: list[list[list[int]]] = [[[] for _ in range(nq)] for _ in range(nq)]
+    con_s: list[list[list[int]]] = [[[] for _ in range(nq)] for _ in range(nq)]
+    rows = _Rows(dec)
+    pc = 0
+    d_prev = -1
+    max_e = 0
+    port_free = 0
+    halted = False
+    cycles = 0
+
+    def describe(i: int) -> str:
+        return where(i, mnem[int(dec.op[i])], wb)
+
+    def add_stall(unit: str, cause: str, n: int) -> None:
+        if n > 0:
+            st = stalls[unit]
+            st[cause] = st.get(cause, 0) + n
+
+    def ready(entry: list) -> int:
+        """Earliest start ignoring the port, or -1 if a token is missing."""
+        u = entry[2]
+        t = entry[9] + 1
+        if free_at[u] > t:
+            t = free_at[u]
+        for v in bits[entry[3]]:
+            ch = chan[v][u]
+            if not ch:
+                return -1
+            if timing and ch[0][0] > t:
+                t = ch[0][0]
+        if waits_prev[entry[1]] and last_e[u] > t:
+            t = last_e[u]
+        return t
+
+    def overflow(v: int, u: int, j: int, i: int | None = None) -> SimFault:
+        i = sig_i[v][u][j] if i is None else i
+        return SimFault(
+            f"token channel {names[v]}->{names[u]} overflows: {describe(i)} signals its token "
+            f"#{j} while the channel already holds tokens.max_count = {max_tok} unconsumed tokens "
+            f"(config {cfg.name!r}); make {names[u]} consume them sooner or signal less.", index=i)
+
+    def start_instr(entry: list, s: int) -> None:
+        nonlocal max_e, port_free
+        i, op, u, wait, sig, occ, lat, beats, x, d = entry
+        if timing:
+            base = max(d + 1, free_at[u])
+            tok = 0
+        if races is not None:
+            races.begin(u, i)
+        for v in bits[wait]:
+            e_p, clock, _ = chan[v][u].popleft()
+            if timing:
+                tok = max(tok, e_p)
+                k = len(con_s[v][u])
+                con_s[v][u].append(s)
+                if len(sig_e[v][u]) > k + max_tok and sig_e[v][u][k + max_tok] < s:
+                    raise overflow(v, u, k + max_tok)
+            if races is not None:
+                races.join(u, clock)
+        if timing:
+            unit = names[u]
+            add_stall(unit, "token", tok - base)
+            hi = max(base, tok)
+            if waits_prev[op]:
+                add_stall(unit, "in_flight_loads", last_e[u] - hi)
+                hi = max(hi, last_e[u])
+            if beats:
+                add_stall(unit, "dram_port", s - hi)
+                port_free = s + beats
+            e = max(s + lat, last_e[u])
+            if e > limit:
+                raise SimFault(f"the program did not halt within the cycle limit of {limit} cycles: "
+                               f"{describe(i)} would complete at cycle {e} (raise --max-cycles or "
+                               "limits.max_cycles if the program is meant to run this long).", index=i)
+            last_e[u] = e
+            free_at[u] = s + occ
+            starts[u].append(s)
+            start[i] = s
+            end[i] = e
+            if e > max_e:
+                max_e = e
+        else:
+            e = 0
+        n_sched[u] += 1
+        if races is not None:
+            accesses(races, entry)
+        h = handlers[op]
+        if h is not None:
+            h(x)
+        if sig:
+            clock = races.token(u) if races is not None else None
+            for w in bits[sig]:
+                ch = chan[u][w]
+                ch.append((e, clock, i))
+                if timing:
+                    j = len(sig_e[u][w])
+                    sig_e[u][w].append(e)
+                    sig_i[u][w].append(i)
+                    if j >= max_tok and len(con_s[u][w]) > j - max_tok and con_s[u][w][j - max_tok] > e:
+                        raise overflow(u, w, j)
+                elif len(ch) > max_tok:
+                    raise overflow(u, w, len(ch) - 1, i)
+
+    while True:
+        progress = False
+        # 1. dispatch in program order as far as the rules allow
+        while pc < n_exec and not halted:
+            row = rows.get(pc)
+            op = row[1]
+            if op in control_ops:
+                if any(pend):
+                    break
+                d = d_prev + 1
+                if timing and max_e > d:
+                    add_stall(control_name, "sync", max_e - d)
+                    d = max_e
+                if races is not None:
+                    races.sync()
+                dispatch[pc] = start[pc] = end[pc] = d
+                d_prev = d
+                pc += 1
+                progress = True
+                if op == halt_op:
+                    halted = True
+                    cycles = d + 1
+                    if timing and cycles > limit:
+                        raise SimFault(f"the program did not halt within the cycle limit of {limit} cycles "
+                                       f"({describe(pc - 1)} at cycle {d}).", index=pc - 1)
+                continue
+            u = row[2]
+            if len(pend[u]) >= depth:
+                break
+            d = d_prev + 1
+            if timing:
+                k = n_disp[u] - depth
+                if k >= 0:
+                    sk = starts[u][k - (n_sched[u] - len(starts[u]))] + 1
+                    if sk > d:
+                        add_stall(control_name, "queue_full", sk - d)
+                        d = sk
+                if d > limit:
+                    raise SimFault(f"the program did not halt within the cycle limit of {limit} cycles "
+                                   f"(dispatching {describe(pc)} at cycle {d}).", index=pc)
+                dispatch[pc] = d
+            pend[u].append([*row, d])
+            n_disp[u] += 1
+            d_prev = d
+            pc += 1
+            progress = True
+        # 2. units that do not use the DRAM port start whenever they are ready
+        for u in range(nq):
+            q = pend[u]
+            while q and not q[0][7]:
+                r = ready(q[0])
+                if r < 0:
+                    break
+                start_instr(q.popleft(), r)
+                progress = True
+        # 3. the DRAM port: the user ready first wins it
+        if port_units:
+            best: tuple[int, int] | None = None
+            blocked = False
+            for u in port_units:
+                q = pend[u]
+                if not q:
+                    continue
+                if not q[0][7]:
+                    blocked = True
+                    continue
+                r = ready(q[0])
+                if r < 0:
+                    blocked = True
+                elif not timing:
+                    start_instr(q.popleft(), 0)
+                    progress = True
+                elif best is None or r < best[0]:
+                    best = (r, u)
+            if best is not None:
+                r, u = best
+                # Safe when nothing else could claim the port earlier: an unknown head could, and so
+                # could an instruction not dispatched yet (ready no earlier than d_prev + 2).
+                unknown_future = pc < n_exec and not halted and any(not pend[v] for v in port_units if v != u)
+                safe = not blocked and (not unknown_future or r < d_prev + 2)
+                if safe or not progress:
+                    start_instr(pend[u].popleft(), max(r, port_free))
+                    progress = True
+        if progress:
+            continue
+        if halted and not any(pend):
+            break
+        if pc >= n_exec and not halted and not any(pend):
+            last = n_exec - 1
+            raise SimFault(f"the program never halts: it ran past its last instruction "
+                           f"({describe(last) if last >= 0 else 'an empty program'}) without reaching a "
+                           "halt; "
+                           "end it with `halt`.", index=max(last, 0))
+        raise _deadlock(pend, chan, bits, names, describe, pc, n_exec, depth)
+
+    if timing:
+        for v in range(nq):
+            for u in range(nq):
+                if len(sig_e[v][u]) - len(con_s[v][u]) > max_tok:
+                    raise overflow(v, u, len(con_s[v][u]) + max_tok)
+    executed = pc
+    return RunResult(cycles=cycles if timing else 0, executed=executed, dispatch=dispatch, start=start,
+                     end=end, stalls=stalls)
+
+
+def _deadlock(pend: list[deque[list]], chan: list[list[deque]], bits: list[tuple[int, ...]],
+              names: dict[int, str], describe: Callable[[int], str], pc: int, n_exec: int,
+              depth: int) -> SimFault:
+    for u, q in enumerate(pend):
+        if not q:
+            continue
+        head = q[0]
+        for v in bits[head[3]]:
+            if not chan[v][u]:
+                disp = (f"the dispatcher is stuck before {describe(pc)} (it waits for a queue slot or for "
+                        f"completion, queue depth {depth})" if pc < n_exec
+                        else "every instruction is dispatched")
+                return SimFault(
+                    f"deadlock: {describe(head[0])} on unit {names[u]} waits on token channel "
+                    f"{names[v]}->{names[u]}, which holds no token, and no instruction that can still run "
+                    f"will signal it; {disp}.", index=head[0])
+    return SimFault(f"deadlock: no unit can make progress at {describe(pc)}.", index=pc)
+
+
+__all__ = ["RunResult", "schedule"]
