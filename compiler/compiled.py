@@ -69,6 +69,7 @@ class Compiled:
         exact: Whether outputs must match bit for bit (integer) or within rtol (fp32).
         compile_seconds: Wall time of compilation.
         model: The cost model's estimate of this program (cycles, traffic), if any.
+        schedule_name: ``naive``, ``auto``, or the name stored in a schedule file.
     """
 
     program: Program
@@ -84,6 +85,7 @@ class Compiled:
     exact: bool = True
     compile_seconds: float = 0.0
     model: dict[str, Any] = field(default_factory=dict)
+    schedule_name: str = ""
 
     def asm(self, cfg: Any = None) -> str:
         """The assembly listing (produced on demand: large programs have ~10^5 lines)."""

@@ -204,16 +204,31 @@ class Emitter:
                 covered[(u, op.unit)] = p
         words: list[int] = []
         comments: dict[int, str] = {}
-        encode = self.isa.encode
+        specs = self._specs()
         for i, op in enumerate(ops):
-            fields = dict(op.fields)
+            fields = op.fields
             if op.unit != "control":
-                fields["wait"] = op.wait
-                fields["signal"] = op.signal
-            words.append(encode(op.mnemonic, fields))
+                fields = {**fields, "wait": op.wait, "signal": op.signal}
+            word, layout = specs[op.mnemonic]
+            for name, lsb, lo, hi, mask, default in layout:
+                value = fields.get(name, default)
+                if value is None or not lo <= value <= hi:
+                    self.isa.encode(op.mnemonic, fields)  # raises, naming the field and its range
+                word |= (value & mask) << lsb
+            words.append(word)
             if op.comment:
                 comments[i] = op.comment
         return words, comments
+
+    def _specs(self) -> dict[str, tuple[int, list[tuple[str, int, int, int, int, int | None]]]]:
+        """Per mnemonic: fixed bits and (name, lsb, lo, hi, mask, default) of each field.
+
+        The same encoding as :meth:`Isa.encode`, unrolled for the ~10^5 words of
+        a large GEMM; any out-of-range value goes through ``Isa.encode`` to raise.
+        """
+        return {instr.mnemonic: (instr.match, [(f.name, f.lsb, f.lo, f.hi, (1 << f.width) - 1, f.default)
+                                               for f in instr.fields])
+                for instr in self.isa.instructions}
 
     def count(self, mnemonic: str) -> int:
         return sum(1 for op in self.ops if op.mnemonic == mnemonic)

@@ -1,0 +1,106 @@
+"""The yardsticks every run is reported against, each defined once here.
+
+- ``io_lower_bound_bytes`` (matmul): ``max(compulsory, 2*M*N*K/sqrt(S)*in_bytes + M*N*out_bytes)``
+  with ``S = cfg.onchip_elements`` (every scratchpad element, all scopes):
+  the Hong-Kung / red-blue pebble bound for matmul with S words of fast
+  memory, plus writing the output once.  ``compulsory`` is reading every
+  input once and writing every output once.
+- ``best_tiling_bytes``: the least DRAM traffic of any tiling in the
+  compiler's space (every block size bm x bn in tiles, chunk bk, block loop
+  order, single/double buffers) that fits the scopes, by exhaustive
+  enumeration of :func:`tiling_space` with the exact traffic formula
+  :func:`tiling_traffic` of the lowering.
+- ``roofline_cycles``: ``max(useful MACs / MACs per cycle, io_lower_bound_bytes / DRAM bytes per cycle)``.
+- ``padding_ceiling``: useful MACs / MACs issued by tmm (whole tile steps),
+  the best utilization any program issuing those steps could reach.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+from tinynpu.compiler.schedule import Tiling, fits
+from tinynpu.isa import ArchConfig
+
+
+def compulsory_bytes(m: int, n: int, k: int, *, in_bytes: int, out_bytes: int, bias_bytes: int = 0) -> int:
+    """Read A and B once, write C once (plus a bias vector)."""
+    return (m * k + n * k) * in_bytes + m * n * out_bytes + bias_bytes
+
+
+def matmul_io_lower_bound(m: int, n: int, k: int, cfg: ArchConfig, *, in_bytes: int, out_bytes: int,
+                          bias_bytes: int = 0) -> int:
+    """``io_lower_bound_bytes`` for a GEMM (see the module docstring)."""
+    s = cfg.onchip_elements
+    pebble = math.ceil(2 * m * n * k / math.sqrt(s)) * in_bytes + m * n * out_bytes
+    floor = compulsory_bytes(m, n, k, in_bytes=in_bytes, out_bytes=out_bytes, bias_bytes=bias_bytes)
+    return max(floor, pebble)
+
+
+def roofline_cycles(useful_macs: int, io_bytes: int, cfg: ArchConfig) -> int:
+    """``roofline_cycles`` (see the module docstring)."""
+    return max(math.ceil(useful_macs / cfg.macs_per_cycle), math.ceil(io_bytes / cfg.dram_bytes_per_cycle))
+
+
+def tiling_traffic(m: int, n: int, k: int, t: Tiling, cfg: ArchConfig, *, in_bytes: int, out_bytes: int,
+                   bias: bool = False) -> int:
+    """DRAM bytes the lowering moves for ``t``: exact, matching the instructions it emits.
+
+    Output stationary: every output block reads its whole row panel of A and
+    column panel of B once, so A is read once per column block and B once per
+    row block; C is written once; a bias slice is read once per block.
+    """
+    e = cfg.tile
+    mb = -(-m // (t.bm * e))
+    nb = -(-n // (t.bn * e))
+    traffic = m * k * in_bytes * nb + n * k * in_bytes * mb + m * n * out_bytes
+    if bias:
+        traffic += n * 4 * mb
+    return traffic
+
+
+def tiling_space(m: int, n: int, k: int, cfg: ArchConfig, *, bias: bool = False) -> Iterator[Tiling]:
+    """Every tiling of the compiler's space that fits the scopes (the space search and enumeration share)."""
+    e = cfg.tile
+    mt, nt, kt = -(-m // e), -(-n // e), -(-k // e)
+    acc_tiles = cfg.rows("acc") // e
+    for db in (True, False):
+        for accb in (1, 2):
+            for bm in range(1, min(mt, acc_tiles) + 1):
+                for bn in range(1, min(nt, acc_tiles // bm) + 1):
+                    for bk in range(1, kt + 1):
+                        t = Tiling(bm, bn, bk, "mn", db, accb, "fold")
+                        if not fits(t, cfg, bias=bias):
+                            break
+                        yield t
+                        if mt > bm and nt > bn:  # order matters only with several blocks both ways
+                            yield Tiling(bm, bn, bk, "nm", db, accb, "fold")
+
+
+def best_tiling_bytes(m: int, n: int, k: int, cfg: ArchConfig, *, in_bytes: int, out_bytes: int,
+                      bias: bool = False) -> int:
+    """``best_tiling_bytes``: exhaustive minimum of :func:`tiling_traffic` over :func:`tiling_space`.
+
+    Traffic depends only on the block sizes, so the enumeration visits each
+    (bm, bn) that fits with the smallest chunk and single buffers (those fit
+    whenever anything with the same blocks does).
+    """
+    e = cfg.tile
+    mt, nt = -(-m // e), -(-n // e)
+    acc_tiles = cfg.rows("acc") // e
+    best: int | None = None
+    for bm in range(1, min(mt, acc_tiles) + 1):
+        for bn in range(1, min(nt, acc_tiles // bm) + 1):
+            t = Tiling(bm, bn, 1, "mn", False, 1, "fold")
+            if not fits(t, cfg, bias=bias):
+                continue
+            bytes_ = tiling_traffic(m, n, k, t, cfg, in_bytes=in_bytes, out_bytes=out_bytes, bias=bias)
+            best = bytes_ if best is None else min(best, bytes_)
+    if best is None:
+        raise ValueError("no tiling fits the scopes")  # cannot happen: 1x1x1 always fits a valid config
+    return best
+
+
+__all__ = ["best_tiling_bytes", "compulsory_bytes", "matmul_io_lower_bound", "roofline_cycles",
+           "tiling_space", "tiling_traffic"]

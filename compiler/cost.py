@@ -1,0 +1,135 @@
+"""Analytic cost model of a tiled GEMM: cycles from DMA beats, latencies, tmm steps and overlap.
+
+The model follows the lowering's pipeline at the granularity of a chunk (one
+``bk``-tile slice of A and B) with the ISA's timing rules from the config:
+
+- a chunk's tmm time ``C = ni * nj * nk * tmm_interval``;
+- its load time ``L`` = DMA beats on the one DRAM port (``rows * ceil(cols *
+  bytes / bytes_per_cycle)`` per load) plus ``dram.latency_cycles`` before
+  the data can be used;
+- double buffered: chunk ``g+1`` loads while chunk ``g`` computes, so a chunk
+  costs ``max(C, L_next)``; single buffered: ``L + latency + C + tmm latency``;
+- at the end of a block its column stores (one per output column tile) start
+  as their column finishes; with one acc buffer the next block's column ``j``
+  must wait for store ``j`` to complete: that wait is the block-boundary stall;
+- the DRAM port is shared: the total never drops below all beats moved.
+
+Blocks of equal shape cost the same, so the model evaluates each distinct
+block shape once: cheap enough to rank tens of thousands of tilings per second.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from tinynpu.compiler.bounds import tiling_traffic
+from tinynpu.compiler.schedule import Tiling
+from tinynpu.isa import ArchConfig
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The model's prediction for one tiling.
+
+    Attributes:
+        cycles: Predicted total cycles.
+        dram_bytes: Exact DRAM traffic (read + write) of the lowering.
+        compute_cycles: tmm cycles alone (issued steps x interval).
+    """
+
+    cycles: int
+    dram_bytes: int
+    compute_cycles: int
+
+
+def _beats(rows: int, cols: int, nbytes: int, cfg: ArchConfig) -> int:
+    return rows * math.ceil(cols * nbytes / cfg.dram_bytes_per_cycle)
+
+
+def estimate(m: int, n: int, k: int, t: Tiling, cfg: ArchConfig, *, in_bytes: int, out_bytes: int,
+             bias: bool = False) -> Estimate:
+    """Predict cycles and traffic of :func:`tinynpu.compiler.lower.lower_gemm` for tiling ``t``."""
+    e = cfg.tile
+    mt, nt, kt = -(-m // e), -(-n // e), -(-k // e)
+    interval = cfg.tmm_interval_cycles
+    lat = cfg.dram_latency_cycles
+    k_last_cols = k - (kt - 1) * e
+
+    def load_beats(rows: int, nk: int, k0: int) -> int:
+        # nk reduction tiles starting at tile k0; the last tile of K may be narrow.
+        full = nk - (1 if k0 + nk == kt else 0)
+        beats = _beats(rows, e, in_bytes, cfg) * full
+        if k0 + nk == kt:
+            beats += _beats(rows, k_last_cols, in_bytes, cfg)
+        return beats
+
+    chunk_starts = list(range(0, kt, t.bk))
+    iblocks = [(i, min(t.bm, mt - i)) for i in range(0, mt, t.bm)]
+    jblocks = [(j, min(t.bn, nt - j)) for j in range(0, nt, t.bn)]
+    cache: dict[tuple[int, int, int, int], tuple[int, int, int, int]] = {}
+
+    def block(i0: int, ni: int, j0: int, nj: int) -> tuple[int, int, int, int]:
+        """(steady cycles, store beats, first-load beats, last-column tmm time) of one block."""
+        rows_a = min(ni * e, m - i0 * e)
+        rows_b = min(nj * e, n - j0 * e)
+        key = (rows_a, rows_b, ni, nj)
+        if key in cache:
+            return cache[key]
+        cycles = 0
+        loads = [load_beats(rows_a, min(t.bk, kt - k0), k0) + load_beats(rows_b, min(t.bk, kt - k0), k0)
+                 for k0 in chunk_starts]
+        for c, k0 in enumerate(chunk_starts):
+            comp = ni * nj * min(t.bk, kt - k0) * interval
+            if t.double_buffer:
+                nxt = loads[c + 1] if c + 1 < len(loads) else loads[0]
+                cycles += max(comp, nxt)
+            else:
+                cycles += comp + loads[c] + lat + cfg.tmm_latency_cycles
+        cols_last = min(e, n - (j0 + nj - 1) * e)
+        store = sum(_beats(rows_a, e if j < nj - 1 else cols_last, out_bytes, cfg) for j in range(nj))
+        tau = ni * min(t.bk, kt - chunk_starts[-1]) * interval
+        cache[key] = (cycles, store, loads[0], tau)
+        return cache[key]
+
+    blocks = [(ib, jb) for ib in iblocks for jb in jblocks] if t.order == "mn" else \
+             [(ib, jb) for jb in jblocks for ib in iblocks]
+    shapes: dict[tuple[int, int, int, int], int] = {}
+    for (i0, ni), (j0, nj) in blocks:
+        key = (i0 if ni < t.bm or i0 + ni == mt else 0, ni, j0 if nj < t.bn or j0 + nj == nt else 0, nj)
+        shapes[key] = shapes.get(key, 0) + 1
+    total = 0
+    compute = mt * nt * kt * interval
+    for (i0, ni, j0, nj), count in shapes.items():
+        cyc, store, _, tau = block(i0, ni, j0, nj)
+        per_block = cyc
+        if t.acc_buffers == 1 or len(blocks) == 1:
+            # Column j's store is ready once its last tmm ends and completes after the store
+            # unit drained columns 0..j; the next block rewrites column j at (nj + j) * tau0.
+            # The worst column sets the stall.
+            per_col = store / nj
+            tau0 = ni * min(t.bk, kt) * interval
+            stall = 0.0
+            end = 0.0
+            for j in range(nj):
+                end = max((j + 1) * tau, end) + per_col
+                stall = max(stall, end + lat - (nj * tau + j * tau0))
+            if t.init == "fill_zero":
+                stall = max(stall, store + lat)  # one zero of the whole block waits for every store
+            per_block += int(max(0.0, stall))
+        if not t.double_buffer:
+            per_block += store + lat
+        total += per_block * count
+    first = blocks[0]
+    _, _, first_load, _ = block(first[0][0], first[0][1], first[1][0], first[1][1])
+    last = blocks[-1]
+    _, last_store, _, _ = block(last[0][0], last[0][1], last[1][0], last[1][1])
+    prologue = first_load + lat
+    epilogue = last_store + lat
+    traffic = tiling_traffic(m, n, k, t, cfg, in_bytes=in_bytes, out_bytes=out_bytes, bias=bias)
+    port = math.ceil(traffic / cfg.dram_bytes_per_cycle)
+    cycles = max(total, port) + prologue + (epilogue if t.double_buffer else 0) + cfg.tmm_latency_cycles
+    return Estimate(cycles=int(cycles), dram_bytes=traffic, compute_cycles=compute)
+
+
+__all__ = ["Estimate", "estimate"]

@@ -1,0 +1,190 @@
+"""Lowering a tiled GEMM onto the ISA: loads, tmm blocks and stores in a software-pipelined order.
+
+The loop nest (``order`` "mn" shown)::
+
+    for i0 in blocks of bm tiles:            # output block in acc (one of acc_buffers)
+      for j0 in blocks of bn tiles:
+        for k0 in chunks of bk tiles:        # A/B chunks in a_reg/b_reg (one of 2 buffers)
+          for j1 in bn:
+            for k1 in bk: tmm acc[:, j1], A[i0-block, k1], B[j1, k1]   (m=bm, n=1, k=1)
+        for j1 in bn:    store acc[:, j1] -> C[i0-block, j1]
+
+One ``tmm`` per output column tile and reduction tile (n=1, m=bm, k=1) keeps each column tile's
+accumulator rows contiguous, so it leaves the chip in one ``store`` of ``bm``
+tiles, and that store can start as soon as its column is final, while the
+other columns are still being computed.  Loads of the next chunk are
+interleaved between the current chunk's ``tmm`` instructions in program order
+so that neither queue starves the dispatcher.  All tokens come from the
+:class:`~tinynpu.compiler.operands.Emitter`'s dependency tracking.
+
+Edge tiles: columns past K are zero-filled by ``load`` (cols < tile); rows
+past M or N inside an edge tile are zeroed once at the start in every buffer
+position an edge tile occupies, and never stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tinynpu.compiler.operands import Emitter, OperandA, OutputC
+from tinynpu.compiler.schedule import Tiling, buffer_rows
+
+
+@dataclass(frozen=True)
+class Bias:
+    """A per-output-column int32 bias vector of ``n`` elements at DRAM ``addr``."""
+
+    addr: int
+    n: int
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    i0: int  # first tile row of the block
+    ni: int  # tile rows in the block
+    j0: int
+    nj: int
+    k0: int  # first reduction tile of the chunk
+    nk: int
+    first: bool  # first chunk of its block
+    last: bool
+    buf: int  # a_reg/b_reg buffer
+    acc: int  # acc buffer
+
+
+def chunks(m: int, n: int, k: int, t: Tiling, tile: int) -> list[_Chunk]:
+    """Every (block, chunk) in execution order."""
+    mt, nt, kt = -(-m // tile), -(-n // tile), -(-k // tile)
+    iblocks = [(i, min(t.bm, mt - i)) for i in range(0, mt, t.bm)]
+    jblocks = [(j, min(t.bn, nt - j)) for j in range(0, nt, t.bn)]
+    blocks = [(ib, jb) for ib in iblocks for jb in jblocks] if t.order == "mn" else \
+             [(ib, jb) for jb in jblocks for ib in iblocks]
+    out = []
+    g = 0
+    for b, ((i0, ni), (j0, nj)) in enumerate(blocks):
+        for k0 in range(0, kt, t.bk):
+            nk = min(t.bk, kt - k0)
+            out.append(_Chunk(i0, ni, j0, nj, k0, nk, k0 == 0, k0 + nk >= kt,
+                              g % 2 if t.double_buffer else 0, b % t.acc_buffers))
+            g += 1
+    return out
+
+
+def lower_gemm(emit: Emitter, *, m: int, n: int, k: int, a: OperandA, b: OperandA, c: OutputC,
+               tiling: Tiling, bias: Bias | None = None) -> int:
+    """Emit the instructions of ``C = A @ B^T (+ bias)`` for ``tiling``.
+
+    Args:
+        emit: Where instructions go (tokens are derived on :meth:`Emitter.finish`).
+        m, n, k: GEMM sizes (any positive values).
+        a: Operand for A (M x K); b: operand for B in N x K form; c: the output.
+        tiling: The schedule's tiling (already checked to fit).
+        bias: Optional int32 bias per output column, added in acc before the store.
+
+    Returns:
+        The MACs issued by tmm (whole tile steps), for the padding ceiling.
+    """
+    cfg = emit.cfg
+    e = cfg.tile
+    t = tiling
+    rows = buffer_rows(t, cfg, bias=bias is not None)
+    a_buf = rows["a_reg"] // (2 if t.double_buffer else 1)
+    b_buf = rows["b_reg"] // (2 if t.double_buffer else 1)
+    acc_buf = rows["acc"] // t.acc_buffers
+    bias_row0 = t.bm * t.bn * e  # bias rows follow the block inside each acc buffer
+    plan = chunks(m, n, k, t, e)
+    issued = 0
+
+    _zero_edge_rows(emit, m, t.bm, plan, a_buf, "a", is_a=True)
+    _zero_edge_rows(emit, n, t.bn, plan, b_buf, "b", is_a=False)
+
+    def loads(ch: _Chunk) -> list[Callable[[], None]]:
+        """The operand loads of one chunk, as deferred calls (so they can be interleaved).
+
+        Reduction tile kk of the chunk has its own sub-buffer of ``bm`` (``bn``)
+        tiles, so its rows are consecutive GEMM rows: one DMA per operand and kk.
+        """
+        calls: list[Callable[[], None]] = []
+        for kk in range(ch.nk):
+            for op, scope, base, r0, nr, total, stride in ((a, "a", ch.buf * a_buf, ch.i0, ch.ni, m, t.bm),
+                                                           (b, "b", ch.buf * b_buf, ch.j0, ch.nj, n, t.bn)):
+                row0 = r0 * e
+                calls.append(_bind(op, emit, scope, base + kk * stride * e, row0, min(nr * e, total - row0),
+                                   (ch.k0 + kk) * e))
+        return calls
+
+    pending = loads(plan[0]) if plan else []
+    for call in pending:
+        call()
+    for idx, ch in enumerate(plan):
+        acc0 = ch.acc * acc_buf
+        if ch.first and t.init == "fill_zero":
+            emit.zero("acc", acc0, rows=t.bm * ch.nj * e, comment="fill_zero(acc)")
+        if ch.first and bias is not None:
+            col0 = ch.j0 * e
+            full = min(ch.nj, (bias.n - col0) // e)
+            if full:
+                emit.load("acc", acc0 + bias_row0, bias.addr + col0 * 4, rows=full, cols=e, stride=e * 4,
+                          comment=f"bias[{col0}:{col0 + full * e}]")
+            if full < ch.nj:
+                c0 = col0 + full * e
+                emit.load("acc", acc0 + bias_row0 + full, bias.addr + c0 * 4, rows=1, cols=bias.n - c0,
+                          stride=e * 4, comment=f"bias[{c0}:{bias.n}]")
+        nxt = plan[idx + 1] if idx + 1 < len(plan) else None
+        prefetch = loads(nxt) if (nxt is not None and t.double_buffer) else []
+        done = 0
+        for j in range(ch.nj):
+            acc_j = acc0 + j * t.bm * e
+            for kk in range(ch.nk):
+                emit.tmm(acc_j, ch.buf * a_buf + kk * t.bm * e, ch.buf * b_buf + (kk * t.bn + j) * e,
+                         m=ch.ni, n=1, k=1, accumulate=not (ch.first and kk == 0 and t.init == "fold"),
+                         comment=f"C[{ch.i0}+{ch.ni} tiles, {ch.j0 + j}] k-tile {ch.k0 + kk}")
+            issued += ch.ni * ch.nk * e * e * e
+            if ch.last:
+                row0, col0 = ch.i0 * e, (ch.j0 + j) * e
+                if bias is not None:
+                    emit.alu("vaddrow", acc_j, rows=ch.ni * e, src=acc0 + bias_row0 + j, comment="+ bias")
+                c.store(emit, sp_row=acc_j, row0=row0, rows=min(ch.ni * e, m - row0), col0=col0,
+                        cols=min(e, n - col0))
+            # Spread the next chunk's loads evenly over this chunk's tmm instructions.
+            upto = -(-len(prefetch) * (j + 1) // ch.nj)
+            for call in prefetch[done:upto]:
+                call()
+            done = upto
+        if nxt is not None and not t.double_buffer:
+            for call in loads(nxt):
+                call()
+    return issued
+
+
+def _bind(op: OperandA, emit: Emitter, scope: str, sp_row: int, row0: int, rows: int,
+          k0: int) -> Callable[[], None]:
+    return lambda: op.load(emit, scope=scope, sp_row=sp_row, row0=row0, rows=rows, k0=k0)
+
+
+def _zero_edge_rows(emit: Emitter, total: int, block: int, plan: list[_Chunk], buf_rows: int, scope: str,
+                    *, is_a: bool) -> None:
+    """Zero, once, the rows past ``total`` of every buffer position an edge tile occupies.
+
+    Rows past M (or N) only feed accumulator rows (or columns) that are never
+    stored, so any finite value would do; zeroing them keeps the machine state
+    deterministic and free of reads of never-written rows.
+    """
+    e = emit.cfg.tile
+    rem = total % e
+    if not rem or not plan:
+        return
+    edge = (-(-total // e) - 1)  # the last tile row (or column)
+    spans: set[tuple[int, int]] = set()
+    for ch in plan:
+        r0, nr = (ch.i0, ch.ni) if is_a else (ch.j0, ch.nj)
+        if r0 <= edge < r0 + nr:
+            pos = edge - r0
+            for kk in range(ch.nk):
+                spans.add((ch.buf * buf_rows + (kk * block + pos) * e + rem, e - rem))
+    for row, n_rows in sorted(spans):
+        emit.zero(scope, row, rows=n_rows, comment="edge-tile padding rows")
+
+
+__all__ = ["Bias", "chunks", "lower_gemm"]

@@ -1,0 +1,223 @@
+"""``compile_matmul``: C = A @ B^T ("nt", the course's form) or A @ B ("nn", B transposed on the host)."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+from tinynpu.assembler.image import Program, Tensor
+from tinynpu.compiler.bounds import best_tiling_bytes, matmul_io_lower_bound, roofline_cycles
+from tinynpu.compiler.compiled import Arrays, Bounds, Compiled
+from tinynpu.compiler.lower import lower_gemm
+from tinynpu.compiler.operands import DenseOperand, DenseOutput, Emitter
+from tinynpu.compiler.schedule import Schedule, apply, from_tiling, naive
+from tinynpu.compiler.search import auto_tiling
+from tinynpu.isa import ArchConfig, load_config, load_isa
+
+from tinynpu.errors import UsageError
+
+DTYPES = {"int8": "int8", "fp32": "float32"}
+_ALIGN = 64  # DRAM tensors start on 64-byte boundaries (a whole number of DMA beats)
+
+
+def resolve_config(dtype: str, cfg: ArchConfig | None) -> ArchConfig:
+    """The config for ``dtype``: the built-in one if none is given, else check they agree.
+
+    Raises:
+        UsageError: unknown dtype, or a config whose input dtype differs.
+    """
+    if dtype not in DTYPES:
+        raise UsageError(f"dtype must be one of {', '.join(DTYPES)}, not {dtype!r}.")
+    if cfg is None:
+        cfg = load_config("default" if dtype == "int8" else "fp32")
+    if cfg.input_dtype != DTYPES[dtype]:
+        raise UsageError(f"dtype {dtype!r} is not supported by config {cfg.name!r}, whose scratchpads hold "
+                         f"{cfg.input_dtype}; use --dtype {_dtype_name(cfg.input_dtype)} or another config.")
+    return cfg
+
+
+def _dtype_name(numpy_name: str) -> str:
+    return {v: k for k, v in DTYPES.items()}[numpy_name]
+
+
+def check_sizes(cfg: ArchConfig, **sizes: int) -> None:
+    """Every size must be a positive integer."""
+    for name, value in sizes.items():
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value <= 0:
+            raise UsageError(f"{name} must be a positive integer, not {value!r}.")
+
+
+class DramAllocator:
+    """Bump allocation of DRAM tensors, failing with the sizes when DRAM is too small."""
+
+    def __init__(self, cfg: ArchConfig) -> None:
+        self.cfg = cfg
+        self.next = 0
+        self.tensors: list[Tensor] = []
+
+    def add(self, name: str, shape: tuple[int, ...], dtype: str, role: str) -> Tensor:
+        addr = -(-self.next // _ALIGN) * _ALIGN
+        t = Tensor(name=name, addr=addr, shape=shape, dtype=dtype, role=role)
+        if addr + t.nbytes > self.cfg.dram_bytes:
+            need = addr + t.nbytes
+            raise UsageError(
+                f"the workload does not fit DRAM: tensor {name} {list(shape)} ({dtype}) would end at "
+                f"byte {need}, "
+                f"but config {self.cfg.name!r} has {self.cfg.dram_bytes} bytes of DRAM."
+            )
+        self.next = addr + t.nbytes
+        self.tensors.append(t)
+        return t
+
+
+def default_shift(k: int) -> int:
+    """Requantization shift for int8 output of a depth-k int8 GEMM: ~3 sigma of uniform int8 data -> 127."""
+    sigma = math.sqrt(k) * 74.0 * 74.0  # std of a sum of k products of uniform int8 values
+    return max(0, min(31, math.ceil(math.log2(3 * sigma / 127))))
+
+
+def requantize(x: np.ndarray, shift: int, relu: bool) -> np.ndarray:
+    """The store's narrow mode in numpy: round-half-up shift, relu, saturate to int8."""
+    y = (x.astype(np.int64) + ((1 << shift) >> 1)) >> shift
+    if relu:
+        y = np.maximum(y, 0)
+    return np.clip(y, -128, 127).astype(np.int8)
+
+
+def resolve_schedule(schedule: str | Schedule, cfg: ArchConfig) -> Schedule | None:
+    """``naive`` -> the seed loop, ``auto`` -> None (search), a path -> the saved trace."""
+    if isinstance(schedule, Schedule):
+        return schedule
+    if schedule == "naive":
+        return naive(cfg)
+    if schedule == "auto":
+        return None
+    if not Path(schedule).exists():
+        raise UsageError(f"schedule must be naive, auto or a schedule JSON file; {schedule!r} is none of "
+                         "these.")
+    return Schedule.load(schedule)
+
+
+def compile_matmul(m: int, n: int, k: int, *, dtype: str = "int8", schedule: str | Schedule = "auto",
+                   layout: str = "nt", cfg: ArchConfig | None = None, out_dtype: str | None = None,
+                   shift: int | None = None, relu: bool = False) -> Compiled:
+    """Compile a GEMM for the accelerator.
+
+    Args:
+        m, n, k: C is m x n, the reduction is k (any positive sizes).
+        dtype: ``int8`` (default config) or ``fp32`` (fp32 config).
+        schedule: ``naive``, ``auto``, a schedule JSON path or a :class:`Schedule`.
+        layout: ``nt``: C = A @ B^T with B given N x K; ``nn``: C = A @ B with B given K x N
+            (transposed on the host; that traffic is counted in ``host_traffic_bytes``).
+        cfg: Architecture config (default: the built-in one for ``dtype``).
+        out_dtype: ``int32``/``float32`` (the accumulator, default) or ``int8`` (requantized on store).
+        shift: Requantization shift for ``int8`` output (default: :func:`default_shift`).
+        relu: Clamp negatives to zero on store.
+
+    Raises:
+        UsageError: bad sizes, dtype/config mismatch, a schedule that does not apply or fit,
+            tensors beyond DRAM.
+    """
+    t_start = time.perf_counter()
+    cfg = resolve_config(dtype, cfg)
+    check_sizes(cfg, m=m, n=n, k=k)
+    if layout not in ("nt", "nn"):
+        raise UsageError(f"layout must be 'nt' (A @ B^T) or 'nn' (A @ B), not {layout!r}.")
+    acc_name = cfg.acc_dtype
+    out_dtype = out_dtype or acc_name
+    if out_dtype == "fp32":
+        out_dtype = "float32"
+    if out_dtype not in (acc_name, "int8") or (out_dtype == "int8" and not cfg.is_integer):
+        raise UsageError(f"out_dtype must be {acc_name!r}" + (" or 'int8'" if cfg.is_integer else "")
+                         + f" for config {cfg.name!r}, not {out_dtype!r}.")
+    narrow = out_dtype == "int8"
+    if shift is None:
+        shift = default_shift(k) if narrow else 0
+    if not narrow and shift:
+        raise UsageError("shift applies only to int8 output (out_dtype='int8').")
+    isa = load_isa()
+    in_np = cfg.input_dtype
+    in_bytes = cfg.elem_bytes("a_reg")
+    out_bytes = np.dtype(out_dtype).itemsize
+
+    alloc = DramAllocator(cfg)
+    ta = alloc.add("A", (m, k), in_np, "input")
+    tb = alloc.add("B" if layout == "nt" else "Bt", (n, k), in_np, "input")
+    tc = alloc.add("C", (m, n), out_dtype, "output")
+
+    sched = resolve_schedule(schedule, cfg)
+    model: dict[str, object] = {}
+    if sched is None:
+        best = auto_tiling(m, n, k, cfg, in_bytes=in_bytes, out_bytes=out_bytes)
+        tiling = best.tiling
+        sched = from_tiling(tiling, cfg, name="auto")
+        model = {"cycles": best.est.cycles, "dram_bytes": best.est.dram_bytes}
+    else:
+        tiling = apply(sched, m=m, n=n, k=k, cfg=cfg)
+
+    emit = Emitter(isa, cfg)
+    issued = lower_gemm(emit, m=m, n=n, k=k,
+                        a=DenseOperand(ta.addr, m, k, in_bytes, "A"),
+                        b=DenseOperand(tb.addr, n, k, in_bytes, tb.name),
+                        c=DenseOutput(tc.addr, n, out_bytes, narrow=narrow, shift=shift, relu=relu),
+                        tiling=tiling)
+    words, comments = emit.finish()
+    program = Program.build(isa, cfg, words, alloc.tensors)
+
+    useful = m * n * k
+    io = matmul_io_lower_bound(m, n, k, cfg, in_bytes=in_bytes, out_bytes=out_bytes)
+    bounds = Bounds(
+        io_lower_bound_bytes=io,
+        best_tiling_bytes=best_tiling_bytes(m, n, k, cfg, in_bytes=in_bytes, out_bytes=out_bytes),
+        roofline_cycles=roofline_cycles(useful, io, cfg),
+        padding_ceiling=useful / issued,
+        useful_macs=useful,
+        issued_macs=issued,
+        bound_kind="matmul",
+    )
+    fp = not cfg.is_integer
+
+    def make_inputs(seed: int) -> Arrays:
+        rng = np.random.default_rng(seed)
+        b_shape = (n, k) if layout == "nt" else (k, n)
+        if fp:  # the course's np.random.rand: positive values, so rtol=1e-5 is meaningful
+            return {"A": rng.random((m, k), dtype=np.float32), "B": rng.random(b_shape, dtype=np.float32)}
+        return {"A": rng.integers(-128, 128, (m, k), dtype=np.int8),
+                "B": rng.integers(-128, 128, b_shape, dtype=np.int8)}
+
+    def b_nk(inputs: Mapping[str, np.ndarray]) -> np.ndarray:
+        return np.asarray(inputs["B"]) if layout == "nt" else np.ascontiguousarray(np.asarray(inputs["B"]).T)
+
+    def to_device(inputs: Mapping[str, np.ndarray]) -> Arrays:
+        return {"A": np.asarray(inputs["A"]), tb.name: b_nk(inputs)}
+
+    def reference(inputs: Mapping[str, np.ndarray]) -> Arrays:
+        a, b = np.asarray(inputs["A"]), b_nk(inputs)
+        if fp:
+            return {"C": (a.astype(np.float64) @ b.T.astype(np.float64)).astype(np.float32)}
+        wide = a.astype(np.int64) @ b.T.astype(np.int64)
+        if narrow:
+            return {"C": requantize(wide.astype(np.int32), shift, relu)}
+        c = wide.astype(np.int32)  # two's-complement wrap, as the accumulator
+        return {"C": np.maximum(c, 0) if relu else c}
+
+    host = 2 * n * k * in_bytes if layout == "nn" else 0
+    return Compiled(
+        program=program, comments=comments,
+        workload={"kind": "matmul", "m": m, "n": n, "k": k, "dtype": dtype, "layout": layout,
+                  "out_dtype": out_dtype, "shift": shift, "relu": relu, "config": cfg.name,
+                  "tiling": {"bm": tiling.bm, "bn": tiling.bn, "bk": tiling.bk, "order": tiling.order,
+                             "double_buffer": tiling.double_buffer, "acc_buffers": tiling.acc_buffers,
+                             "init": tiling.init}},
+        trace=tuple(dict(s) for s in sched.steps), bounds=bounds, host_traffic_bytes=host,
+        make_inputs=make_inputs, reference=reference, to_device=to_device, outputs=("C",),
+        exact=not fp, compile_seconds=time.perf_counter() - t_start, model=dict(model),
+        schedule_name=sched.name,
+    )
+
+
+__all__ = ["DramAllocator", "check_sizes", "compile_matmul", "default_shift", "requantize",
+           "resolve_config", "resolve_schedule"]

@@ -1,0 +1,274 @@
+"""Schedules as in the course: a replayable trace of primitive applications.
+
+A GEMM ``C[i, j] += A[i, k] * B[j, k]`` starts as three loops ``i, j, k`` over
+elements.  A schedule is a list of steps, each a JSON object with an ``op``:
+
+``split``                 ``{"op": "split", "loop": "i", "factors": [null, 128]}`` -> loops ``i0, i1``
+                          (inner factor in elements, a multiple of the tile edge)
+``reorder``               ``{"op": "reorder", "order": ["i0", "j0", "k0", "i1", "j1", "k1"]}``
+``cache_write``           ``{"op": "cache_write", "tensor": "C", "scope": "acc"}``
+``cache_read``            ``{"op": "cache_read", "tensor": "A", "scope": "a_reg"}``
+``compute_at``            ``{"op": "compute_at", "stage": "A_reg", "loop": "k0"}``
+``decompose_reduction``   ``{"op": "decompose_reduction", "loop": "k0", "init": "fill_zero" | "fold"}``
+``tensorize``             ``{"op": "tensorize", "loop": "i1", "intrinsic": "tmm16"}``
+``double_buffer``         ``{"op": "double_buffer", "stage": "A_reg" | "B_reg" | "acc"}``
+
+Replaying a trace against a workload (:func:`apply`) yields a :class:`Tiling`,
+the handful of numbers the lowering needs, after checking every step applies
+and every buffer fits its scope.  The space the lowering supports is output
+stationary: the reduction block loop ``k0`` is innermost of the block loops,
+an ``acc`` block of ``i1 x j1`` stays resident while ``k0`` streams ``A`` and
+``B`` chunks of ``k1`` through ``a_reg``/``b_reg``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tinynpu.isa import ArchConfig, load_isa
+
+from tinynpu.errors import UsageError
+
+Step = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """What a schedule means for the lowering (all sizes in tiles).
+
+    Attributes:
+        bm: Output block rows (tiles) held in ``acc``.
+        bn: Output block columns (tiles) held in ``acc``.
+        bk: Reduction tiles per chunk loaded into ``a_reg``/``b_reg``.
+        order: ``"mn"`` (i0 outer) or ``"nm"`` (j0 outer) over output blocks.
+        double_buffer: Two ``a_reg``/``b_reg`` buffers so loads overlap ``tmm``.
+        acc_buffers: 1 or 2 ``acc`` blocks (2: stores overlap the next block's ``tmm``).
+        init: ``"fold"`` (first tmm of a block overwrites) or ``"fill_zero"`` (explicit ``zero``).
+    """
+
+    bm: int
+    bn: int
+    bk: int
+    order: str = "mn"
+    double_buffer: bool = True
+    acc_buffers: int = 1
+    init: str = "fold"
+
+    def key(self) -> tuple[int, int, int, str, bool, int, str]:
+        return (self.bm, self.bn, self.bk, self.order, self.double_buffer, self.acc_buffers, self.init)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A named trace of primitive applications.
+
+    Attributes:
+        name: ``naive``, ``auto``, ``tuned`` or a file name.
+        steps: The primitive applications, in order.
+    """
+
+    name: str
+    steps: tuple[Step, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "steps": [dict(s) for s in self.steps]}
+
+    def save(self, path: Path) -> None:
+        Path(path).write_text(json.dumps(self.to_json(), indent=1) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path) -> Schedule:
+        """Read a schedule saved by ``--schedule``/``tune -o``.
+
+        Raises:
+            UsageError: unreadable file or not a schedule.
+        """
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise UsageError(f"{path}: cannot read the schedule: {exc.strerror}.") from None
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{path}:{exc.lineno}:{exc.colno}: the schedule is not valid JSON: "
+                             f"{exc.msg}.") from None
+        if not isinstance(data, dict) or not isinstance(data.get("steps"), list) or not all(
+            isinstance(s, dict) and isinstance(s.get("op"), str) for s in data["steps"]
+        ):
+            raise UsageError(f'{path}: a schedule is a JSON object '
+                             '{"name": ..., "steps": [{"op": ...}, ...]}.')
+        return cls(name=str(data.get("name", Path(path).name)), steps=tuple(data["steps"]))
+
+    def pretty(self) -> str:
+        """The trace, one primitive per line, as the course writes it."""
+        lines = []
+        for s in self.steps:
+            args = ", ".join(f"{k}={v!r}" for k, v in s.items() if k != "op")
+            lines.append(f"sch.{s['op']}({args})")
+        return "\n".join(lines)
+
+
+def from_tiling(t: Tiling, cfg: ArchConfig, name: str = "auto") -> Schedule:
+    """The trace that replays to ``t``."""
+    e = cfg.tile
+    outer = ["i0", "j0"] if t.order == "mn" else ["j0", "i0"]
+    steps: list[Step] = [
+        {"op": "split", "loop": "i", "factors": [None, t.bm * e]},
+        {"op": "split", "loop": "j", "factors": [None, t.bn * e]},
+        {"op": "split", "loop": "k", "factors": [None, t.bk * e]},
+        {"op": "reorder", "order": [*outer, "k0", "i1", "j1", "k1"]},
+        {"op": "cache_write", "tensor": "C", "scope": "acc"},
+        {"op": "compute_at", "stage": "acc", "loop": outer[1]},
+        {"op": "cache_read", "tensor": "A", "scope": "a_reg"},
+        {"op": "compute_at", "stage": "A_reg", "loop": "k0"},
+        {"op": "cache_read", "tensor": "B", "scope": "b_reg"},
+        {"op": "compute_at", "stage": "B_reg", "loop": "k0"},
+        {"op": "decompose_reduction", "loop": "k0", "init": t.init},
+        {"op": "tensorize", "loop": "i1", "intrinsic": "tmm16"},
+    ]
+    if t.double_buffer:
+        steps += [{"op": "double_buffer", "stage": "A_reg"}, {"op": "double_buffer", "stage": "B_reg"}]
+    if t.acc_buffers == 2:
+        steps.append({"op": "double_buffer", "stage": "acc"})
+    return Schedule(name=name, steps=tuple(steps))
+
+
+def naive(cfg: ArchConfig) -> Schedule:
+    """The course's seed loop: one tile per block, fill-zero, single buffers."""
+    return from_tiling(Tiling(1, 1, 1, "mn", False, 1, "fill_zero"), cfg, name="naive")
+
+
+_SCOPE_OF = {"A": "a_reg", "B": "b_reg", "C": "acc"}
+
+
+def _bad(i: int, step: Step, what: str) -> UsageError:
+    return UsageError(f"schedule step {i} ({json.dumps(step)}) does not apply to this workload: {what}")
+
+
+def apply(schedule: Schedule, *, m: int, n: int, k: int, cfg: ArchConfig, bias: bool = False) -> Tiling:
+    """Replay ``schedule`` on an ``m x n x k`` GEMM and return the tiling it describes.
+
+    Raises:
+        UsageError: naming the step that does not apply, or the scope a buffer
+            does not fit (bytes needed and available).
+    """
+    e = cfg.tile
+    extents = {"i": m, "j": n, "k": k}
+    inner: dict[str, int] = {}
+    loops = ["i", "j", "k"]
+    order: list[str] | None = None
+    staged: dict[str, str] = {}
+    at: dict[str, str] = {}
+    init: str | None = None
+    tensorized = False
+    double: set[str] = set()
+    for i, s in enumerate(schedule.steps):
+        op = s.get("op")
+        if op == "split":
+            loop, factors = s.get("loop"), s.get("factors")
+            if loop not in extents or loop in inner:
+                left = [x for x in "ijk" if x not in inner]
+                raise _bad(i, s, f"loop must be one of the unsplit loops {left}.")
+            if not (isinstance(factors, list) and len(factors) == 2 and factors[0] is None
+                    and isinstance(factors[1], int)):
+                raise _bad(i, s, "factors must be [null, inner] with an integer inner factor.")
+            f = factors[1]
+            padded = -(-extents[loop] // e) * e
+            if f <= 0 or f % e or f > padded:
+                raise _bad(i, s, f"the inner factor must be a positive multiple of the tile edge {e} and at "
+                                 f"most {padded} (loop {loop} has extent {extents[loop]}), not {f}.")
+            inner[loop] = f // e
+            idx = loops.index(loop)
+            loops[idx:idx + 1] = [f"{loop}0", f"{loop}1"]
+        elif op == "reorder":
+            new = s.get("order")
+            if not isinstance(new, list) or sorted(new) != sorted(loops):
+                raise _bad(i, s, f"order must be a permutation of the current loops {loops}.")
+            outer = [x for x in new if x.endswith("0")]
+            if new[:3] != outer or outer[-1] != "k0":
+                raise _bad(i, s, "the block loops (i0, j0, k0) must be outermost with k0 innermost among "
+                                 "them (output-stationary: partial sums stay in acc).")
+            loops = list(new)
+            order = outer
+        elif op in ("cache_read", "cache_write"):
+            tensor, scope = s.get("tensor"), s.get("scope")
+            want = ("A", "B") if op == "cache_read" else ("C",)
+            if tensor not in want or _SCOPE_OF[tensor] != scope:
+                pairs = ", ".join(f"{t}->{_SCOPE_OF[t]}" for t in want)
+                raise _bad(i, s, f"{op} supports {pairs}.")
+            staged[tensor] = scope
+        elif op == "compute_at":
+            stage, loop = s.get("stage"), s.get("loop")
+            if stage not in ("A_reg", "B_reg", "acc"):
+                raise _bad(i, s, "stage must be A_reg, B_reg or acc.")
+            if loop not in loops:
+                raise _bad(i, s, f"loop must be one of {loops}.")
+            want_loop = "k0" if stage != "acc" else (order[1] if order else "j0")
+            if loop != want_loop:
+                raise _bad(i, s, f"{stage} must be computed at {want_loop} in this lowering.")
+            at[stage] = loop
+        elif op == "decompose_reduction":
+            if s.get("loop") != "k0" or s.get("init") not in ("fold", "fill_zero"):
+                raise _bad(i, s, 'expects loop "k0" and init "fold" or "fill_zero".')
+            init = s["init"]
+        elif op == "tensorize":
+            if s.get("intrinsic") != "tmm16" or s.get("loop") != "i1":
+                raise _bad(i, s, 'the only intrinsic is "tmm16", applied at loop "i1".')
+            if init is None:
+                raise _bad(i, s, "decompose_reduction must come before tensorize (tmm16 is an update).")
+            tensorized = True
+        elif op == "double_buffer":
+            if s.get("stage") not in ("A_reg", "B_reg", "acc"):
+                raise _bad(i, s, "stage must be A_reg, B_reg or acc.")
+            double.add(s["stage"])
+        else:
+            raise _bad(i, s, f"unknown primitive {op!r}.")
+    n_steps = len(schedule.steps)
+    missing = [x for x in "ijk" if x not in inner]
+    if missing or order is None or not tensorized or len(staged) < 3 or len(at) < 3:
+        raise UsageError(
+            f"schedule {schedule.name!r} ({n_steps} steps) is incomplete: it must split i, j and k, reorder, "
+            "stage A, B and C in a_reg, b_reg and acc with compute_at, decompose the reduction and tensorize "
+            "onto tmm16."
+        )
+    if ("A_reg" in double) != ("B_reg" in double):
+        raise UsageError(f"schedule {schedule.name!r}: double_buffer A_reg and B_reg together or not at all.")
+    t = Tiling(bm=inner["i"], bn=inner["j"], bk=inner["k"], order="mn" if order[0] == "i0" else "nm",
+               double_buffer="A_reg" in double, acc_buffers=2 if "acc" in double else 1, init=init or "fold")
+    check_fits(t, cfg, bias=bias, k=k)
+    return t
+
+
+def buffer_rows(t: Tiling, cfg: ArchConfig, *, bias: bool = False) -> dict[str, int]:
+    """Scratchpad rows the lowering of ``t`` uses, per config key."""
+    e = cfg.tile
+    nbuf = 2 if t.double_buffer else 1
+    acc_block = t.bm * t.bn * e + (-(-t.bn // e) * e if bias else 0)
+    return {"a_reg": nbuf * t.bm * t.bk * e, "b_reg": nbuf * t.bn * t.bk * e,
+            "acc": t.acc_buffers * acc_block}
+
+
+def fits(t: Tiling, cfg: ArchConfig, *, bias: bool = False) -> bool:
+    return all(rows <= cfg.rows(key) for key, rows in buffer_rows(t, cfg, bias=bias).items())
+
+
+def check_fits(t: Tiling, cfg: ArchConfig, *, bias: bool = False, k: int | None = None) -> None:
+    """Raise naming the scope, bytes needed and bytes available if ``t`` does not fit."""
+    for key, rows in buffer_rows(t, cfg, bias=bias).items():
+        have = cfg.rows(key)
+        if rows > have:
+            per_row = cfg.tile * cfg.elem_bytes(key)
+            raise UsageError(
+                f"the schedule's tiles do not fit scope {key!r}: tiling bm={t.bm}, bn={t.bn}, bk={t.bk} "
+                f"tiles (double_buffer={t.double_buffer}, acc_buffers={t.acc_buffers}) needs "
+                f"{rows * per_row} bytes "
+                f"({rows} rows) but {key} has {have * per_row} bytes ({have} rows) in config {cfg.name!r}."
+            )
+    field_max = min(f.hi for f in load_isa().by_mnemonic["tmm"].fields if f.name in ("m", "n", "k"))
+    if max(t.bm, t.bn, t.bk) > field_max:
+        raise UsageError(f"tiling bm={t.bm}, bn={t.bn}, bk={t.bk} exceeds the tmm count fields "
+                         f"({field_max}).")
+
+
+__all__ = ["Schedule", "Step", "Tiling", "apply", "buffer_rows", "check_fits", "fits", "from_tiling", "naive"]

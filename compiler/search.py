@@ -1,0 +1,169 @@
+"""Schedule search: exhaustive ranking for ``auto``, perfect-tile sampling for ``tinynpu tune``.
+
+Both rank tilings of :func:`tinynpu.compiler.bounds.tiling_space` with the
+analytic model :func:`tinynpu.compiler.cost.estimate`.  Among tilings whose
+predicted cycles are within ``_CYCLE_SLACK`` of the fastest, the one moving
+the least DRAM traffic wins (ties: fewer instructions, i.e. larger chunks),
+so a compute-bound shape also gets the traffic-optimal blocking.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from tinynpu.compiler.bounds import tiling_space
+from tinynpu.compiler.cost import Estimate, estimate
+from tinynpu.compiler.schedule import Tiling, fits
+from tinynpu.isa import ArchConfig
+
+_CYCLE_SLACK = 1.01
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """A tiling with its model estimate."""
+
+    tiling: Tiling
+    est: Estimate
+
+
+def _score(r: Ranked) -> tuple[int, int, int]:
+    return (r.est.cycles, r.est.dram_bytes, -r.tiling.bk)
+
+
+def pick(ranked: Iterable[Ranked]) -> Ranked:
+    """Fastest within the slack, then least traffic, then largest chunk."""
+    items = list(ranked)
+    fastest = min(r.est.cycles for r in items)
+    near = [r for r in items if r.est.cycles <= fastest * _CYCLE_SLACK]
+    return min(near, key=lambda r: (r.est.dram_bytes, r.est.cycles, -r.tiling.bk))
+
+
+def rank(m: int, n: int, k: int, cfg: ArchConfig, tilings: Iterable[Tiling], *, in_bytes: int, out_bytes: int,
+         bias: bool = False) -> list[Ranked]:
+    return [Ranked(t, estimate(m, n, k, t, cfg, in_bytes=in_bytes, out_bytes=out_bytes, bias=bias))
+            for t in tilings]
+
+
+def balanced(extent_tiles: int, limit: int) -> list[int]:
+    """Block sizes that split ``extent_tiles`` into q near-equal blocks (q = 1, 2, ...), at most ``limit``.
+
+    Traffic depends only on the number of blocks, and for a given number the
+    smallest block size wastes least at the edge, so these dominate all others.
+    """
+    sizes = {-(-extent_tiles // q) for q in range(1, extent_tiles + 1)}
+    return sorted(x for x in sizes if x <= limit)
+
+
+def _auto_space(m: int, n: int, k: int, cfg: ArchConfig, *, bias: bool) -> Iterable[Tiling]:
+    """The candidates ``auto`` ranks: balanced block shapes, chunks of 1, 2, 4, ... tiles and the largest.
+
+    Chunk size changes instruction counts and the block-boundary overlap, not
+    traffic, so powers of two (plus the largest that fits) cover it; double
+    buffering of a_reg/b_reg never loses, so ``auto`` always uses it.
+    """
+    e = cfg.tile
+    mt, nt, kt = -(-m // e), -(-n // e), -(-k // e)
+    acc_tiles = cfg.rows("acc") // e
+    for accb in (1, 2):
+        for bm in balanced(mt, acc_tiles):
+            for bn in balanced(nt, acc_tiles // bm):
+                chunk_sizes = []
+                bk = 1
+                while bk <= kt and fits(Tiling(bm, bn, bk, "mn", True, accb), cfg, bias=bias):
+                    chunk_sizes.append(bk)
+                    bk *= 2
+                if not chunk_sizes:
+                    continue
+                top = chunk_sizes[-1]
+                while top < kt and fits(Tiling(bm, bn, top + 1, "mn", True, accb), cfg, bias=bias):
+                    top += 1
+                for bk in sorted(set(chunk_sizes) | {top}):
+                    yield Tiling(bm, bn, bk, "mn", True, accb, "fold")
+
+
+def auto_tiling(m: int, n: int, k: int, cfg: ArchConfig, *, in_bytes: int, out_bytes: int,
+                bias: bool = False) -> Ranked:
+    """The ``auto`` schedule: the model's best over the (pruned) exhaustive space."""
+    return pick(rank(m, n, k, cfg, _auto_space(m, n, k, cfg, bias=bias), in_bytes=in_bytes,
+                     out_bytes=out_bytes, bias=bias))
+
+
+def exhaustive(m: int, n: int, k: int, cfg: ArchConfig, *, in_bytes: int, out_bytes: int,
+               bias: bool = False) -> Ranked:
+    """The model's best over the whole space (the yardstick the sampled search is compared with)."""
+    return pick(rank(m, n, k, cfg, tiling_space(m, n, k, cfg, bias=bias), in_bytes=in_bytes,
+                     out_bytes=out_bytes, bias=bias))
+
+
+def _divisors(x: int) -> list[int]:
+    return [d for d in range(1, x + 1) if x % d == 0]
+
+
+def sample_perfect_tile(extent_tiles: int, limit: int, rng: random.Random) -> int:
+    """Perfect-tile sampling as in the course: an inner factor dividing the extent (in tiles).
+
+    Extents with few divisors (primes) would leave the search nothing to try,
+    so the ceiling-division factors ``ceil(extent / q)`` are candidates too:
+    they split the extent into q near-equal blocks.
+    """
+    cands = {d for d in _divisors(extent_tiles) if d <= limit}
+    cands |= {-(-extent_tiles // q) for q in range(1, extent_tiles + 1) if -(-extent_tiles // q) <= limit}
+    return rng.choice(sorted(cands))
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    best: Ranked
+    top: tuple[Ranked, ...]
+    trials: int
+    seconds: float
+
+
+def tune(m: int, n: int, k: int, cfg: ArchConfig, *, in_bytes: int, out_bytes: int, trials: int = 256,
+         seed: int = 0, bias: bool = False, progress: bool = False, keep: int = 3) -> TuneResult:
+    """Sample ``trials`` tilings by perfect-tile sampling, rank them with the model.
+
+    Deterministic for a given ``seed``.  ``progress`` shows a tqdm bar on stderr.
+    """
+    e = cfg.tile
+    mt, nt, kt = -(-m // e), -(-n // e), -(-k // e)
+    acc_tiles = cfg.rows("acc") // e
+    rng = random.Random(seed)
+    start = time.perf_counter()
+    seen: dict[tuple[object, ...], Ranked] = {}
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=trials, file=sys.stderr, desc="tune", unit="trial")
+    attempts = 0
+    while len(seen) < trials and attempts < trials * 20:
+        attempts += 1
+        bm = sample_perfect_tile(mt, acc_tiles, rng)
+        bn = sample_perfect_tile(nt, max(1, acc_tiles // bm), rng)
+        bk = sample_perfect_tile(kt, kt, rng)
+        t = Tiling(bm, bn, bk, rng.choice(("mn", "nm")), rng.random() < 0.75, rng.choice((1, 2)), "fold")
+        if t.key() in seen or not fits(t, cfg, bias=bias):
+            continue
+        seen[t.key()] = Ranked(t, estimate(m, n, k, t, cfg, in_bytes=in_bytes, out_bytes=out_bytes,
+                                           bias=bias))
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    if not seen:  # nothing sampled fit: fall back to the smallest tiling, which always fits
+        t = Tiling(1, 1, 1)
+        seen[t.key()] = Ranked(t, estimate(m, n, k, t, cfg, in_bytes=in_bytes, out_bytes=out_bytes,
+                                           bias=bias))
+    ranked = sorted(seen.values(), key=_score)
+    best = pick(ranked)
+    top = [best] + [r for r in ranked if r is not best][: keep - 1]
+    return TuneResult(best=best, top=tuple(top), trials=len(seen), seconds=time.perf_counter() - start)
+
+
+__all__ = ["Ranked", "TuneResult", "auto_tiling", "exhaustive", "pick", "rank", "sample_perfect_tile", "tune"]
