@@ -1,0 +1,42 @@
+// The shared DRAM port.  A DMA instruction holds the port for its `beats`
+// cycles from its start (port_free = s + beats).  When both engines request
+// in a cycle the port is free, the one that became ready first wins; if they
+// became ready in the same cycle, the load wins.
+`timescale 1ns / 1ps
+`default_nettype none
+
+module tinynpu_port_arbiter (
+  input  wire logic        clk_i,
+  input  wire logic        rst_ni,
+  input  wire logic        load_req_i,
+  input  wire logic [15:0] load_beats_i,
+  input  wire logic        store_req_i,
+  input  wire logic [15:0] store_beats_i,
+  output logic             load_grant_o,
+  output logic             store_grant_o
+);
+  logic [15:0] busy_q;         // cycles the port stays held after this one
+  logic        store_older_q;  // the store has been waiting alone since before the load asked
+
+  logic port_free;
+  assign port_free     = (busy_q == '0);
+  assign load_grant_o  = port_free && load_req_i && !(store_req_i && store_older_q);
+  assign store_grant_o = port_free && store_req_i && !load_grant_o;
+
+  always @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      busy_q        <= '0;
+      store_older_q <= 1'b0;
+    end else begin
+      if (load_grant_o) busy_q <= load_beats_i - 1'b1;
+      else if (store_grant_o) busy_q <= store_beats_i - 1'b1;
+      else if (!port_free) busy_q <= busy_q - 1'b1;
+      // Age of the waiting requests: a store that asks while no load does is
+      // older than any load asking later; a load asking first keeps priority.
+      if (!store_req_i || store_grant_o) store_older_q <= 1'b0;
+      else if (!load_req_i) store_older_q <= 1'b1;
+    end
+  end
+endmodule
+
+`default_nettype wire
