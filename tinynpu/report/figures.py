@@ -28,7 +28,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.colors import LogNorm  # noqa: E402
 from matplotlib.figure import Figure as MplFigure  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
-from matplotlib.ticker import FormatStrFormatter  # noqa: E402
+from matplotlib.ticker import FormatStrFormatter, FuncFormatter  # noqa: E402
 
 MIB = 1024 * 1024
 # One colour per unit and per stall cause, stable across figures.
@@ -272,7 +272,8 @@ def unit_breakdown(report: Mapping[str, Any], *, label: str, path: Path) -> Figu
         title=f"Cycle breakdown per unit: {label}",
         caption=(
             f"For {label}: each unit's `busy_cycles`, its `stall_cycles` by cause, and the rest of the run's "
-            f"{cycles:,} `cycles` as idle, in percent of the run."
+            f"{cycles:,} `cycles` as idle, in percent of the run (the dispatcher, `control`, is left out: it "
+            "executes no instructions of its own)."
         ),
         data=data,
     )
@@ -307,7 +308,7 @@ def _covered(spans: Iterable[tuple[int, int]], t0: int, t1: int) -> int:
     return total
 
 
-def gantt(timeline: Iterable[Any], *, label: str, path: Path, max_bars: int = 400) -> Figure:
+def gantt(timeline: Iterable[Any], *, label: str, path: Path, max_bars: int = 5000) -> Figure:
     """Per-unit Gantt chart of one steady-state tile loop, with whatever overlaps it in time.
 
     Args:
@@ -315,7 +316,7 @@ def gantt(timeline: Iterable[Any], *, label: str, path: Path, max_bars: int = 40
         label: Workload name for the title.
         path: PNG to write.
         max_bars: At most this many instructions are drawn (the first ones of
-            the window in program order); the data says if any were cut.
+            the window in program order); the data and the title say if any were cut.
     """
     rows = sorted(timeline_rows(timeline), key=lambda r: r.index)
     rows = [r for r in rows if r.unit != "control"]
@@ -341,7 +342,7 @@ def gantt(timeline: Iterable[Any], *, label: str, path: Path, max_bars: int = 40
             color=UNIT_COLORS.get(r.unit, "#555555"),
             alpha=1.0 if inside else 0.35,
             edgecolor="black",
-            linewidth=0.3,
+            linewidth=0.3 if len(shown) < 300 else 0.0,  # edges would paint dense loops black
         )
     busy = {u: _covered([(r.start, r.end) for r in shown if r.unit == u], t0, t1) for u in units}
     ax.set_yticks(
@@ -351,10 +352,11 @@ def gantt(timeline: Iterable[Any], *, label: str, path: Path, max_bars: int = 40
     )
     ax.invert_yaxis()
     ax.set_xlim(t0, t1)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}"))
     ax.set_xlabel("cycle")
     ax.set_title(
         f"One steady-state tile loop of {label}: instructions {lo}..{hi}, cycles {t0:,}..{t1:,} "
-        "(faded: neighbouring loops)",
+        "(faded: neighbouring loops)" + (f"; first {max_bars} of {max_bars + cut} bars drawn" if cut else ""),
         fontsize=9,
     )
     ax.grid(True, axis="x", alpha=0.3)
