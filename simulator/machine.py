@@ -12,6 +12,7 @@ Example::
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
@@ -20,7 +21,7 @@ from tinynpu.assembler.image import Program
 from tinynpu.isa import ArchConfig, Isa, load_isa
 from tinynpu.simulator.decode import Decoded, decode_program
 from tinynpu.simulator.faults import SimFault, where
-from tinynpu.simulator.hazards import Footprint, RaceChecker
+from tinynpu.simulator.hazards import DRAM, RaceChecker, bounds
 from tinynpu.simulator.semantics import State
 from tinynpu.simulator.stats import Stats, build_stats
 from tinynpu.simulator.timing import schedule
@@ -131,34 +132,38 @@ class Machine:
         return stats
 
     def _race_checker(self, dec: Decoded) -> RaceChecker:
-        isa, cfg = self.isa, self.cfg
+        isa = self.isa
         mnem = [i.mnemonic for i in isa.instructions]
-        acc_eb = cfg.elem_bytes("acc")
-        eb = {s.id: cfg.elem_bytes(s.config_key) for s in isa.scopes}
-        load_ops = {i.index for i in isa.instructions if i.timing == "dma_load"}
+        nq = len(isa.queued_units)
+        ex = slice(0, dec.n_exec)
+        op, unit, x = dec.op[ex], dec.unit[ex], dec.operands[ex]
+        ids = {s.name: s.id for s in isa.scopes}
+        users: dict[int, set[int]] = {sid: set() for sid in ids.values()}
+        users[DRAM] = set()
+        for ins in isa.instructions:
+            sel = op == ins.index
+            if not sel.any():
+                continue
+            us = {int(u) for u in np.unique(unit[sel])}
+            mn = ins.mnemonic
+            if mn in ("load", "zero"):
+                for sid in np.unique(x[sel, 0]).tolist():
+                    users[int(sid)] |= us
+            per_op = {"load": [DRAM], "store": [DRAM, ids["acc"]], "tmm": [ids["a"], ids["b"], ids["acc"]]}
+            touched = per_op.get(mn, [ids["acc"]] if ins.timing == "alu" else [])
+            for res in touched:
+                users[res] |= us
 
         def describe(i: int) -> str:
             return where(i, mnem[int(dec.op[i])], isa.word_bytes)
 
-        def footprint(i: int) -> Footprint:
-            x = dec.operands[i].tolist()
-            if int(dec.op[i]) in load_ops:
-                _, _, addr, stride, rows, cols = x[:6]
-                return addr, stride, rows, cols * eb[x[0]]
-            _, addr, stride, rows, cols, narrow = x[:6]
-            return addr, stride, rows, cols * (1 if narrow else acc_eb)
-
-        return RaceChecker(
-            len(isa.queued_units),
-            {s.id: cfg.rows(s.config_key) for s in isa.scopes},
-            {s.id: s.name for s in isa.scopes},
-            cfg.dram_bytes,
-            describe,
-            footprint,
-        )
+        remaining = np.bincount(unit[unit < nq], minlength=nq).tolist()
+        names = {s.id: s.name for s in isa.scopes}
+        names[DRAM] = "DRAM"
+        return RaceChecker(nq, users, remaining, names, describe)
 
 
-def _make_accesses(isa: Isa, cfg: ArchConfig):  # type: ignore[no-untyped-def]
+def _make_accesses(isa: Isa, cfg: ArchConfig) -> Callable[[RaceChecker, tuple], None]:
     """The race checker's view of each instruction: which rows and bytes it reads and writes."""
     t = cfg.tile
     ids = {s.name: s.id for s in isa.scopes}
@@ -170,29 +175,35 @@ def _make_accesses(isa: Isa, cfg: ArchConfig):  # type: ignore[no-untyped-def]
     def accesses(rc: RaceChecker, entry: tuple) -> None:
         i, op, u, x = entry[0], entry[1], entry[2], entry[8]
         mn = kind[op]
+        acc_ = rc.access
         if mn == "load":
             scope, row, addr, stride, rows, cols = x[:6]
-            rc.dram_access(u, i, (addr, stride, rows, cols * eb[scope]), write=False)
-            rc.sp_access(u, i, scope, row, row + rows, write=True)
+            fp = (addr, stride, rows, cols * eb[scope])
+            lo, hi = bounds(fp)
+            acc_(u, i, DRAM, lo, hi, False, fp)
+            acc_(u, i, scope, row, row + rows, True)
         elif mn == "zero":
             scope, row, rows = x[:3]
-            rc.sp_access(u, i, scope, row, row + rows, write=True)
+            acc_(u, i, scope, row, row + rows, True)
         elif mn == "store":
             row, addr, stride, rows, cols, narrow = x[:6]
-            rc.sp_access(u, i, acc, row, row + rows, write=False)
-            rc.dram_access(u, i, (addr, stride, rows, cols * (1 if narrow else acc_eb)), write=True)
+            acc_(u, i, acc, row, row + rows, False)
+            fp = (addr, stride, rows, cols * (1 if narrow else acc_eb))
+            lo, hi = bounds(fp)
+            acc_(u, i, DRAM, lo, hi, True, fp)
         elif mn == "tmm":
             c0, a0, b0, m, n, k = x[:6]
-            rc.sp_access(u, i, a_id, a0 * t, (a0 + m * k) * t, write=False)
-            rc.sp_access(u, i, b_id, b0 * t, (b0 + n * k) * t, write=False)
-            rc.sp_access(u, i, acc, c0 * t, (c0 + m * n) * t, write=True)
+            acc_(u, i, a_id, a0 * t, (a0 + m * k) * t, False)
+            acc_(u, i, b_id, b0 * t, (b0 + n * k) * t, False)
+            acc_(u, i, acc, c0 * t, (c0 + m * n) * t, True)
         elif mn in ("vadd", "vaddrow"):
             dst, src, rows = x[:3]
-            rc.sp_access(u, i, acc, src, src + (rows if mn == "vadd" else 1), write=False)
-            rc.sp_access(u, i, acc, dst, dst + rows, write=True)
+            if src != dst:
+                acc_(u, i, acc, src, src + (rows if mn == "vadd" else 1), False)
+            acc_(u, i, acc, dst, dst + rows, True)
         elif mn in ("vmax", "vmin", "vmul", "vshr"):
             dst, _, rows = x[:3]
-            rc.sp_access(u, i, acc, dst, dst + rows, write=True)
+            acc_(u, i, acc, dst, dst + rows, True)
         elif mn not in ("halt", "sync"):
             raise SimFault(f"the race checker does not know instruction {mn!r}.")
 
