@@ -83,7 +83,9 @@ def estimate(m: int, n: int, k: int, t: Tiling, cfg: ArchConfig, *, in_bytes: in
             comp = ni * nj * min(t.bk, kt - k0) * interval
             if t.double_buffer:
                 nxt = loads[c + 1] if c + 1 < len(loads) else loads[0]
-                cycles += max(comp, nxt)
+                # Two buffers: chunk g+1's loads start when chunk g-1's tmm ends and must land
+                # (plus DRAM latency) before chunk g+1 computes, so one period spans two chunks.
+                cycles += max(comp, nxt, (comp + nxt + lat + cfg.tmm_latency_cycles + 1) // 2)
             else:
                 cycles += comp + loads[c] + lat + cfg.tmm_latency_cycles
         cols_last = min(e, n - (j0 + nj - 1) * e)

@@ -20,7 +20,7 @@ from tinynpu.compiler.cost import Estimate, estimate
 from tinynpu.compiler.schedule import Tiling, fits
 from tinynpu.isa import ArchConfig
 
-_CYCLE_SLACK = 1.01
+_CYCLE_SLACK = 1.03  # the model is within a few percent of the simulator on the GEMM suite
 
 
 @dataclass(frozen=True)
