@@ -124,10 +124,15 @@ def estimate(m: int, n: int, k: int, t: Tiling, cfg: ArchConfig, *, in_bytes: in
         total += per_block * count
     first = blocks[0]
     _, _, first_load, _ = block(first[0][0], first[0][1], first[1][0], first[1][1])
-    last = blocks[-1]
-    _, last_store, _, _ = block(last[0][0], last[0][1], last[1][0], last[1][1])
-    prologue = first_load + lat
-    epilogue = last_store + lat
+    (_, ni_l), (_, nj_l) = blocks[-1]
+    _, last_store, _, tau_l = block(blocks[-1][0][0], ni_l, blocks[-1][1][0], nj_l)
+    # The first tmm waits only for the first reduction tile's loads of chunk 0.
+    prologue = first_load // min(t.bk, kt) + lat
+    # The last block's column stores drain after its last column's tmm.
+    end = 0.0
+    for j in range(nj_l):
+        end = max((j + 1) * tau_l, end) + last_store / nj_l
+    epilogue = int(end - nj_l * tau_l) + lat
     traffic = tiling_traffic(m, n, k, t, cfg, in_bytes=in_bytes, out_bytes=out_bytes, bias=bias)
     port = math.ceil(traffic / cfg.dram_bytes_per_cycle)
     cycles = max(total, port) + prologue + (epilogue if t.double_buffer else 0) + cfg.tmm_latency_cycles

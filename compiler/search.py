@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from tinynpu.compiler.bounds import tiling_space
 from tinynpu.compiler.cost import Estimate, estimate
@@ -166,4 +167,40 @@ def tune(m: int, n: int, k: int, cfg: ArchConfig, *, in_bytes: int, out_bytes: i
     return TuneResult(best=best, top=tuple(top), trials=len(seen), seconds=time.perf_counter() - start)
 
 
-__all__ = ["Ranked", "TuneResult", "auto_tiling", "exhaustive", "pick", "rank", "sample_perfect_tile", "tune"]
+def tune_matmul(m: int, n: int, k: int, *, cfg: ArchConfig, dtype: str = "int8", trials: int = 256,
+                seed: int = 0, verify: int = 3, progress: bool = False) -> dict[str, Any]:
+    """``tinynpu tune matmul``: sample, rank by the model, simulate the best ``verify``, pick the fastest.
+
+    Returns:
+        A JSON-ready dict: the best trace (``schedule``), the simulated candidates, the
+        search time, and the gap between the sampled best and the exhaustive best (model cycles).
+    """
+    from tinynpu.compiler.matmul import compile_matmul
+    from tinynpu.compiler.run import run_compiled
+    from tinynpu.compiler.schedule import from_tiling
+
+    in_bytes = cfg.elem_bytes("a_reg")
+    out_bytes = cfg.elem_bytes("acc")
+    res = tune(m, n, k, cfg, in_bytes=in_bytes, out_bytes=out_bytes, trials=trials, seed=seed,
+               progress=progress, keep=max(1, verify))
+    simulated = []
+    for cand in res.top[: max(1, verify)]:
+        sched = from_tiling(cand.tiling, cfg, "tuned")
+        compiled = compile_matmul(m, n, k, dtype=dtype, cfg=cfg, schedule=sched)
+        rep = run_compiled(compiled, cfg=cfg, seed=seed, check_races=False)
+        simulated.append({"tiling": _tiling_json(cand.tiling), "model_cycles": cand.est.cycles,
+                          "cycles": rep["cycles"], "dram_bytes": rep["dram_bytes"],
+                          "verified": rep["verified"], "schedule": sched.to_json()})
+    best = min(simulated, key=lambda v: (v["cycles"], v["dram_bytes"]))
+    return {"workload": {"kind": "matmul", "m": m, "n": n, "k": k, "dtype": dtype, "config": cfg.name},
+            "seed": seed, "trials": res.trials, "search_seconds": res.seconds, "verified": simulated,
+            "best": best, "schedule": best["schedule"]}
+
+
+def _tiling_json(t: Tiling) -> dict[str, Any]:
+    return {"bm": t.bm, "bn": t.bn, "bk": t.bk, "order": t.order, "double_buffer": t.double_buffer,
+            "acc_buffers": t.acc_buffers}
+
+
+__all__ = ["Ranked", "TuneResult", "auto_tiling", "exhaustive", "pick", "rank", "sample_perfect_tile", "tune",
+           "tune_matmul"]

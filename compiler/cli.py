@@ -1,0 +1,240 @@
+"""``tinynpu compile|run|tune`` and ``tinynpu bench compiler``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from tinynpu.errors import UsageError
+
+_GENERATOR = "tinynpu compile"
+
+
+def _add_workloads(p: argparse.ArgumentParser, *, schedule: bool = True) -> list[argparse.ArgumentParser]:
+    sub = p.add_subparsers(dest="workload", required=True, metavar="WORKLOAD")
+    mm = sub.add_parser("matmul", help="C = A @ B^T (nt) or A @ B (nn)")
+    for name in ("m", "n", "k"):
+        mm.add_argument(f"--{name}", type=int, required=True, help=f"GEMM size {name.upper()}")
+    mm.add_argument("--dtype", default="int8", choices=("int8", "fp32"))
+    mm.add_argument("--layout", default="nt", choices=("nt", "nn"))
+    mm.add_argument("--out-dtype", default=None, help="int32/float32 (default: the accumulator) or int8")
+    if schedule:
+        mm.add_argument("--schedule", default="auto", help="naive, auto, or a schedule JSON file")
+    conv = sub.add_parser("conv2d", help="2-D convolution by implicit im2col")
+    for name in ("n", "c", "h", "w", "k", "r", "s"):
+        conv.add_argument(f"--{name}", type=int, required=True)
+    conv.add_argument("--stride", type=int, default=1)
+    conv.add_argument("--pad", type=int, default=0)
+    conv.add_argument("--dtype", default="int8", choices=("int8", "fp32"))
+    if schedule:
+        conv.add_argument("--schedule", default="auto", help="naive, auto, or a schedule JSON file")
+    mlp = sub.add_parser("mlp", help="the course's MLP 784 -> 128 -> relu -> 10")
+    mlp.add_argument("--batch", type=int, required=True)
+    mlp.add_argument("--dtype", default="int8", choices=("int8", "fp32"))
+    for q in (mm, conv, mlp):
+        q.add_argument("--config", default=None, help="architecture config name or YAML path")
+    return [mm, conv, mlp]
+
+
+def compile_from_args(args: argparse.Namespace) -> Any:
+    """Build the Compiled for the parsed workload arguments (conv2d/mlp imported lazily)."""
+    from tinynpu.isa import load_config
+
+    cfg = load_config(args.config) if getattr(args, "config", None) else None
+    if args.workload == "matmul":
+        from tinynpu.compiler.matmul import compile_matmul
+
+        return compile_matmul(args.m, args.n, args.k, dtype=args.dtype, schedule=args.schedule,
+                              layout=args.layout, cfg=cfg, out_dtype=args.out_dtype)
+    if args.workload == "conv2d":
+        try:
+            from tinynpu.compiler.conv2d import compile_conv2d
+        except ImportError as exc:
+            raise UsageError(f"conv2d is not available in this build ({exc}).") from None
+        return compile_conv2d(args.n, args.c, args.h, args.w, args.k, args.r, args.s, stride=args.stride,
+                              pad=args.pad, dtype=args.dtype, cfg=cfg, schedule=args.schedule)
+    try:
+        from tinynpu.compiler.mlp import compile_mlp
+    except ImportError as exc:
+        raise UsageError(f"the MLP is not available in this build ({exc}).") from None
+    return compile_mlp(args.batch, dtype=args.dtype, cfg=cfg)
+
+
+# -- compile -------------------------------------------------------------------------------------
+def _cmd_compile(args: argparse.Namespace) -> int:
+    from tinynpu.assembler.image import MAGIC, write_output
+    from tinynpu.isa import load_config
+
+    out = Path(args.output)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{out}: the output must be a directory, and this is a file.")
+    compiled = compile_from_args(args)
+    cfg = load_config(args.config) if args.config else load_config(compiled.workload.get("config", "default"))
+    manifest_path = out / "manifest.json"
+    ours = False
+    if manifest_path.exists():
+        try:
+            ours = json.loads(manifest_path.read_text(encoding="utf-8")).get("generator") == _GENERATOR
+        except (OSError, json.JSONDecodeError, AttributeError):
+            ours = False
+    overwrite = bool(args.force or ours)
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = {
+        "generator": _GENERATOR,
+        "workload": compiled.workload,
+        "config": cfg.name,
+        "tensors": [t.to_json() for t in compiled.program.tensors],
+        "bounds": compiled.bounds.to_json(),
+        "host_traffic_bytes": compiled.host_traffic_bytes,
+        "instructions": len(compiled.program.words),
+        "files": {"asm": "program.s", "binary": "program.bin", "schedule": "schedule.json"},
+    }
+    write_output(out / "program.bin", compiled.program.to_bytes(), overwrite=overwrite, magic=MAGIC)
+    write_output(out / "program.s", compiled.asm(cfg), overwrite=overwrite)
+    write_output(out / "schedule.json",
+                 json.dumps({"name": compiled.schedule_name, "steps": list(compiled.trace)}, indent=1) + "\n",
+                 overwrite=overwrite)
+    write_output(manifest_path, json.dumps(manifest, indent=1) + "\n", overwrite=overwrite)
+    print(f"wrote {out}/program.s, program.bin, manifest.json, schedule.json "
+          f"({len(compiled.program.words)} instructions, compiled in {compiled.compile_seconds:.3f} s)")
+    return 0
+
+
+# -- run -----------------------------------------------------------------------------------------
+def _fmt_bytes(x: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(x) < 1024 or unit == "GiB":
+            return f"{x:.0f} {unit}" if unit == "B" else f"{x:.2f} {unit}"
+        x /= 1024
+    return f"{x}"
+
+
+def format_report(r: dict[str, Any]) -> str:
+    """A human-readable table of a run report, with units, and the schedule trace."""
+    from tinynpu.compiler.schedule import Schedule
+
+    wl = ", ".join(f"{k}={v}" for k, v in r["workload"].items() if not isinstance(v, dict))
+    rows = [
+        ("workload", wl),
+        ("schedule", r.get("schedule", "")),
+        ("verified vs numpy", str(r["verified"])),
+        ("cycles", f"{r['cycles']:,}"),
+        ("roofline cycles", f"{r['roofline_cycles']:,}"),
+        ("utilization (useful MACs)", f"{100 * r['utilization']:.2f} %"),
+        ("padding ceiling", f"{100 * r['padding_ceiling']:.2f} %"),
+        ("utilization / ceiling", f"{100 * r['utilization'] / r['padding_ceiling']:.2f} %"),
+        ("DRAM read", _fmt_bytes(r["dram_read_bytes"])),
+        ("DRAM write", _fmt_bytes(r["dram_write_bytes"])),
+        ("best tiling traffic", f"{_fmt_bytes(r['best_tiling_bytes'])}  (traffic is "
+                                f"{r['traffic_over_best_tiling']:.3f}x)"),
+        (f"I/O lower bound ({r['io_bound_kind']})", f"{_fmt_bytes(r['io_lower_bound_bytes'])}  (traffic is "
+                                                    f"{r['traffic_over_io_lower_bound']:.3f}x)"),
+        ("host layout traffic", _fmt_bytes(r["host_traffic_bytes"])),
+        ("instructions", f"{r['instructions']['total']:,}  " + ", ".join(
+            f"{k} {v:,}" for k, v in r["instructions"]["by_mnemonic"].items() if v)),
+        ("busy cycles", ", ".join(f"{k} {v:,}" for k, v in r["busy_cycles"].items())),
+        ("MACs useful / issued", f"{r['macs']:,} / {r['issued_macs']:,}"),
+        ("compile time", f"{r['compile_seconds']:.3f} s"),
+        ("simulator wall time", f"{r['simulator_wall_seconds']:.2f} s"
+                                + ("" if r["races_checked"] else " (race check off)")),
+    ]
+    width = max(len(k) for k, _ in rows)
+    text = "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+    trace = Schedule(name=str(r.get("schedule", "")), steps=tuple(r["trace"])).pretty()
+    return text + "\n\nschedule trace:\n" + "\n".join("  " + line for line in trace.splitlines())
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from tinynpu.compiler.run import run_compiled
+
+    compiled = compile_from_args(args)
+    report = run_compiled(compiled, seed=args.seed, check_races=not args.no_race_check)
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print(format_report(report))
+    return 0
+
+
+# -- tune ----------------------------------------------------------------------------------------
+def _cmd_tune(args: argparse.Namespace) -> int:
+    from tinynpu.compiler.matmul import resolve_config
+    from tinynpu.compiler.search import tune_matmul
+    from tinynpu.isa import load_config
+
+    cfg = resolve_config(args.dtype, load_config(args.config) if args.config else None)
+    progress = sys.stderr.isatty() and not args.json
+    result = tune_matmul(args.m, args.n, args.k, cfg=cfg, dtype=args.dtype, trials=args.trials,
+                         seed=args.seed, verify=args.verify, progress=progress)
+    if args.output:
+        from tinynpu.assembler.image import write_output
+
+        write_output(Path(args.output), json.dumps(result["schedule"], indent=1) + "\n", overwrite=args.force)
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(f"tuned {args.m}x{args.n}x{args.k} ({args.dtype}): {result['trials']} sampled tilings ranked by "
+          f"the cost model in {result['search_seconds']:.2f} s; best {len(result['verified'])} simulated:")
+    for v in result["verified"]:
+        print(f"  {v['tiling']}: model {v['model_cycles']:,} cycles, simulated {v['cycles']:,} cycles, "
+              f"traffic {_fmt_bytes(v['dram_bytes'])}")
+    print(f"best: {result['best']['tiling']} ({result['best']['cycles']:,} simulated cycles)")
+    print("trace:")
+    from tinynpu.compiler.schedule import Schedule
+
+    trace = Schedule("tuned", tuple(result["schedule"]["steps"])).pretty()
+    print("\n".join("  " + x for x in trace.splitlines()))
+    return 0
+
+
+# -- registration --------------------------------------------------------------------------------
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    comp = subparsers.add_parser("compile",
+                                 help="compile matmul, conv2d or the MLP to program.s/.bin + manifest")
+    for q in _add_workloads(comp):
+        q.add_argument("-o", "--output", required=True, help="output directory")
+        q.add_argument("--force", action="store_true", help="overwrite files that tinynpu did not write")
+        q.set_defaults(handler=_cmd_compile)
+
+    run = subparsers.add_parser("run", help="compile, simulate, verify against numpy and report")
+    for q in _add_workloads(run):
+        q.add_argument("--json", action="store_true", help="print one JSON object")
+        q.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+        q.add_argument("--no-race-check", action="store_true", help="skip the simulator's race sanitizer")
+        q.set_defaults(handler=_cmd_run)
+
+    tune = subparsers.add_parser("tune", help="search tile sizes and loop orders for a workload")
+    tsub = tune.add_subparsers(dest="workload", required=True, metavar="WORKLOAD")
+    tm = tsub.add_parser("matmul", help="tune a GEMM")
+    for name in ("m", "n", "k"):
+        tm.add_argument(f"--{name}", type=int, required=True)
+    tm.add_argument("--dtype", default="int8", choices=("int8", "fp32"))
+    tm.add_argument("--config", default=None)
+    tm.add_argument("--seed", type=int, default=0)
+    tm.add_argument("--trials", type=int, default=256, help="tilings sampled (perfect-tile sampling)")
+    tm.add_argument("--verify", type=int, default=3, help="best candidates verified by simulation")
+    tm.add_argument("--json", action="store_true")
+    tm.add_argument("-o", "--output", default=None, help="write the best schedule trace (JSON)")
+    tm.add_argument("--force", action="store_true")
+    tm.set_defaults(handler=_cmd_tune)
+
+
+def register_bench(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = bench_subparsers.add_parser("compiler", help="GEMM (+ conv) suite: utilization, traffic vs bounds, "
+                                                     "speed-up over the naive seed, search gap")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--quick", action="store_true", help="small shapes only (CI smoke test)")
+    p.add_argument("--race-check", action="store_true", help="run the race sanitizer too (slow)")
+
+    def handler(args: argparse.Namespace) -> int:
+        from tinynpu.compiler.bench import run_bench
+
+        return run_bench(quick=args.quick, as_json=args.json, check_races=args.race_check)
+
+    p.set_defaults(handler=handler)
+
+
+__all__ = ["compile_from_args", "format_report", "register", "register_bench"]
