@@ -49,13 +49,15 @@ from dataclasses import dataclass
 
 import numpy as np
 from tinynpu.assembler.image import Program, Tensor
-from tinynpu.compiler.bounds import roofline_cycles, tiling_space
+from tinynpu.compiler.bounds import roofline_cycles
 from tinynpu.compiler.compiled import Bounds, Compiled
 from tinynpu.compiler.cost import estimate
 from tinynpu.compiler.lower import lower_gemm
 from tinynpu.compiler.mlp import _config_for
 from tinynpu.compiler.operands import DenseOutput, Emitter
+from tinynpu.compiler.quant import calibrate_shift, requantize
 from tinynpu.compiler.schedule import Schedule, Tiling, apply, fits, from_tiling, naive
+from tinynpu.compiler.search import auto_tiling
 from tinynpu.isa import ArchConfig, load_isa
 
 from tinynpu.errors import UsageError
@@ -460,24 +462,14 @@ IM2COL_OP = "im2col"  # the conv's own trace step, before the GEMM schedule's st
 
 
 def _auto_tiling(layout: ConvLayout, cfg: ArchConfig, out_bytes: int) -> Tiling:
-    """The tiling the cost model ranks fastest, ties broken by the conv's exact traffic.
+    """The ``auto`` tiling of the padded im2col GEMM (:func:`tinynpu.compiler.search.auto_tiling`).
 
-    The model (:func:`tinynpu.compiler.cost.estimate`) is the GEMM model on the
-    padded im2col GEMM; the conv's A traffic is at most that GEMM's (halo rows
-    read nothing), so its ranking carries over.
+    The GEMM model ranks it: the conv's A moves at most the padded GEMM's
+    bytes (halo rows read nothing), so the model's ranking carries over.
     """
     sh = layout.shape
-    in_b = layout.elem
-    best: tuple[int, int, int] | None = None
-    choice: Tiling | None = None
-    for t in tiling_space(sh.gemm_m, sh.gemm_n, layout.padded_k, cfg):
-        est = estimate(sh.gemm_m, sh.gemm_n, layout.padded_k, t, cfg, in_bytes=in_b, out_bytes=out_bytes)
-        key = (est.cycles, conv_tiling_traffic(layout, t, out_bytes), -t.bk)
-        if best is None or key < best:
-            best, choice = key, t
-    if choice is None:
-        raise UsageError(f"conv2d: no tiling fits the scratchpads of config {cfg.name!r}.")
-    return choice
+    return auto_tiling(sh.gemm_m, sh.gemm_n, layout.padded_k, cfg, in_bytes=layout.elem,
+                       out_bytes=out_bytes).tiling
 
 
 def _resolve_schedule(schedule: str | Schedule, shape: ConvShape, cfg: ArchConfig,
@@ -513,7 +505,7 @@ def _resolve_schedule(schedule: str | Schedule, shape: ConvShape, cfg: ArchConfi
 
 def compile_conv2d(n: int, c: int, h: int, w: int, k: int, r: int, s: int, *, stride: int = 1, pad: int = 0,
                    dtype: str = "int8", cfg: ArchConfig | None = None, schedule: str = "auto",
-                   layout: str = "auto") -> Compiled:
+                   layout: str = "auto", out_dtype: str | None = None) -> Compiled:
     """Compile a 2-D convolution (NHWC input, KRSC weights, NHWC output) by implicit im2col.
 
     Args:
@@ -526,6 +518,9 @@ def compile_conv2d(n: int, c: int, h: int, w: int, k: int, r: int, s: int, *, st
         schedule: ``auto`` (cost-model choice), ``naive`` (the seed loop's one-tile blocks) or a
             saved trace file (a conv trace starts with its ``im2col`` step).
         layout: ``auto``, ``direct`` or ``rowpack`` (see the module docstring).
+        out_dtype: ``None`` (the accumulator's int32/fp32) or ``int8``: requantized on the way out
+            (``store narrow=1``) with the shift :func:`~tinynpu.compiler.quant.calibrate_shift`
+            picks on the seed-0 inputs, as a network layer feeding the next one would be.
 
     Returns:
         The compiled program, its inputs/reference/host layout change and its yardsticks.
@@ -539,29 +534,40 @@ def compile_conv2d(n: int, c: int, h: int, w: int, k: int, r: int, s: int, *, st
     isa = load_isa()
     shape = ConvShape(n=n, c=c, h=h, w=w, k=k, r=r, s=s, stride=stride, pad=pad)
     lay, sched = _resolve_schedule(schedule, shape, cfg, layout)
-    in_b, out_b = cfg.elem_bytes("a_reg"), cfg.elem_bytes("acc")
+    integer = cfg.is_integer
+    acc_dt = str(cfg.dtype("acc"))
+    if out_dtype not in (None, acc_dt, "int8") or (out_dtype == "int8" and not integer):
+        raise UsageError(f"conv2d: out_dtype must be {acc_dt}" + (" or int8" if integer else "")
+                         + f" in config {cfg.name!r}, not {out_dtype!r}.")
+    narrow = out_dtype == "int8"
+    shift = 0
+    if narrow:
+        x0 = conv_inputs(shape, integer=True, seed=0)
+        shift = calibrate_shift(conv2d_reference(x0["X"], x0["W"], stride=stride, pad=pad,
+                                                 acc_dtype=cfg.dtype("acc")), relu=False)
+    in_b, out_b = cfg.elem_bytes("a_reg"), 1 if narrow else cfg.elem_bytes("acc")
     m_g, n_g, k_g = shape.gemm_m, shape.gemm_n, lay.padded_k
     if sched is None:
         tiling = _auto_tiling(lay, cfg, out_b)
         sched = from_tiling(tiling, cfg, name="auto")
     else:
         tiling = apply(sched, m=m_g, n=n_g, k=k_g, cfg=cfg)
-    in_dt, acc_dt = str(cfg.dtype("a_reg")), str(cfg.dtype("acc"))
+    in_dt, y_dt = str(cfg.dtype("a_reg")), "int8" if narrow else acc_dt
     x_shape, w_shape, y_shape = lay.input_shape(), lay.weight_shape(), (shape.n, shape.p, shape.q, shape.k)
     x_bytes = int(np.prod(x_shape)) * in_b
     w_bytes = int(np.prod(w_shape)) * in_b
     x_addr, w_addr = 0, _align(x_bytes)
     y_addr = w_addr + _align(w_bytes)
     tensors = [Tensor("X", x_addr, x_shape, in_dt, "input"), Tensor("W", w_addr, w_shape, in_dt, "input"),
-               Tensor("Y", y_addr, y_shape, acc_dt, "output")]
+               Tensor("Y", y_addr, y_shape, y_dt, "output")]
     if y_addr + m_g * n_g * out_b > cfg.dram_bytes:
         raise UsageError(f"{shape}: its tensors need {y_addr + m_g * n_g * out_b} bytes of DRAM, more than "
                          f"the {cfg.dram_bytes} bytes of config {cfg.name!r}.")
 
     emit = Emitter(isa, cfg)
     issued = lower_gemm(emit, m=m_g, n=n_g, k=k_g, a=ConvOperand(lay, x_addr, "A"),
-                        b=ConvOperand(lay, w_addr, "B"), c=DenseOutput(y_addr, n_g, out_b, name="Y"),
-                        tiling=tiling)
+                        b=ConvOperand(lay, w_addr, "B"),
+                        c=DenseOutput(y_addr, n_g, out_b, narrow=narrow, shift=shift, name="Y"), tiling=tiling)
     words, comments = emit.finish()
     program = Program.build(isa, cfg, words, tensors)
 
@@ -575,20 +581,13 @@ def compile_conv2d(n: int, c: int, h: int, w: int, k: int, r: int, s: int, *, st
         issued_macs=issued,
         bound_kind="compulsory",
     )
-    integer = cfg.is_integer
-
     def make_inputs(seed: int) -> dict[str, np.ndarray]:
-        rng = np.random.default_rng(seed)
-        if integer:
-            return {"X": rng.integers(-128, 128, size=(shape.n, shape.h, shape.w, shape.c), dtype=np.int8),
-                    "W": rng.integers(-128, 128, size=(shape.k, shape.r, shape.s, shape.c), dtype=np.int8)}
-        # Positive values as in the course's seed program: no cancellation, so rtol=1e-5 is meaningful.
-        return {"X": rng.random((shape.n, shape.h, shape.w, shape.c), dtype=np.float32),
-                "W": rng.random((shape.k, shape.r, shape.s, shape.c), dtype=np.float32)}
+        return conv_inputs(shape, integer=integer, seed=seed)
 
     def reference(inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return {"Y": conv2d_reference(inputs["X"], inputs["W"], stride=shape.stride, pad=shape.pad,
-                                      acc_dtype=cfg.dtype("acc"))}
+        y = conv2d_reference(inputs["X"], inputs["W"], stride=shape.stride, pad=shape.pad,
+                             acc_dtype=cfg.dtype("acc"))
+        return {"Y": requantize(y, shift, relu=False) if narrow else y}
 
     def to_device(inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         return {"X": lay.host_input(inputs["X"]), "W": lay.host_weights(inputs["W"])}
@@ -600,7 +599,8 @@ def compile_conv2d(n: int, c: int, h: int, w: int, k: int, r: int, s: int, *, st
         program=program,
         comments=comments,
         workload={"kind": "conv2d", **shape.kwargs(), "p": shape.p, "q": shape.q,
-                  "dtype": "int8" if integer else "fp32", "layout": lay.kind, "input_layout": "NHWC",
+                  "dtype": "int8" if integer else "fp32", "out_dtype": y_dt,
+                  "shift": shift if narrow else None, "layout": lay.kind, "input_layout": "NHWC",
                   "weight_layout": "KRSC", "output_layout": "NHWC",
                   "gemm": {"m": m_g, "n": n_g, "k": shape.gemm_k, "k_padded": k_g}},
         trace=tuple(trace),
@@ -616,6 +616,17 @@ def compile_conv2d(n: int, c: int, h: int, w: int, k: int, r: int, s: int, *, st
                "estimate_cycles": estimate(m_g, n_g, k_g, tiling, cfg, in_bytes=in_b, out_bytes=out_b).cycles,
                "dram_bytes": conv_tiling_traffic(lay, tiling, out_b)},
     )
+
+
+def conv_inputs(shape: ConvShape, *, integer: bool, seed: int) -> dict[str, np.ndarray]:
+    """Seeded input (NHWC) and weights (KRSC): int8 over the whole range, or fp32 in [0, 1)."""
+    rng = np.random.default_rng(seed)
+    x_shape, w_shape = (shape.n, shape.h, shape.w, shape.c), (shape.k, shape.r, shape.s, shape.c)
+    if integer:
+        return {"X": rng.integers(-128, 128, size=x_shape, dtype=np.int8),
+                "W": rng.integers(-128, 128, size=w_shape, dtype=np.int8)}
+    # Positive values as in the course's seed program: no cancellation, so rtol=1e-5 is meaningful.
+    return {"X": rng.random(x_shape, dtype=np.float32), "W": rng.random(w_shape, dtype=np.float32)}
 
 
 def _align(nbytes: int, align: int = 64) -> int:
