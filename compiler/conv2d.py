@@ -567,7 +567,8 @@ def compile_conv2d(n: int, c: int, h: int, w: int, k: int, r: int, s: int, *, st
     emit = Emitter(isa, cfg)
     issued = lower_gemm(emit, m=m_g, n=n_g, k=k_g, a=ConvOperand(lay, x_addr, "A"),
                         b=ConvOperand(lay, w_addr, "B"),
-                        c=DenseOutput(y_addr, n_g, out_b, narrow=narrow, shift=shift, name="Y"), tiling=tiling)
+                        c=DenseOutput(y_addr, n_g, out_b, narrow=narrow, shift=shift, name="Y"),
+                        tiling=tiling)
     words, comments = emit.finish()
     program = Program.build(isa, cfg, words, tensors)
 
