@@ -100,7 +100,7 @@ def test_comparison_rows_are_computed_from_reports() -> None:
             "io_lower_bound_bytes": moved // 4,
             "best_tiling_bytes": moved // 2,
             "verified": True,
-            "wall_seconds": 1.5,
+            "simulator_wall_seconds": 1.5,
             "instructions": {"total": instr},
         }
 

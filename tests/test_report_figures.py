@@ -95,6 +95,14 @@ def test_steady_state_window_is_between_middle_stores() -> None:
     assert F.steady_state_window(rows) == (stores[1] + 1, stores[2])
 
 
+def test_steady_state_window_groups_column_stores() -> None:
+    # Two blocks' stores interleaved with tmm but no load: one group per block.
+    names = ["load", "tmm", "store", "tmm", "store"] * 4
+    rows = [F.TimelineRow(i, "x", n, i, i, i + 1) for i, n in enumerate(names)]
+    # Block ends (last store of each group) are at 4, 9, 14, 19; the middle loop is 10..14.
+    assert F.steady_state_window(rows) == (10, 14)
+
+
 def test_gantt_bars_are_timeline_rows(tmp_path: Path) -> None:
     tl = _timeline()
     fig = F.gantt(tl, label="t", path=tmp_path / "g.png")

@@ -86,9 +86,9 @@ def summary_rows(results: Sequence[Result]) -> list[dict[str, Any]]:
                 "traffic_over_best": moved / int(rep["best_tiling_bytes"])
                 if rep.get("best_tiling_bytes")
                 else None,
-                "bound_kind": rep.get("bound_kind", "matmul"),
+                "bound_kind": F.bound_kind(rep),
                 "verified": bool(rep["verified"]),
-                "sim_seconds": float(rep.get("wall_seconds", rep.get("sim_wall_seconds", 0.0))),
+                "sim_seconds": float(rep["simulator_wall_seconds"]),
                 "compile_seconds": r.compile_seconds,
                 "instructions": _instr_total(rep),
             }
@@ -171,9 +171,12 @@ def write_report(
             "Summary",
             "Every workload compiled, simulated with timing, and checked against numpy "
             f"({'all verified' if all_verified else '**NOT all verified**'}). Cycles are the simulator's; "
-            "`roofline` is max(MACs / peak, I/O lower bound / DRAM bandwidth); utilization = MACs issued / "
+            "`roofline` is max(useful MACs / peak, I/O lower bound / DRAM bandwidth); utilization = "
+            "useful MACs / "
             "(cycles x peak); the padding ceiling is useful MACs / MACs issued (edge tiles padded to "
-            f"{cfg.tile}).\n\n" + summary_table(rows),
+            f"{cfg.tile}), so util / ceiling is the MAC array's own utilization. Each row is reproduced "
+            "by the "
+            "command listed below the table, in the same order.\n\n" + summary_table(rows),
             tuple(row["command"] for row in rows),
         )
     )
@@ -200,7 +203,16 @@ def write_report(
         kwargs = {k: v for k, v in landscape.items() if k != "command"}
         fig = F.landscape(**kwargs, path=figs_dir / "landscape.png")
         figures.append(fig)
-        sections.append(Section("Tile-size search landscape", "", (str(landscape["command"]),), (fig,)))
+        sections.append(
+            Section(
+                "Tile-size search landscape",
+                "The grid is evaluated by this report (the first command regenerates it); `tinynpu tune` "
+                "runs the "
+                "compiler's search over the same cost model and prints the schedule it picks.",
+                (command, str(landscape["command"])),
+                (fig,),
+            )
+        )
     if speed is not None:
         fig = F.sim_speed(
             speed["runs"], numpy_seconds=float(speed["numpy_seconds"]), path=figs_dir / "sim_speed.png"

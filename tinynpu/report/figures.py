@@ -103,16 +103,28 @@ def timeline_rows(timeline: Iterable[Any]) -> list[TimelineRow]:
 # ---------------------------------------------------------------------------------------------- roofline
 
 
+def useful_macs(report: Mapping[str, Any]) -> int:
+    """The workload's useful MACs from a report dict.
+
+    A workload report from ``run_compiled`` carries ``macs`` = useful MACs and
+    ``issued_macs`` = what the tmm steps issued (padding included); a bare
+    simulator stats dict has only ``macs`` = issued, so useful MACs are
+    ``macs * padding_ceiling`` when that is given.
+    """
+    if "issued_macs" in report:
+        return int(report["macs"])
+    return round(float(report["macs"]) * float(report.get("padding_ceiling", 1.0)))
+
+
 def roofline_point(label: str, report: Mapping[str, Any]) -> dict[str, Any]:
     """The roofline coordinates of one workload run.
 
     Arithmetic intensity is useful MACs per DRAM byte actually moved (read +
-    write); achieved throughput is useful MACs per simulated cycle.  Useful
-    MACs are ``macs * padding_ceiling`` (issued MACs times the fraction that
-    is not padding), so padded edge tiles do not count as work.
+    write); achieved throughput is useful MACs per simulated cycle, so padded
+    edge tiles do not count as work (see :func:`useful_macs`).
     """
     dram = int(report["dram_read_bytes"]) + int(report["dram_write_bytes"])
-    useful = float(report["macs"]) * float(report.get("padding_ceiling", 1.0))
+    useful = useful_macs(report)
     return {
         "label": label,
         "macs": int(report["macs"]),
@@ -192,7 +204,7 @@ def roofline(
         path=path,
         title="Roofline",
         caption=(
-            "Each marker is one simulated workload: useful MACs (stats `macs` x `padding_ceiling`) "
+            "Each marker is one simulated workload: useful MACs (report `macs`, the workload's own) "
             "per DRAM byte "
             "moved (`dram_read_bytes` + `dram_write_bytes`) against useful MACs per cycle (`cycles`). "
             f"The roofs are the MAC array's peak ({macs_per_cycle} MAC/cycle) and the DRAM port "
@@ -283,18 +295,31 @@ def unit_breakdown(report: Mapping[str, Any], *, label: str, path: Path) -> Figu
 
 
 def steady_state_window(rows: Sequence[TimelineRow]) -> tuple[int, int]:
-    """Program-order index range [lo, hi] of one steady-state output-tile loop.
+    """Program-order index range [lo, hi] of one steady-state output-block loop.
 
-    A tile loop ends with the ``store`` of its output block, so the loop
-    between the two stores around the middle of the program is one that is
-    neither filling nor draining the pipeline.  With fewer than three stores
-    there is no steady state and the whole program is the window.
+    A block loop ends with the stores of its output block.  A block may store
+    column by column between its last tmm steps, so stores with no ``load``
+    between them form one group, the end of one block.  The loop between the
+    two groups around the middle of the program is neither filling nor
+    draining the pipeline.  With fewer than three blocks there is no steady
+    state and the whole program is the window.
     """
-    stores = sorted(r.index for r in rows if r.mnemonic == "store")
-    if len(stores) < 3:
-        return rows[0].index, rows[-1].index
-    mid = len(stores) // 2
-    return stores[mid - 1] + 1, stores[mid]
+    ordered = sorted(rows, key=lambda r: r.index)
+    groups: list[int] = []  # index of the last store of each group
+    load_since = True
+    for r in ordered:
+        if r.mnemonic == "load":
+            load_since = True
+        elif r.mnemonic == "store":
+            if load_since or not groups:
+                groups.append(r.index)
+            else:
+                groups[-1] = r.index
+            load_since = False
+    if len(groups) < 3:
+        return ordered[0].index, ordered[-1].index
+    mid = len(groups) // 2
+    return groups[mid - 1] + 1, groups[mid]
 
 
 def _covered(spans: Iterable[tuple[int, int]], t0: int, t1: int) -> int:
@@ -355,7 +380,7 @@ def gantt(timeline: Iterable[Any], *, label: str, path: Path, max_bars: int = 50
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}"))
     ax.set_xlabel("cycle")
     ax.set_title(
-        f"One steady-state tile loop of {label}: instructions {lo}..{hi}, cycles {t0:,}..{t1:,} "
+        f"One steady-state block loop of {label}: instructions {lo}..{hi}, cycles {t0:,}..{t1:,} "
         "(faded: neighbouring loops)" + (f"; first {max_bars} of {max_bars + cut} bars drawn" if cut else ""),
         fontsize=9,
     )
@@ -368,7 +393,7 @@ def gantt(timeline: Iterable[Any], *, label: str, path: Path, max_bars: int = 50
         title=f"Pipeline timeline: {label}",
         caption=(
             f"Start-to-end bars of each instruction from the simulator's timeline for {label}, between the "
-            f"stores that close two consecutive output tiles (instructions {lo}..{hi}, "
+            f"stores that close two consecutive output blocks (instructions {lo}..{hi}, "
             f"cycles {t0:,} to {t1:,}, "
             f"{t1 - t0:,} cycles). Faded bars belong to neighbouring tile loops running at the same time; "
             "the percentage under each unit is the share of this window in which it has an "
@@ -386,6 +411,11 @@ def gantt(timeline: Iterable[Any], *, label: str, path: Path, max_bars: int = 50
 # --------------------------------------------------------------------------------------- traffic
 
 
+def bound_kind(report: Mapping[str, Any]) -> str:
+    """Which I/O lower bound a report uses: ``matmul`` or ``compulsory``."""
+    return str(report.get("io_bound_kind", report.get("bound_kind", "matmul")))
+
+
 def traffic_data(label: str, report: Mapping[str, Any]) -> dict[str, Any]:
     """DRAM bytes moved against the I/O lower bound and the best tiling of the compiler's space."""
     moved = int(report["dram_read_bytes"]) + int(report["dram_write_bytes"])
@@ -398,7 +428,7 @@ def traffic_data(label: str, report: Mapping[str, Any]) -> dict[str, Any]:
         "best_tiling_bytes": None if best is None else int(best),
         "traffic_over_bound": moved / bound,
         "traffic_over_best": None if not best else moved / int(best),
-        "bound_kind": report.get("bound_kind", "matmul"),
+        "bound_kind": bound_kind(report),
     }
 
 

@@ -33,7 +33,7 @@ def _speed(results: list[Result], command: str) -> dict[str, Any] | None:
     runs = [
         {
             "label": r.label,
-            "wall_seconds": float(r.report["wall_seconds"]),
+            "wall_seconds": float(r.report["simulator_wall_seconds"]),
             "instructions": _total(r.report["instructions"]),
             "cycles": int(r.report["cycles"]),
         }

@@ -156,9 +156,11 @@ def run_workload(
     Args:
         workload: What to run.
         cfg: Architecture config.
-        timeline: Also simulate once more with the :class:`~tinynpu.simulator.Machine` API to keep
-            ``stats.timeline`` for the Gantt chart (the report dict has no timeline).
-        check_races: Run the data-race sanitizer during simulation.
+        timeline: Also keep the simulator's per-instruction timeline and its stall cycles, for the
+            Gantt chart and the cycle breakdown.  ``run_compiled``'s report carries neither, so the
+            program is simulated a second time (without the race sanitizer, which does not change
+            timing); that run must reproduce the report's cycle count exactly, or this raises.
+        check_races: Run the data-race sanitizer during the (verified) simulation.
     """
     from tinynpu.compiler import run_compiled
 
@@ -168,20 +170,31 @@ def run_workload(
     report = run_compiled(compiled, cfg=cfg, check_races=check_races)
     rows: tuple[Any, ...] = ()
     if timeline:
-        rows = tuple(simulate_timeline(compiled, cfg))
+        stats = simulate(compiled, cfg)
+        if stats.cycles != int(report["cycles"]):
+            raise RuntimeError(  # a simulator determinism bug, not a user error
+                f"{workload.label}: a second simulation took {stats.cycles} cycles, the report says "
+                f"{report['cycles']}; the simulator is not deterministic."
+            )
+        rows = tuple(stats.timeline)
+        report = dict(report, stall_cycles=stats.to_json()["stall_cycles"])
     return Result(workload, report, compile_seconds, rows)
 
 
-def simulate_timeline(compiled: Any, cfg: ArchConfig) -> Sequence[Any]:
-    """The simulator's per-instruction timeline of a compiled program on its seeded inputs."""
+def simulate(compiled: Any, cfg: ArchConfig) -> Any:
+    """Simulate a compiled program with timing on its seed-0 inputs; the simulator's ``Stats``."""
     from tinynpu.simulator import Machine
 
     machine = Machine(cfg)
     machine.load(compiled.program)
     for name, array in compiled.to_device(compiled.make_inputs(0)).items():
         machine.write_tensor(name, array)
-    stats = machine.run(timing=True)
-    return list(stats.timeline)
+    return machine.run(timing=True, check_races=False)
+
+
+def simulate_timeline(compiled: Any, cfg: ArchConfig) -> Sequence[Any]:
+    """The simulator's per-instruction timeline of a compiled program on its seeded inputs."""
+    return list(simulate(compiled, cfg).timeline)
 
 
 def time_numpy_matmul(m: int, n: int, k: int, *, repeats: int = 3) -> float:
