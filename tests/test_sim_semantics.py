@@ -1,0 +1,148 @@
+"""Per-instruction semantics at edge values (int8 x int8 -> int32 wrap, rounding ties, saturation)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_sim_support import DEFAULT, FP32, HALT, SYNC, load, machine, scope, units
+
+T = DEFAULT.tile
+I32 = np.iinfo(np.int32)
+
+
+def _put(m, addr: int, arr: np.ndarray) -> None:
+    m.write_dram(addr, np.ascontiguousarray(arr))
+
+
+def _ref_tmm(a_tiles, b_tiles, m, n, k):
+    """Plain loops over tiles, int64 then wrapped: an independent reference."""
+    out = np.zeros((m, n, T, T), dtype=np.int64)
+    for i in range(m):
+        for j in range(n):
+            for kk in range(k):
+                out[i, j] += a_tiles[i * k + kk].astype(np.int64) @ b_tiles[j * k + kk].astype(np.int64).T
+    return out
+
+
+def test_tmm_extreme_products_and_block_layout() -> None:
+    rng = np.random.default_rng(1)
+    mm, nn, kk = 2, 3, 2
+    a = rng.integers(-128, 128, (mm * kk * T, T)).astype(np.int8)
+    b = rng.integers(-128, 128, (nn * kk * T, T)).astype(np.int8)
+    a[: kk * T] = -128
+    b[: kk * T] = -128  # -128 * -128 summed over a whole tile
+    m = machine([load("a", 0, 0, rows=len(a)), load("b", 0, 0x10000, rows=len(b)), SYNC,
+                 ("tmm", {"acc": 0, "a": 0, "b": 0, "m": mm, "n": nn, "k": kk, "accumulate": 0}), HALT])
+    _put(m, 0, a)
+    _put(m, 0x10000, b)
+    m.run()
+    ref = _ref_tmm(a.reshape(-1, T, T), b.reshape(-1, T, T), mm, nn, kk)
+    got = m.state.acc[: mm * nn * T].reshape(mm, nn, T, T)
+    assert np.array_equal(got, ref.astype(np.int32))
+    assert got[0, 0, 0, 0] == 128 * 128 * T * kk
+
+
+def test_tmm_accumulate_wraps_int32() -> None:
+    a = np.full((T, T), -128, np.int8)
+    acc0 = np.full((T, T), I32.max - 5, np.int32)
+    m = machine([load("a", 0, 0), load("b", 0, 0), load("acc", 0, 0x1000), SYNC,
+                 ("tmm", {"acc": 0, "a": 0, "b": 0, "accumulate": 1}), HALT])
+    _put(m, 0, a)
+    _put(m, 0x1000, acc0)
+    m.run()
+    expect = (int(I32.max) - 5 + 128 * 128 * T + 2**31) % 2**32 - 2**31
+    assert (m.state.acc[:T] == expect).all() and expect < 0
+
+
+def test_load_zero_fills_short_rows_and_strides() -> None:
+    data = np.arange(256, dtype=np.uint8).astype(np.int8)
+    m = machine([("zero", {"scope": scope("a"), "sp_row": 0, "rows": 4}),
+                 load("a", 0, 0, rows=4, cols=5, stride=40), HALT])
+    m.state.a[:4] = 7  # stale data must not survive in the short rows
+    _put(m, 0, data)
+    m.run()
+    for r in range(4):
+        assert list(m.state.a[r, :5]) == list(data[r * 40: r * 40 + 5])
+        assert (m.state.a[r, 5:] == 0).all()
+
+
+def test_alu_ops_wrap_and_vshr_ties_toward_plus_infinity() -> None:
+    vals = np.array([I32.max, I32.min, -3, -2, -1, 0, 1, 2, 3, 5, -5, 7, -7, 1 << 30, -(1 << 30), 6],
+                    dtype=np.int32)
+    rows = np.tile(vals, (4, 1))
+    prog = [load("acc", 0, 0, rows=4), SYNC,
+            ("vshr", {"dst": 0, "shift": 1, "rows": 1}),
+            ("vmul", {"dst": 1, "imm": 4, "rows": 1}),
+            ("vadd", {"dst": 2, "src": 3, "rows": 1}),
+            ("vmax", {"dst": 3, "imm": -2, "rows": 1}), HALT]
+    m = machine(prog)
+    _put(m, 0, rows)
+    m.run()
+
+    def shr(x: int, s: int) -> int:
+        return (x + ((1 << s) >> 1)) >> s  # python ints: unbounded, so this is the exact reference
+
+    def wrap(x: int) -> int:
+        return (x + 2**31) % 2**32 - 2**31
+
+    assert [int(v) for v in m.state.acc[0]] == [shr(int(v), 1) for v in vals]
+    assert [int(v) for v in m.state.acc[1]] == [wrap(int(v) * 4) for v in vals]
+    assert [int(v) for v in m.state.acc[2]] == [wrap(int(v) + int(v)) for v in vals]
+    assert [int(v) for v in m.state.acc[3]] == [max(int(v), -2) for v in vals]
+    assert shr(-3, 1) == -1 and shr(3, 1) == 2  # ties go toward +infinity
+
+
+def test_vaddrow_vmin() -> None:
+    rows = np.arange(5 * T, dtype=np.int32).reshape(5, T) - 40
+    m = machine([load("acc", 0, 0, rows=5), SYNC, ("vaddrow", {"dst": 0, "src": 4, "rows": 4}),
+                 ("vmin", {"dst": 0, "imm": 10, "rows": 4}), HALT])
+    _put(m, 0, rows)
+    m.run()
+    assert np.array_equal(m.state.acc[:4], np.minimum(rows[:4] + rows[4], 10))
+
+
+@pytest.mark.parametrize("shift,relu", [(0, False), (3, False), (3, True), (31, False)])
+def test_store_narrow_rounds_and_saturates(shift: int, relu: bool) -> None:
+    vals = np.array([I32.max, I32.min, 1000, -1000, 4, -4, 12, -12, 127 << shift, -(129 << shift), 0, 1, -1,
+                     (1 << shift) >> 1, -((1 << shift) >> 1), 5], dtype=np.int64)
+    vals = np.clip(vals, I32.min, I32.max).astype(np.int32)
+    store = {"sp_row": 0, "dram": 0x1000, "rows": 1, "cols": 16, "narrow": 1, "relu": int(relu),
+             "shift": shift, "wait": units("load")}
+    m = machine([load("acc", 0, 0, rows=1, signal=units("store")), ("store", store), HALT])
+    _put(m, 0, vals[None, :])
+    m.run(check_races=True)
+    got = np.frombuffer(m.read_dram(0x1000, 16), np.int8)
+    expect = []
+    for v in vals.tolist():
+        x = (v + ((1 << shift) >> 1)) >> shift
+        x = max(x, 0) if relu else x
+        expect.append(min(max(x, -128), 127))
+    assert got.tolist() == expect
+
+
+def test_store_raw_cols_and_relu() -> None:
+    vals = (np.arange(2 * T, dtype=np.int32) - 20).reshape(2, T)
+    m = machine([load("acc", 0, 0, rows=2, signal=units("store")),
+                 ("store", {"sp_row": 0, "dram": 0x1000, "rows": 2, "cols": 3, "stride": 64, "relu": 1,
+                            "wait": units("load")}), HALT])
+    _put(m, 0, vals)
+    m.write_dram(0x1000, b"\xff" * 128)
+    m.run()
+    out = np.frombuffer(m.read_dram(0x1000, 128), np.int32).reshape(2, T)
+    assert np.array_equal(out[:, :3], np.maximum(vals[:, :3], 0))
+    assert (out[:, 3:] == -1).all()  # bytes beyond cols untouched
+
+
+def test_fp32_tmm_matches_float32_steps() -> None:
+    rng = np.random.default_rng(3)
+    a = rng.random((2 * T, T), dtype=np.float32)
+    b = rng.random((2 * T, T), dtype=np.float32)
+    m = machine([load("a", 0, 0, rows=2 * T, stride=64), load("b", 0, 0x4000, rows=2 * T, stride=64), SYNC,
+                 ("tmm", {"acc": 0, "a": 0, "b": 0, "m": 1, "n": 1, "k": 2, "accumulate": 0}), HALT],
+                cfg=FP32)
+    _put(m, 0, a)
+    _put(m, 0x4000, b)
+    m.run()
+    ref = a[:T] @ b[:T].T
+    ref = ref + a[T:] @ b[T:].T
+    np.testing.assert_allclose(m.state.acc[:T], ref, rtol=1e-6)
