@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +41,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--run-cosim", action="store_true", help="run `tinynpu bench cosim --json` for the RTL table"
+    )
+    p.add_argument(
+        "--bench-sim",
+        type=Path,
+        default=None,
+        help="JSON of `tinynpu bench sim --json` for the speed figure (default: run it; with --quick: "
+        "time the quick runs)",
     )
     p.add_argument("--no-race-check", action="store_true", help="simulate without the data-race sanitizer")
     p.add_argument(
@@ -106,6 +112,7 @@ def _report(args: argparse.Namespace) -> int:
         out = args.out or Path("out/report")
         written = report_suite(
             out,
+            bench_sim=args.bench_sim,
             config=args.config,
             quick=args.quick,
             quiet=args.json,
@@ -127,12 +134,9 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _read_cosim(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"--cosim {path}: cannot read the file ({exc.strerror}).") from exc
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"--cosim {path}:{exc.lineno}:{exc.colno}: not JSON ({exc.msg}).") from exc
+    from tinynpu.report.reports import read_json_file
+
+    data = read_json_file(path, "--cosim")
     return cosim_rows(data, f"tinynpu bench cosim --json > {path}", str(path))
 
 
@@ -156,21 +160,13 @@ def cosim_rows(data: Any, command: str, origin: str) -> dict[str, Any]:
 
 
 def _run_cosim(quiet: bool) -> dict[str, Any]:
-    import subprocess
+    from tinynpu.report.reports import run_tool_json
 
-    if not quiet:
-        print("running `tinynpu bench cosim --json` (Icarus co-simulation) ...", file=sys.stderr)
-    proc = subprocess.run(
-        [sys.executable, "-m", "tinynpu", "bench", "cosim", "--json"],
-        capture_output=True,
-        text=True,
-        check=False,
+    return cosim_rows(
+        run_tool_json(["bench", "cosim", "--json"], quiet=quiet),
+        "tinynpu bench cosim --json",
+        "tinynpu bench cosim",
     )
-    if proc.returncode != 0:
-        raise UsageError(
-            f"`tinynpu bench cosim --json` failed (exit {proc.returncode}): {proc.stderr.strip()[-400:]}"
-        )
-    return cosim_rows(json.loads(proc.stdout), "tinynpu bench cosim --json", "tinynpu bench cosim")
 
 
 def _demo(args: argparse.Namespace) -> int:

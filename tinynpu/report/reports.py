@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tinynpu.errors import UsageError
 from tinynpu.isa import ArchConfig, load_config
 from tinynpu.report.build import Written, prepare_dir, write_report
 from tinynpu.report.landscape import matmul_landscape
@@ -48,6 +52,56 @@ def _speed(results: list[Result], command: str) -> dict[str, Any] | None:
     return {"runs": runs, "numpy_seconds": numpy_s, "command": command, "note": note}
 
 
+def speed_from_bench(data: Mapping[str, Any], command: str) -> dict[str, Any]:
+    """The simulator-speed figure's input from the JSON of ``tinynpu bench sim --json``."""
+    try:
+        size = int(data["size"])
+        runs = [
+            {
+                "label": f"{r['schedule']} {size}^3, races {'on' if r['races_checked'] else 'off'}",
+                "wall_seconds": float(r["wall_seconds"]),
+                "instructions": int(r["instructions"]),
+                "cycles": int(r["cycles"]),
+            }
+            for r in data["runs"]
+        ]
+        numpy_s = float(data["numpy_float32_seconds"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UsageError(
+            f"simulator benchmark JSON ({command}) lacks the field {exc} of `tinynpu bench sim --json`."
+        ) from exc
+    note = (
+        f"From `{command}`: the simulator's own benchmark of the {size}^3 int8 seed workload, naive and "
+        "tiled, with and without the race sanitizer, against numpy's float32 matmul timed in the same "
+        "process."
+    )
+    return {"runs": runs, "numpy_seconds": numpy_s, "command": command, "note": note}
+
+
+def read_json_file(path: Path, flag: str) -> Any:
+    """A JSON file named on the command line, with file:line:col on a syntax error."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"{flag} {path}: cannot read the file ({exc.strerror}).") from exc
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{flag} {path}:{exc.lineno}:{exc.colno}: not JSON ({exc.msg}).") from exc
+
+
+def run_tool_json(argv: list[str], *, quiet: bool) -> Any:
+    """Run another ``tinynpu`` command with ``--json`` in a child process and parse its one JSON object."""
+    if not quiet:
+        print(f"running `tinynpu {' '.join(argv)}` ...", file=sys.stderr, flush=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tinynpu", *argv], capture_output=True, text=True, check=False
+    )
+    if proc.returncode != 0:
+        raise UsageError(
+            f"`tinynpu {' '.join(argv)}` failed (exit {proc.returncode}): {proc.stderr.strip()[-400:]}"
+        )
+    return json.loads(proc.stdout)
+
+
 def _total(instr: Any) -> int:
     return int(instr["total"]) if isinstance(instr, Mapping) else int(instr)
 
@@ -73,8 +127,13 @@ def report_suite(
     force: bool,
     check_races: bool,
     cosim: dict[str, Any] | None,
+    bench_sim: Path | None = None,
 ) -> Written:
-    """The benchmark suite of DESIGN.md (or its quick subset), with every figure."""
+    """The benchmark suite of DESIGN.md (or its quick subset), with every figure.
+
+    The simulator-speed section comes from ``bench_sim`` (a saved ``tinynpu bench sim --json``), else
+    from running that benchmark (full suite), else (``quick``) from the quick runs themselves.
+    """
     cfg = load_config(config)
     prepare_dir(out, force=force)
     workloads = suite_workloads(quick=quick)
@@ -83,6 +142,19 @@ def report_suite(
     cmd = f"tinynpu report --suite{' --quick' if quick else ''} -o {out}" + (
         f" --config {config}" if config != "default" else ""
     )
+    cmd += " --no-race-check" if not check_races else ""
+    speed: dict[str, Any] | None
+    if bench_sim is not None:
+        cmd += f" --bench-sim {bench_sim}"
+        speed = speed_from_bench(
+            read_json_file(bench_sim, "--bench-sim"), f"tinynpu bench sim --json > {bench_sim}"
+        )
+    elif not quick:
+        speed = speed_from_bench(
+            run_tool_json(["bench", "sim", "--json"], quiet=quiet), "tinynpu bench sim --json"
+        )
+    else:
+        speed = _speed(results, cmd)
     head = dict(seed[0].params)
     land = matmul_landscape(head["m"], head["n"], head["k"], cfg)
     scope = (
@@ -105,7 +177,7 @@ def report_suite(
         intro=intro,
         command=cmd,
         featured=[r for r in results if r.timeline],
-        speed=_speed(results, cmd),
+        speed=speed,
         landscape=land,
         cosim=cosim,
     )
