@@ -114,9 +114,9 @@ def lower_gemm(emit: Emitter, *, m: int, n: int, k: int, a: OperandA, b: Operand
                                    (ch.k0 + kk) * e))
         return calls
 
-    pending = loads(plan[0]) if plan else []
-    for call in pending:
-        call()
+    if t.double_buffer and plan:  # prologue: the first chunk; later ones are prefetched
+        for call in loads(plan[0]):
+            call()
     for idx, ch in enumerate(plan):
         acc0 = ch.acc * acc_buf
         if ch.first and t.init == "fill_zero":
@@ -131,6 +131,9 @@ def lower_gemm(emit: Emitter, *, m: int, n: int, k: int, a: OperandA, b: Operand
                 c0 = col0 + full * e
                 emit.load("acc", acc0 + bias_row0 + full, bias.addr + c0 * 4, rows=1, cols=bias.n - c0,
                           stride=e * 4, comment=f"bias[{c0}:{bias.n}]")
+        if not t.double_buffer:  # single buffers: load right before use, as the seed loop does
+            for call in loads(ch):
+                call()
         nxt = plan[idx + 1] if idx + 1 < len(plan) else None
         prefetch = loads(nxt) if (nxt is not None and t.double_buffer) else []
         done = 0
@@ -152,9 +155,6 @@ def lower_gemm(emit: Emitter, *, m: int, n: int, k: int, a: OperandA, b: Operand
             for call in prefetch[done:upto]:
                 call()
             done = upto
-        if nxt is not None and not t.double_buffer:
-            for call in loads(nxt):
-                call()
     return issued
 
 
