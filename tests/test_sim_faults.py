@@ -1,0 +1,119 @@
+"""Every fault class ends in a SimFault naming the instruction (index, pc, mnemonic) and the reason."""
+
+from __future__ import annotations
+
+import pytest
+from test_sim_support import DEFAULT, FP32, HALT, ISA, SYNC, load, machine, program, scope, units
+from tinynpu.simulator import Machine, SimFault
+
+
+def _fault(instrs, cfg=DEFAULT, **run):
+    with pytest.raises(SimFault) as exc:
+        m = machine(instrs, cfg)
+        m.run(**run)
+    return exc.value.message
+
+
+def test_scratchpad_out_of_range() -> None:
+    rows = DEFAULT.rows("a_reg")
+    msg = _fault([load("a", rows - 8, 0), HALT])
+    assert "instruction 0 (pc 0x0, load)" in msg
+    assert f"{rows - 8}..{rows + 7}" in msg and f"{rows} rows" in msg
+
+
+def test_tmm_tiles_out_of_range() -> None:
+    tiles = DEFAULT.rows("acc") // DEFAULT.tile
+    msg = _fault([SYNC, ("tmm", {"acc": tiles - 1, "a": 0, "b": 0, "m": 2}), HALT])
+    assert "instruction 1 (pc 0x10, tmm)" in msg and "acc tiles" in msg
+
+
+def test_dram_out_of_range() -> None:
+    msg = _fault([load("a", 0, DEFAULT.dram_bytes - 8, rows=1), HALT])
+    assert "beyond the" in msg and "load" in msg
+
+
+def test_misaligned_dram_address() -> None:
+    msg = _fault([load("acc", 0, 2, rows=1), HALT])
+    assert "not aligned to the 4-byte element size" in msg
+
+
+def test_unknown_opcode() -> None:
+    prog = program([HALT])
+    bad = type(prog)(words=(0xF, *prog.words), tensors=(), config_name=prog.config_name,
+                     build_hash=prog.build_hash)
+    m = Machine(DEFAULT, ISA)
+    with pytest.raises(SimFault, match=r"instruction 0 \(pc 0x0\): undecodable word"):
+        m.load(bad)
+
+
+def test_token_overflow() -> None:
+    zero = ("zero", {"scope": scope("a"), "sp_row": 0, "rows": 1, "signal": units("tensor")})
+    msg = _fault([zero] * (DEFAULT.token_max_count + 1) + [HALT])
+    assert "load->tensor overflows" in msg and f"max_count = {DEFAULT.token_max_count}" in msg
+
+
+def test_token_overflow_without_timing() -> None:
+    zero = ("zero", {"scope": scope("a"), "sp_row": 0, "rows": 1, "signal": units("tensor")})
+    assert "overflows" in _fault([zero] * (DEFAULT.token_max_count + 1) + [HALT], timing=False)
+
+
+def test_many_tokens_consumed_in_time_do_not_overflow() -> None:
+    pair = [("zero", {"scope": scope("a"), "sp_row": 0, "rows": 1, "signal": units("tensor")}),
+            ("tmm", {"acc": 0, "a": 1, "b": 0, "wait": units("load")})]
+    machine(pair * (DEFAULT.token_max_count + 10) + [HALT]).run()
+
+
+def test_vadd_partial_overlap() -> None:
+    assert "partially overlap" in _fault([("vadd", {"dst": 0, "src": 4, "rows": 8}), HALT])
+
+
+def test_vaddrow_source_inside_destination() -> None:
+    assert "lies inside the destination" in _fault([("vaddrow", {"dst": 0, "src": 4, "rows": 8}), HALT])
+
+
+def test_no_halt() -> None:
+    assert "never halts" in _fault([load("a", 0, 0)])
+
+
+def test_cycle_limit() -> None:
+    msg = _fault([load("a", 0, 0), HALT], max_cycles=50)
+    assert "cycle limit of 50" in msg and "instruction 0 (pc 0x0, load)" in msg
+
+
+def test_deadlock_names_unit_instruction_channel() -> None:
+    msg = _fault([("tmm", {"acc": 0, "a": 0, "b": 0, "wait": units("load")}), HALT])
+    assert "deadlock" in msg and "instruction 0 (pc 0x0, tmm)" in msg and "channel load->tensor" in msg
+
+
+def test_deadlock_on_cycle_of_waits() -> None:
+    msg = _fault([("tmm", {"acc": 0, "a": 0, "b": 0, "wait": units("alu"), "signal": units("alu")}),
+                  ("vmax", {"dst": 64, "imm": 0, "rows": 1, "wait": units("tensor"),
+                            "signal": units("tensor")}),
+                  HALT], timing=False)
+    assert "deadlock" in msg
+
+
+def test_integer_only_instructions_fault_in_fp32() -> None:
+    assert "integer configs only" in _fault([("vshr", {"dst": 0, "shift": 1, "rows": 1}), HALT], FP32)
+    store = ("store", {"sp_row": 0, "dram": 0, "rows": 1, "narrow": 1})
+    assert "integer configs only" in _fault([store, HALT], FP32)
+
+
+def test_raw_store_with_shift() -> None:
+    assert "needs narrow=1" in _fault([("store", {"sp_row": 0, "dram": 0, "rows": 1, "shift": 2}), HALT])
+
+
+def test_self_wait() -> None:
+    assert "neither wait on nor signal itself" in _fault([load("a", 0, 0, wait=units("load")), HALT])
+
+
+def test_instructions_after_halt_are_not_checked() -> None:
+    stats = machine([HALT, load("a", DEFAULT.rows("a_reg") - 1, 0)]).run()
+    assert stats.instructions_total == 1
+
+
+def test_program_for_another_config_is_refused() -> None:
+    from tinynpu.errors import AsmError
+
+    with pytest.raises(AsmError, match="built for config"):
+        Machine(FP32, ISA).load(program([HALT]))
