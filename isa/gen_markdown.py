@@ -73,7 +73,8 @@ def _field_table(isa: Isa, instr: Instruction) -> list[str]:
     for f in instr.fields:
         scope = f" ({f.scope})" if f.scope else ""
         default = "required" if f.default is None else str(f.default)
-        lines.append(f"| `{f.name}` | {_esc(_written_as(isa, instr, f))} | {f.kind}{scope} | {f.msb}:{f.lsb} | "
+        written = _esc(_written_as(isa, instr, f))
+        lines.append(f"| `{f.name}` | {written} | {f.kind}{scope} | {f.msb}:{f.lsb} | "
                      f"{_range(f, f.kind == 'sp_tile')} | {default} | {_esc(f.summary)} |")
     return lines
 

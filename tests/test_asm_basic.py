@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from tinynpu.assembler import Program, assemble, disassemble, format_instruction
 from tinynpu.isa import ArchConfig, Isa, load_config, load_isa
 
@@ -66,3 +65,13 @@ def test_format_instruction_tile_rows(isa: Isa, cfg: ArchConfig) -> None:
     instr, fields = isa.decode(word)
     assert fields["acc"] == 2 and fields["a"] == 1 and fields["b"] == 3
     assert format_instruction(isa, instr, fields) == "tmm acc[32], a[16], b[48], m=2, accumulate=0"
+
+
+def test_docs_example_assembles(isa: Isa, cfg: ArchConfig) -> None:
+    """The first example of docs/assembly.md is real, assembling code."""
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "assembly.md").read_text(encoding="utf-8")
+    block = doc.split("```asm\n", 1)[1].split("```", 1)[0]
+    prog = assemble(block, filename="docs/assembly.md", isa=isa, cfg=cfg)
+    assert len(prog.words) == 6 and [t.name for t in prog.tensors] == ["A", "B", "C"]
