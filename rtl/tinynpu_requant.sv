@@ -18,20 +18,16 @@ module tinynpu_requant #(
   logic [TILE*ACC_W-1:0] raw_row;
 
   for (genvar l = 0; l < TILE; l++) begin : g_lane
-    logic signed [ACC_W:0]   sx, half, rounded;
+    logic signed [ACC_W:0]   sx, half, rounded, relued;
     logic signed [ACC_W-1:0] x;
     logic        [7:0]       q;
     assign x    = $signed(row_i[l*ACC_W +: ACC_W]);
     assign sx   = {x[ACC_W-1], x};
     assign half = $signed(((ACC_W + 1)'(1) << shift_i) >> 1);
-    always @* begin
-      // (x + 2^(shift-1)) >>> shift with rounding; shift 0 adds nothing.
-      rounded = (sx + half) >>> shift_i;
-      if (relu_i && rounded < 0) rounded = '0;
-      if (rounded > 127) q = 8'd127;
-      else if (rounded < -128) q = 8'h80;
-      else q = rounded[7:0];
-    end
+    // Continuous assigns rather than an always block that reads back what it writes.
+    assign rounded = (sx + half) >>> shift_i;
+    assign relued  = (relu_i && rounded < 0) ? '0 : rounded;
+    assign q = (relued > 127) ? 8'd127 : (relued < -128) ? 8'h80 : relued[7:0];
     assign narrow_row[l*8 +: 8] = q;
     assign raw_row[l*ACC_W +: ACC_W] = (relu_i && x < 0) ? '0 : x;
   end
