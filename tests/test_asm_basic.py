@@ -75,3 +75,13 @@ def test_docs_example_assembles(isa: Isa, cfg: ArchConfig) -> None:
     block = doc.split("```asm\n", 1)[1].split("```", 1)[0]
     prog = assemble(block, filename="docs/assembly.md", isa=isa, cfg=cfg)
     assert len(prog.words) == 6 and [t.name for t in prog.tensors] == ["A", "B", "C"]
+
+
+def test_disassemble_needs_known_config(isa: Isa, cfg: ArchConfig) -> None:
+    from tinynpu.errors import AsmError
+
+    prog = assemble("halt", isa=isa, cfg=cfg)
+    alien = Program(words=prog.words, tensors=(), config_name="custom", build_hash=b"\1" * 16)
+    with pytest.raises(AsmError, match="config 'custom'.*not a built-in config"):
+        disassemble(alien, isa)
+    assert "halt" in disassemble(alien, isa, cfg=cfg)  # with the config given, it disassembles

@@ -153,3 +153,15 @@ def test_usage_error_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
         main(["asm"])
     assert info.value.code == 2
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_isa_verilog_without_generator(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """With the RTL generator absent, `isa verilog` says so and writes nothing."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "tinynpu.isa.gen_verilog", None)  # makes the import fail
+    target = tmp_path / "isa.vh"
+    code, _, err = _run(capsys, "isa", "verilog", "-o", str(target))
+    assert code == 3 and "not available" in err and "nothing was written" in err
+    assert not target.exists()
