@@ -1,0 +1,99 @@
+"""`tinynpu sim` and `tinynpu bench sim` end to end: JSON, trace, outputs, faults as exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_sim_support import HALT, load, program, scope, units
+from tinynpu.assembler.image import Tensor
+
+from tinynpu.cli import main
+
+
+def _write_program(tmp: Path, instrs) -> Path:
+    tensors = [Tensor("X", 0, (16, 16), "int8", "input"), Tensor("Y", 0x1000, (16, 16), "int32", "output")]
+    path = tmp / "p.bin"
+    program(instrs, tensors=tensors).save(path)
+    return path
+
+
+COPY = [load("acc", 0, 0, rows=16, cols=4, stride=16, signal=units("store")),
+        ("store", {"sp_row": 0, "dram": 0x1000, "rows": 16, "stride": 64, "wait": units("load")}), HALT]
+# acc loads read int32, so load 4 int32 = 16 bytes of X per row: Y row r = X bytes reinterpreted, zero-filled
+
+
+def _x() -> np.ndarray:
+    return (np.arange(256, dtype=np.int64) % 200 - 100).astype(np.int8).reshape(16, 16)
+
+
+def test_sim_json_trace_and_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prog = _write_program(tmp_path, COPY)
+    np.save(tmp_path / "x.npy", _x())
+    rc = main(["sim", str(prog), "--input", f"X={tmp_path / 'x.npy'}", "--output", f"Y={tmp_path / 'y.npy'}",
+               "--json", "--trace", str(tmp_path / "t.json")])
+    assert rc == 0
+    stats = json.loads(capsys.readouterr().out)
+    for key in ("cycles", "instructions", "busy_cycles", "stall_cycles", "dram_read_bytes",
+                "dram_write_bytes", "tensor_traffic", "scratchpad", "macs", "utilization", "config",
+                "wall_seconds"):
+        assert key in stats
+    assert stats["tensor_traffic"]["Y"]["write"] == 16 * 16 * 4
+    assert stats["tensor_traffic"]["X"]["read"] == 16 * 16
+    y = np.load(tmp_path / "y.npy")
+    expect = np.zeros((16, 16), np.int32)
+    expect[:, :4] = _x().view(np.int32)
+    assert np.array_equal(y, expect)
+    trace = json.loads((tmp_path / "t.json").read_text())
+    slices = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert [e["name"] for e in slices] == ["load", "store", "halt"]
+    assert slices[0]["args"]["index"] == 0 and slices[1]["args"]["pc"] == "0x10"
+    meta = [e for e in trace["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"]
+    tracks = {e["args"]["name"] for e in meta}
+    assert tracks >= {"load", "store", "tensor", "alu"}
+
+
+def test_sim_log_and_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prog = _write_program(tmp_path, COPY)
+    assert main(["sim", str(prog), "--log", "--no-race-check"]) == 0
+    out = capsys.readouterr().out
+    assert "dispatch" in out and "store" in out and "cycles" in out
+
+
+def test_sim_refuses_to_overwrite_foreign_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prog = _write_program(tmp_path, COPY)
+    victim = tmp_path / "notes.npy"
+    victim.write_text("my notes")
+    assert main(["sim", str(prog), "--output", f"Y={victim}"]) != 0
+    assert victim.read_text() == "my notes"
+    assert "--force" in capsys.readouterr().err
+    assert main(["sim", str(prog), "--output", f"Y={victim}", "--force"]) == 0
+    assert np.load(victim).shape == (16, 16)
+
+
+def test_sim_fault_is_an_exit_code(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prog = _write_program(tmp_path, [("tmm", {"acc": 0, "a": 0, "b": 0, "wait": units("load")}), HALT])
+    assert main(["sim", str(prog)]) == 3
+    err = capsys.readouterr().err
+    assert "deadlock" in err and "Traceback" not in err
+
+
+def test_sim_max_cycles_and_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prog = _write_program(tmp_path, [("zero", {"scope": scope("a"), "sp_row": 0, "rows": 16}), HALT])
+    assert main(["sim", str(prog), "--max-cycles", "5"]) == 3
+    assert "cycle limit of 5" in capsys.readouterr().err
+    assert main(["sim", str(prog), "--input", "X=/nonexistent.npy"]) == 2
+    assert main(["sim", str(prog), "--input", "Q"]) == 2
+    np.save(tmp_path / "bad.npy", np.zeros((3, 3), np.int8))
+    assert main(["sim", str(prog), "--input", f"X={tmp_path / 'bad.npy'}"]) == 2
+    assert "shape" in capsys.readouterr().err
+
+
+def test_bench_sim_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "sim", "--json", "--size", "32"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["numpy_float32_seconds"] > 0
+    assert {r["schedule"] for r in out["runs"]} == {"naive", "auto"}
+    assert all(r["verified"] for r in out["runs"])
