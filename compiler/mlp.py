@@ -28,9 +28,13 @@ from dataclasses import dataclass
 
 import numpy as np
 from tinynpu.assembler.image import Program, Tensor
+from tinynpu.compiler.bounds import best_tiling_bytes, roofline_cycles, tiling_space, tiling_traffic
 from tinynpu.compiler.compiled import Bounds, Compiled
+from tinynpu.compiler.lower import Bias, lower_gemm
 from tinynpu.compiler.operands import DenseOperand, DenseOutput, Emitter
 from tinynpu.compiler.quant import calibrate_shift, linear_int32, mlp_fp32_reference, mlp_int8_reference
+from tinynpu.compiler.schedule import Tiling, from_tiling
+from tinynpu.compiler.search import pick, rank
 from tinynpu.isa import ArchConfig, load_config, load_isa
 
 from tinynpu.errors import UsageError
@@ -87,107 +91,67 @@ def mlp_data(batch: int, *, integer: bool, seed: int = DEFAULT_SEED) -> MlpData:
 # -- the program ---------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class LinearPlan:
-    """The schedule of one linear layer ``out = act(A @ W.T + bias)``.
+@dataclass
+class _AfterStores:
+    """A dense A operand whose first load waits for a store: the layer boundary's store -> load token.
 
-    Attributes:
-        name: Layer name in the trace and the listing.
-        m: Rows (the batch).
-        n: Output features.
-        k: Input features.
-        mb: Output tile rows per accumulator block (the batch split).
-        kc: Reduction tiles per loaded chunk (the reduction split); chunks
-            alternate between two buffers in ``a_reg``/``b_reg`` so the next
-            chunk loads while ``tmm`` consumes this one.
-        acc_buffers: 1 or 2 accumulator blocks (2: a block's epilogue and
-            stores overlap the next block's ``tmm``).
+    The Emitter tracks scratchpads, not DRAM, so the read-after-write through
+    DRAM (layer 1 stores ``hidden``, layer 2 loads it) is declared here: the
+    first load of ``hidden`` depends on the last store of layer 1, which
+    :meth:`Emitter.finish` turns into a token.  Units retire in order, so that
+    one token covers every earlier store, and later loads start after this one.
     """
 
+    inner: DenseOperand
+    store_index: int
+    pending: bool = True
+
+    @property
+    def rows_total(self) -> int:
+        return self.inner.rows_total
+
+    @property
+    def k_total(self) -> int:
+        return self.inner.k_total
+
+    def load(self, emit: Emitter, *, scope: str, sp_row: int, row0: int, rows: int, k0: int) -> None:
+        first = len(emit.ops)
+        self.inner.load(emit, scope=scope, sp_row=sp_row, row0=row0, rows=rows, k0=k0)
+        if self.pending:
+            emit.ops[first].deps.add(self.store_index)
+            self.pending = False
+
+
+@dataclass(frozen=True)
+class _Layer:
     name: str
     m: int
     n: int
     k: int
-    mb: int
-    kc: int
-    acc_buffers: int
-
-    def trace(self) -> dict[str, object]:
-        t = (self.m, self.n, self.k)
-        return {"layer": self.name, "gemm": {"m": t[0], "n": t[1], "k": t[2]},
-                "split": {"i": self.mb, "kk": self.kc}, "cache_read": {"A": "a", "W": "b"},
-                "decompose_reduction": "tmm accumulate=0 on the first chunk", "double_buffer": ["a", "b"],
-                "acc_buffers": self.acc_buffers, "epilogue": ["vaddrow bias", "store"]}
+    in_bytes: int
+    out_bytes: int
 
 
-def _tiles(x: int, tile: int) -> int:
-    return -(-x // tile)
+def _layers(batch: int, cfg: ArchConfig) -> tuple[_Layer, _Layer]:
+    in_b, acc_b = cfg.elem_bytes("a_reg"), cfg.elem_bytes("acc")
+    hid_b = in_b if cfg.is_integer else acc_b  # int8 hidden (requantized) or fp32
+    return (_Layer("linear0", batch, HIDDEN, IN_FEATURES, in_b, hid_b),
+            _Layer("linear1", batch, CLASSES, HIDDEN, hid_b, acc_b))
 
 
-def plan_linear(name: str, m: int, n: int, k: int, cfg: ArchConfig) -> LinearPlan:
-    """The largest batch block and reduction chunk that fit the scratchpads.
+def _layer_tiling(layer: _Layer, cfg: ArchConfig) -> Tiling:
+    """The least-traffic blocking of a layer, with the chunk and buffers the cost model ranks best.
 
-    The weights are re-read once per batch block, so the largest block is the
-    least traffic; the largest chunk is the fewest ``tmm`` instructions.
+    The layers are small and memory bound at small batch (784x128 int8
+    weights against one image), so moving the fewest bytes comes first: only
+    tilings whose exact traffic equals ``best_tiling_bytes`` are ranked.
     """
-    t = cfg.tile
-    mt, nt, kt = _tiles(m, t), _tiles(n, t), _tiles(k, t)
-    acc_tiles = cfg.rows("acc") // t - 1  # one tile holds the bias rows
-    a_tiles, b_tiles = cfg.rows("a_reg") // t, cfg.rows("b_reg") // t
-    if nt > acc_tiles:
-        raise UsageError(f"mlp: layer {name} has {n} outputs; the accumulator ({acc_tiles} tiles beside "
-                         "the bias) cannot hold one row of output tiles.")
-    mb = min(mt, acc_tiles // nt)
-    buffers = 2 if 2 * mb * nt <= acc_tiles and mt > mb else 1
-    kc = max(c for c in range(1, kt + 1) if kt % c == 0 and 2 * mb * c <= a_tiles and 2 * nt * c <= b_tiles)
-    return LinearPlan(name, m, n, k, mb, kc, buffers)
-
-
-def _emit_linear(emit: Emitter, plan: LinearPlan, a: DenseOperand, w: DenseOperand, bias_addr: int,
-                 out: DenseOutput, bias_elem: int, after_store: int | None) -> None:
-    """Emit one layer; ``after_store`` is the index of the store the first A load must follow."""
-    cfg = emit.cfg
-    t = cfg.tile
-    mt, nt, kt = _tiles(plan.m, t), _tiles(plan.n, t), _tiles(plan.k, t)
-    bias_row = cfg.rows("acc") - t  # the last accumulator tile holds one bias row per output tile
-    full = plan.n // t
-    if full:
-        emit.load("acc", bias_row, bias_addr, rows=full, cols=t, stride=t * bias_elem,
-                  comment=f"{plan.name}: bias, one row per output tile")
-    if plan.n % t:
-        emit.load("acc", bias_row + full, bias_addr + full * t * bias_elem, rows=1, cols=plan.n % t, stride=0,
-                  comment=f"{plan.name}: bias[{full * t}:{plan.n}]")
-    a_half, b_half = cfg.rows("a_reg") // 2, cfg.rows("b_reg") // 2
-    chunks = kt // plan.kc
-    chunk_no = 0
-    for blk, i0 in enumerate(range(0, mt, plan.mb)):
-        mbt = min(plan.mb, mt - i0)
-        acc0 = (blk % plan.acc_buffers) * plan.mb * nt * t
-        for ch in range(chunks):
-            abuf, bbuf = (chunk_no % 2) * a_half, (chunk_no % 2) * b_half
-            chunk_no += 1
-            for kk in range(plan.kc):
-                k0 = (ch * plan.kc + kk) * t
-                for i in range(mbt):
-                    row0 = (i0 + i) * t
-                    a.load(emit, scope="a", sp_row=abuf + (i * plan.kc + kk) * t, row0=row0,
-                           rows=min(t, plan.m - row0), k0=k0)
-                    if after_store is not None:  # layer boundary: read DRAM only after the stores wrote it
-                        emit.ops[-1].deps.add(after_store)
-                        after_store = None
-                for j in range(nt):
-                    w.load(emit, scope="b", sp_row=bbuf + (j * plan.kc + kk) * t, row0=j * t,
-                           rows=min(t, plan.n - j * t), k0=k0)
-            emit.tmm(acc0, abuf, bbuf, m=mbt, n=nt, k=plan.kc, accumulate=ch > 0,
-                     comment=f"{plan.name}: block {blk}, reduction chunk {ch}")
-        for i in range(mbt):
-            row0 = (i0 + i) * t
-            rows = min(t, plan.m - row0)
-            for j in range(nt):
-                tile_row = acc0 + (i * nt + j) * t
-                emit.alu("vaddrow", tile_row, rows=rows, src=bias_row + j, comment=f"{plan.name}: + bias")
-                out.store(emit, sp_row=tile_row, row0=row0, rows=rows, col0=j * t,
-                          cols=min(t, plan.n - j * t))
+    kw = {"in_bytes": layer.in_bytes, "out_bytes": layer.out_bytes, "bias": True}
+    space = list(tiling_space(layer.m, layer.n, layer.k, cfg, bias=True))
+    traffic = {t.key(): tiling_traffic(layer.m, layer.n, layer.k, t, cfg, **kw) for t in space}
+    least = min(traffic.values())
+    return pick(rank(layer.m, layer.n, layer.k, cfg, [t for t in space if traffic[t.key()] == least],
+                     **kw)).tiling
 
 
 def _layout(sizes: list[tuple[str, int]], align: int = 64) -> dict[str, int]:
@@ -201,6 +165,10 @@ def _layout(sizes: list[tuple[str, int]], align: int = 64) -> dict[str, int]:
 
 def compile_mlp(batch: int, *, dtype: str = "int8", cfg: ArchConfig | None = None) -> Compiled:
     """Compile the course's MLP (784 -> 128 -> relu -> 10) for ``batch`` images into one program.
+
+    Each layer is a GEMM lowered by :func:`~tinynpu.compiler.lower.lower_gemm`
+    with the tiling :func:`~tinynpu.compiler.search.auto_tiling` picks, its
+    bias added in ``acc`` (``vaddrow``) before the store.
 
     Args:
         batch: Images per run (any positive size; the course uses 1, and 64 is the batched case).
@@ -218,8 +186,6 @@ def compile_mlp(batch: int, *, dtype: str = "int8", cfg: ArchConfig | None = Non
     isa = load_isa()
     integer = cfg.is_integer
     data = mlp_data(batch, integer=integer)
-    in_b, acc_b = cfg.elem_bytes("a_reg"), cfg.elem_bytes("acc")
-    hid_b = 1 if integer else acc_b
     in_dt, acc_dt = str(cfg.dtype("a_reg")), str(cfg.dtype("acc"))
     shapes: list[tuple[str, tuple[int, ...], str, str]] = [
         ("x", (batch, IN_FEATURES), in_dt, "input"),
@@ -227,36 +193,48 @@ def compile_mlp(batch: int, *, dtype: str = "int8", cfg: ArchConfig | None = Non
         ("b1", (HIDDEN,), acc_dt, "input"),
         ("w2", (CLASSES, HIDDEN), in_dt, "input"),
         ("b2", (CLASSES,), acc_dt, "input"),
-        ("hidden", (batch, HIDDEN), in_dt, "scratch"),
+        ("hidden", (batch, HIDDEN), in_dt if integer else acc_dt, "scratch"),
         ("logits", (batch, CLASSES), acc_dt, "output"),
     ]
     addr = _layout([(name, int(np.prod(shape)) * np.dtype(dt).itemsize) for name, shape, dt, _ in shapes])
     tensors = [Tensor(name, addr[name], shape, dt, role) for name, shape, dt, role in shapes]
+    if sum(tt.nbytes for tt in tensors) > cfg.dram_bytes:
+        raise UsageError(f"mlp: batch {batch} needs {sum(tt.nbytes for tt in tensors)} bytes of DRAM, more "
+                         f"than the {cfg.dram_bytes} bytes of config {cfg.name!r}.")
 
-    plan1 = plan_linear("linear0", batch, HIDDEN, IN_FEATURES, cfg)
-    plan2 = plan_linear("linear1", batch, CLASSES, HIDDEN, cfg)
+    l1, l2 = _layers(batch, cfg)
     emit = Emitter(isa, cfg)
-    hidden_out = DenseOutput(addr["hidden"], HIDDEN, hid_b, narrow=integer, shift=data.shift, relu=True,
-                             name="hidden")
-    _emit_linear(emit, plan1, DenseOperand(addr["x"], batch, IN_FEATURES, in_b, "x"),
-                 DenseOperand(addr["w1"], HIDDEN, IN_FEATURES, in_b, "w1"), addr["b1"], hidden_out, acc_b,
-                 None)
-    last_store = max(i for i, op in enumerate(emit.ops) if op.mnemonic == "store")
-    _emit_linear(emit, plan2, DenseOperand(addr["hidden"], batch, HIDDEN, hid_b, "hidden"),
-                 DenseOperand(addr["w2"], CLASSES, HIDDEN, in_b, "w2"), addr["b2"],
-                 DenseOutput(addr["logits"], CLASSES, acc_b, name="logits"), acc_b, last_store)
+    trace: list[dict[str, object]] = []
+    issued = 0
+    operands = (
+        (DenseOperand(addr["x"], batch, IN_FEATURES, l1.in_bytes, "x"),
+         DenseOperand(addr["w1"], HIDDEN, IN_FEATURES, l1.in_bytes, "w1"),
+         DenseOutput(addr["hidden"], HIDDEN, l1.out_bytes, narrow=integer, shift=data.shift, relu=True,
+                     name="hidden"), Bias(addr["b1"], HIDDEN)),
+        (DenseOperand(addr["hidden"], batch, HIDDEN, l2.in_bytes, "hidden"),
+         DenseOperand(addr["w2"], CLASSES, HIDDEN, l1.in_bytes, "w2"),
+         DenseOutput(addr["logits"], CLASSES, l2.out_bytes, name="logits"), Bias(addr["b2"], CLASSES)),
+    )
+    for layer, (a, b, c, bias) in zip((l1, l2), operands, strict=True):
+        if layer is l2:  # layer 2 reads hidden from DRAM only after layer 1's stores wrote it
+            last_store = max(i for i, op in enumerate(emit.ops) if op.mnemonic == "store")
+            a = _AfterStores(a, last_store)  # type: ignore[assignment]
+        tiling = _layer_tiling(layer, cfg)
+        issued += lower_gemm(emit, m=layer.m, n=layer.n, k=layer.k, a=a, b=b, c=c, tiling=tiling, bias=bias)
+        relu_store = f"requantize: shift {data.shift}, relu, int8" if integer else "relu"
+        store = "raw" if layer is l2 else relu_store
+        trace.append({"op": "layer", "name": layer.name, "gemm": [layer.m, layer.n, layer.k],
+                      "epilogue": ["vaddrow bias", f"store ({store})"]})
+        trace.extend(dict(s) for s in from_tiling(tiling, cfg).steps)
     words, comments = emit.finish()
     program = Program.build(isa, cfg, words, tensors)
 
-    t = cfg.tile
     useful = batch * (HIDDEN * IN_FEATURES + CLASSES * HIDDEN)
-    issued = sum(_tiles(p.m, t) * _tiles(p.n, t) * _tiles(p.k, t) for p in (plan1, plan2)) * t**3
     compulsory = sum(tt.nbytes for tt in tensors if tt.name != "hidden")
-    best = min_traffic_bytes(batch, cfg)
     bounds = Bounds(
         io_lower_bound_bytes=compulsory,
-        best_tiling_bytes=best,
-        roofline_cycles=max(-(-useful // cfg.macs_per_cycle), -(-compulsory // cfg.dram_bytes_per_cycle)),
+        best_tiling_bytes=min_traffic_bytes(batch, cfg),
+        roofline_cycles=roofline_cycles(useful, compulsory, cfg),
         padding_ceiling=useful / issued,
         useful_macs=useful,
         issued_macs=issued,
@@ -278,10 +256,11 @@ def compile_mlp(batch: int, *, dtype: str = "int8", cfg: ArchConfig | None = Non
     return Compiled(
         program=program,
         comments=comments,
-        workload={"kind": "mlp", "batch": batch, "dtype": "int8" if integer else "fp32",
+        workload={"kind": "mlp", "batch": batch, "dtype": "int8" if integer else "fp32", "config": cfg.name,
                   "layers": [[IN_FEATURES, HIDDEN, "relu"], [HIDDEN, CLASSES, None]],
                   "shift": data.shift if integer else None},
-        trace=(plan1.trace(), plan2.trace()),
+        trace=tuple(trace),
+        schedule_name="auto",
         bounds=bounds,
         host_traffic_bytes=0,
         make_inputs=make_inputs,
@@ -294,35 +273,14 @@ def compile_mlp(batch: int, *, dtype: str = "int8", cfg: ArchConfig | None = Non
 
 
 def min_traffic_bytes(batch: int, cfg: ArchConfig) -> int:
-    """``best_tiling_bytes`` of the MLP: the least DRAM traffic over the schedule space, by enumeration.
+    """``best_tiling_bytes`` of the MLP: each layer's least traffic over the tiling space, summed.
 
-    The space is every batch block ``mb`` and reduction chunk ``kc`` of each
-    layer that fits the scratchpads (as :func:`plan_linear` allocates them).
-    A layer reads its input once, its weights once per batch block, its bias
-    once and writes its output once; ``hidden`` is written by layer 1 and
-    read by layer 2.
+    Each layer's minimum is :func:`tinynpu.compiler.bounds.best_tiling_bytes`
+    (exhaustive over its block sizes, bias included); ``hidden`` is written by
+    layer 1 and read by layer 2, as every program in this space does.
     """
-    t = cfg.tile
-    in_b, acc_b = cfg.elem_bytes("a_reg"), cfg.elem_bytes("acc")
-    hid_b = 1 if cfg.is_integer else acc_b
-    acc_tiles = cfg.rows("acc") // t - 1
-    total = 0
-    for k, n, a_b, out_b in ((IN_FEATURES, HIDDEN, in_b, hid_b), (HIDDEN, CLASSES, hid_b, acc_b)):
-        mt, nt, kt = _tiles(batch, t), _tiles(n, t), _tiles(k, t)
-        best = None
-        for mb in range(1, mt + 1):
-            if mb * nt > acc_tiles:
-                break
-            fits = any(2 * mb * c <= cfg.rows("a_reg") // t and 2 * nt * c <= cfg.rows("b_reg") // t
-                       for c in range(1, kt + 1) if kt % c == 0)
-            if not fits:
-                continue
-            bytes_ = batch * k * a_b + _tiles(mt, mb) * n * k * in_b + n * acc_b + batch * n * out_b
-            best = bytes_ if best is None else min(best, bytes_)
-        if best is None:
-            raise UsageError(f"mlp: no tiling of the {k} -> {n} layer fits config {cfg.name!r}.")
-        total += best
-    return total
+    return sum(best_tiling_bytes(la.m, la.n, la.k, cfg, in_bytes=la.in_bytes, out_bytes=la.out_bytes,
+                                 bias=True) for la in _layers(batch, cfg))
 
 
 def _config_for(dtype: str, cfg: ArchConfig | None) -> ArchConfig:
