@@ -103,3 +103,38 @@ def test_generator_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     with pytest.raises(SystemExit):
         seed.main(["64", "-o", str(keep)])
     assert keep.read_text() == "; mine\n"
+
+
+@pytest.mark.parametrize(("size", "config"), [(32, "default"), (48, "fp32")])
+def test_seed_runs_on_simulator(tmp_path: Path, capsys: pytest.CaptureFixture[str], size: int,
+                                config: str) -> None:
+    """End to end through the CLI: the seed's tokens order it race-free and C = A @ B.T."""
+    import numpy as np
+
+    pytest.importorskip("tinynpu.simulator.cli")
+    from tinynpu.cli import main
+
+    cfg = load_config(config)
+    src = tmp_path / "seed.s"
+    src.write_text(seed.seed_source(size, size, size, config))
+    binary = tmp_path / "seed.bin"
+    assert main(["asm", str(src), "-o", str(binary), "--config", config]) == 0
+    rng = np.random.default_rng(size)
+    dtype = cfg.dtype("a_reg")
+    if cfg.is_integer:
+        a = rng.integers(-128, 128, (size, size)).astype(dtype)
+        b = rng.integers(-128, 128, (size, size)).astype(dtype)
+    else:
+        a = rng.standard_normal((size, size)).astype(dtype)
+        b = rng.standard_normal((size, size)).astype(dtype)
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    out = tmp_path / "c.npy"
+    code = main(["sim", str(binary), "--input", f"A={tmp_path / 'a.npy'}",
+                 "--input", f"B={tmp_path / 'b.npy'}", "--output", f"C={out}"])
+    assert code == 0, capsys.readouterr().err
+    expected = a.astype(cfg.dtype("acc")) @ b.astype(cfg.dtype("acc")).T
+    if cfg.is_integer:
+        np.testing.assert_array_equal(np.load(out), expected)
+    else:
+        np.testing.assert_allclose(np.load(out), expected, rtol=1e-5, atol=1e-5)
