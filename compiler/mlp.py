@@ -146,12 +146,13 @@ def _layer_tiling(layer: _Layer, cfg: ArchConfig) -> Tiling:
     weights against one image), so moving the fewest bytes comes first: only
     tilings whose exact traffic equals ``best_tiling_bytes`` are ranked.
     """
-    kw = {"in_bytes": layer.in_bytes, "out_bytes": layer.out_bytes, "bias": True}
-    space = list(tiling_space(layer.m, layer.n, layer.k, cfg, bias=True))
-    traffic = {t.key(): tiling_traffic(layer.m, layer.n, layer.k, t, cfg, **kw) for t in space}
+    m, n, k, in_b, out_b = layer.m, layer.n, layer.k, layer.in_bytes, layer.out_bytes
+    space = list(tiling_space(m, n, k, cfg, bias=True))
+    traffic = {t.key(): tiling_traffic(m, n, k, t, cfg, in_bytes=in_b, out_bytes=out_b, bias=True)
+               for t in space}
     least = min(traffic.values())
-    return pick(rank(layer.m, layer.n, layer.k, cfg, [t for t in space if traffic[t.key()] == least],
-                     **kw)).tiling
+    return pick(rank(m, n, k, cfg, [t for t in space if traffic[t.key()] == least], in_bytes=in_b,
+                     out_bytes=out_b, bias=True)).tiling
 
 
 def _layout(sizes: list[tuple[str, int]], align: int = 64) -> dict[str, int]:
