@@ -165,3 +165,10 @@ def test_isa_verilog_without_generator(monkeypatch: pytest.MonkeyPatch, tmp_path
     code, _, err = _run(capsys, "isa", "verilog", "-o", str(target))
     assert code == 3 and "not available" in err and "nothing was written" in err
     assert not target.exists()
+
+
+def test_isa_check_bad_config_file(capsys: pytest.CaptureFixture[str]) -> None:
+    bad = Path(__file__).parent / "bad" / "config_negative_dram.yaml"
+    code, _, err = _run(capsys, "isa", "check", "--config", str(bad))
+    assert code == 2
+    assert f"{bad}:16:3 (at dram.bytes): schema violation" in err and "-5 is less than the minimum" in err
