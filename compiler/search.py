@@ -16,7 +16,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from tinynpu.compiler.bounds import tiling_space
 from tinynpu.compiler.cost import Estimate, estimate
 from tinynpu.compiler.schedule import Tiling, fits
 from tinynpu.isa import ArchConfig
@@ -94,10 +93,26 @@ def auto_tiling(m: int, n: int, k: int, cfg: ArchConfig, *, in_bytes: int, out_b
                      out_bytes=out_bytes, bias=bias))
 
 
+def tune_space(m: int, n: int, k: int, cfg: ArchConfig, *, bias: bool = False) -> Iterable[Tiling]:
+    """Every tiling ``tune`` can sample: perfect-tile factors per extent, both orders, buffering choices."""
+    e = cfg.tile
+    mt, nt, kt = -(-m // e), -(-n // e), -(-k // e)
+    acc_tiles = cfg.rows("acc") // e
+    for bm in tile_candidates(mt, acc_tiles):
+        for bn in tile_candidates(nt, max(1, acc_tiles // bm)):
+            for bk in tile_candidates(kt, kt):
+                for order in ("mn", "nm"):
+                    for db in (True, False):
+                        for accb in (1, 2):
+                            t = Tiling(bm, bn, bk, order, db, accb, "fold")
+                            if fits(t, cfg, bias=bias):
+                                yield t
+
+
 def exhaustive(m: int, n: int, k: int, cfg: ArchConfig, *, in_bytes: int, out_bytes: int,
                bias: bool = False) -> Ranked:
-    """The model's best over the whole space (the yardstick the sampled search is compared with)."""
-    return pick(rank(m, n, k, cfg, tiling_space(m, n, k, cfg, bias=bias), in_bytes=in_bytes,
+    """The model's best over every tiling ``tune`` can sample (the yardstick of the search gap)."""
+    return pick(rank(m, n, k, cfg, tune_space(m, n, k, cfg, bias=bias), in_bytes=in_bytes,
                      out_bytes=out_bytes, bias=bias))
 
 
@@ -105,16 +120,21 @@ def _divisors(x: int) -> list[int]:
     return [d for d in range(1, x + 1) if x % d == 0]
 
 
-def sample_perfect_tile(extent_tiles: int, limit: int, rng: random.Random) -> int:
-    """Perfect-tile sampling as in the course: an inner factor dividing the extent (in tiles).
+def tile_candidates(extent_tiles: int, limit: int) -> list[int]:
+    """Inner factors (in tiles) perfect-tile sampling draws from.
 
-    Extents with few divisors (primes) would leave the search nothing to try,
-    so the ceiling-division factors ``ceil(extent / q)`` are candidates too:
-    they split the extent into q near-equal blocks.
+    As in the course: factors dividing the extent.  Extents with few divisors
+    (primes) would leave the search nothing to try, so the ceiling-division
+    factors ``ceil(extent / q)`` (q near-equal blocks) are candidates too.
     """
     cands = {d for d in _divisors(extent_tiles) if d <= limit}
-    cands |= {-(-extent_tiles // q) for q in range(1, extent_tiles + 1) if -(-extent_tiles // q) <= limit}
-    return rng.choice(sorted(cands))
+    cands |= set(balanced(extent_tiles, limit))
+    return sorted(cands)
+
+
+def sample_perfect_tile(extent_tiles: int, limit: int, rng: random.Random) -> int:
+    """One perfect-tile sample: a uniformly chosen :func:`tile_candidates` factor."""
+    return rng.choice(tile_candidates(extent_tiles, limit))
 
 
 @dataclass(frozen=True)
@@ -202,5 +222,5 @@ def _tiling_json(t: Tiling) -> dict[str, Any]:
             "acc_buffers": t.acc_buffers}
 
 
-__all__ = ["Ranked", "TuneResult", "auto_tiling", "exhaustive", "pick", "rank", "sample_perfect_tile", "tune",
-           "tune_matmul"]
+__all__ = ["Ranked", "TuneResult", "auto_tiling", "exhaustive", "pick", "rank", "sample_perfect_tile",
+           "tile_candidates", "tune", "tune_matmul", "tune_space"]

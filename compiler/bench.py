@@ -1,0 +1,204 @@
+"""``tinynpu bench compiler``: the GEMM suite of DESIGN.md, the seed, and the ResNet-50 convs.
+
+Everything printed is measured in this run: utilization from the simulator,
+traffic against ``best_tiling_bytes`` and ``io_lower_bound_bytes``, the
+speed-up of ``auto`` over the ``naive`` seed schedule (both simulated here),
+the sampled search against exhaustive enumeration of the same space (model
+cycles), and compile and search wall times.  Large shapes are simulated
+with the race sanitizer off unless ``--race-check`` is given; the output says
+which.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+from tinynpu.compiler.matmul import compile_matmul
+from tinynpu.compiler.run import run_compiled
+from tinynpu.compiler.search import exhaustive, tune
+from tinynpu.isa import load_config
+
+SEED = (1024, 1024, 1024)
+GEMMS = [SEED, (1760, 128, 1760), (2560, 64, 2560), (3072, 1500, 1024), (35, 8457, 2560), (7680, 128, 2560),
+         (512, 2304, 768), (512, 3072, 768), (512, 768, 3072), (512, 512, 64)]
+QUICK_GEMMS = [(256, 256, 256), (100, 300, 200), (512, 512, 64)]
+CONVS = [(1, 3, 224, 224, 64, 7, 7, 2, 3), (1, 64, 56, 56, 64, 1, 1, 1, 0),
+         (1, 64, 56, 56, 64, 3, 3, 1, 1), (1, 64, 56, 56, 256, 1, 1, 1, 0),
+         (1, 256, 56, 56, 128, 1, 1, 2, 0), (1, 128, 28, 28, 128, 3, 3, 1, 1),
+         (1, 1024, 14, 14, 256, 1, 1, 1, 0), (1, 256, 14, 14, 256, 3, 3, 1, 1),
+         (1, 512, 7, 7, 512, 3, 3, 1, 1), (1, 512, 7, 7, 2048, 1, 1, 1, 0)]
+QUICK_CONVS = [(1, 3, 32, 32, 16, 3, 3, 1, 1), (1, 64, 14, 14, 64, 1, 1, 1, 0)]
+
+TARGETS = {"gemm_util_over_ceiling": 0.90, "gemm_traffic_over_best": 1.10, "seed_util": 0.95,
+           "seed_traffic_over_best": 1.05, "conv_util_over_ceiling": 0.80, "search_gap": 0.03,
+           "search_seconds": 10.0, "compile_seconds_seed": 1.0}
+
+
+def _gemm_row(m: int, n: int, k: int, *, out_dtype: str, check_races: bool, trials: int) -> dict[str, Any]:
+    cfg = load_config("default")
+    compiled = compile_matmul(m, n, k, out_dtype=out_dtype)
+    report = run_compiled(compiled, check_races=check_races)
+    out_bytes = 1 if out_dtype == "int8" else 4
+    t0 = time.perf_counter()
+    sampled = tune(m, n, k, cfg, in_bytes=1, out_bytes=out_bytes, trials=trials, seed=0)
+    search_s = time.perf_counter() - t0
+    full = exhaustive(m, n, k, cfg, in_bytes=1, out_bytes=out_bytes)
+    return {
+        "shape": [m, n, k],
+        "tiling": compiled.workload["tiling"],
+        "cycles": report["cycles"],
+        "roofline_cycles": report["roofline_cycles"],
+        "utilization": report["utilization"],
+        "padding_ceiling": report["padding_ceiling"],
+        "util_over_ceiling": report["utilization"] / report["padding_ceiling"],
+        "dram_bytes": report["dram_bytes"],
+        "best_tiling_bytes": report["best_tiling_bytes"],
+        "io_lower_bound_bytes": report["io_lower_bound_bytes"],
+        "traffic_over_best": report["traffic_over_best_tiling"],
+        "traffic_over_io_bound": report["traffic_over_io_lower_bound"],
+        "verified": report["verified"],
+        "compile_seconds": compiled.compile_seconds,
+        "simulator_seconds": report["simulator_wall_seconds"],
+        "model_cycles": compiled.model.get("cycles"),
+        "search_seconds": search_s,
+        "search_trials": sampled.trials,
+        "search_best_model_cycles": sampled.best.est.cycles,
+        "exhaustive_best_model_cycles": full.est.cycles,
+        "search_gap": sampled.best.est.cycles / full.est.cycles - 1.0,
+    }
+
+
+def _conv_row(shape: tuple[int, ...], *, check_races: bool) -> dict[str, Any]:
+    from tinynpu.compiler.conv2d import compile_conv2d
+
+    n, c, h, w, k, r, s, stride, pad = shape
+    cfg = load_config("default")
+    compiled = compile_conv2d(n, c, h, w, k, r, s, stride=stride, pad=pad)
+    report = run_compiled(compiled, check_races=check_races)
+    p = (h + 2 * pad - r) // stride + 1
+    q = (w + 2 * pad - s) // stride + 1
+    gm, gn, gk = n * p * q, k, c * r * s
+    e = cfg.tile
+    # The ceiling of the im2col-equivalent GEMM, so padding C (e.g. 3 -> 16) does not lower the bar.
+    ceiling = gm * gn * gk / ((-(-gm // e)) * (-(-gn // e)) * (-(-gk // e)) * e**3)
+    return {
+        "shape": list(shape),
+        "gemm": [gm, gn, gk],
+        "cycles": report["cycles"],
+        "utilization": report["utilization"],
+        "im2col_gemm_ceiling": ceiling,
+        "program_padding_ceiling": report["padding_ceiling"],
+        "util_over_ceiling": report["utilization"] / ceiling,
+        "dram_bytes": report["dram_bytes"],
+        "io_lower_bound_bytes": report["io_lower_bound_bytes"],
+        "io_bound_kind": report["io_bound_kind"],
+        "traffic_over_io_bound": report["traffic_over_io_lower_bound"],
+        "host_traffic_bytes": report["host_traffic_bytes"],
+        "verified": report["verified"],
+        "compile_seconds": compiled.compile_seconds,
+    }
+
+
+def run_bench(*, quick: bool = False, as_json: bool = False, check_races: bool = False,
+              out_dtype: str = "int8") -> int:
+    """Run the suite and print the table (or one JSON object)."""
+    log = (lambda msg: None) if as_json else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    gemms = QUICK_GEMMS if quick else GEMMS
+    trials = 128 if quick else 256
+    rows = []
+    for shape in gemms:
+        log(f"gemm {shape} ...")
+        rows.append(_gemm_row(*shape, out_dtype=out_dtype, check_races=check_races, trials=trials))
+    seed_shape = gemms[0]
+    log(f"naive seed schedule {seed_shape} ...")
+    naive_c = compile_matmul(*seed_shape, schedule="naive", out_dtype=out_dtype)
+    naive_r = run_compiled(naive_c, check_races=check_races)
+    seed = {"shape": list(seed_shape), "naive_cycles": naive_r["cycles"], "auto_cycles": rows[0]["cycles"],
+            "speedup": naive_r["cycles"] / rows[0]["cycles"], "naive_dram_bytes": naive_r["dram_bytes"],
+            "auto_dram_bytes": rows[0]["dram_bytes"], "utilization": rows[0]["utilization"],
+            "traffic_over_best": rows[0]["traffic_over_best"], "compile_seconds": rows[0]["compile_seconds"]}
+    convs: list[dict[str, Any]] = []
+    conv_note = ""
+    try:
+        import tinynpu.compiler.conv2d as conv_mod
+
+        if not hasattr(conv_mod, "compile_conv2d"):
+            raise ImportError("compile_conv2d missing")
+        for shape in QUICK_CONVS if quick else CONVS:
+            log(f"conv2d {shape} ...")
+            convs.append(_conv_row(shape, check_races=check_races))
+    except ImportError as exc:
+        conv_note = f"conv2d suite skipped: {exc}"
+    g_ok = all(r["util_over_ceiling"] >= TARGETS["gemm_util_over_ceiling"]
+               and r["traffic_over_best"] <= TARGETS["gemm_traffic_over_best"] for r in rows)
+    s_ok = (seed["utilization"] >= TARGETS["seed_util"]
+            and seed["traffic_over_best"] <= TARGETS["seed_traffic_over_best"]
+            and seed["compile_seconds"] <= TARGETS["compile_seconds_seed"])
+    search_ok = all(r["search_gap"] <= TARGETS["search_gap"]
+                    and r["search_seconds"] <= TARGETS["search_seconds"] for r in rows)
+    c_ok = all(r["util_over_ceiling"] >= TARGETS["conv_util_over_ceiling"] for r in convs)
+    result = {
+        "config": "default",
+        "quick": quick,
+        "out_dtype": out_dtype,
+        "races_checked": check_races,
+        "dram_latency_cycles": load_config("default").dram_latency_cycles,
+        "gemm": rows,
+        "seed": seed,
+        "conv": convs,
+        "conv_note": conv_note,
+        "targets": TARGETS,
+        "met": {"gemm": g_ok, "seed": s_ok, "search": search_ok, "conv": c_ok if convs else None},
+    }
+    if as_json:
+        print(json.dumps(result))
+        return 0
+    _print_table(result)
+    return 0
+
+
+def _print_table(r: dict[str, Any]) -> None:
+    print(f"tinynpu bench compiler: config default (DRAM latency {r['dram_latency_cycles']} cycles, see "
+          f"isa/configs/default.yaml for its source), output {r['out_dtype']}, "
+          f"race check {'on' if r['races_checked'] else 'off (functional + timing only)'}"
+          + (", QUICK shapes" if r["quick"] else ""))
+    print("utilization = useful MACs / (cycles x peak MACs per cycle); ceiling = useful / issued MACs; "
+          "traffic = DRAM read + write")
+    head = (f"{'GEMM M,N,K':>18} {'util':>7} {'ceiling':>7} {'u/ceil':>7} {'traffic':>10} {'/best':>6} "
+            f"{'/io_lb':>6} {'compile':>8} {'search':>7} {'gap':>6} {'ok':>3}")
+    print(head)
+    for g in r["gemm"]:
+        ok = g["util_over_ceiling"] >= 0.9 and g["traffic_over_best"] <= 1.1 and g["verified"]
+        print(f"{','.join(map(str, g['shape'])):>18} {100 * g['utilization']:6.2f}% "
+              f"{100 * g['padding_ceiling']:6.2f}% {100 * g['util_over_ceiling']:6.2f}% "
+              f"{g['dram_bytes'] / 2**20:8.2f}Mi {g['traffic_over_best']:6.3f} "
+              f"{g['traffic_over_io_bound']:6.3f} {g['compile_seconds']:7.3f}s {g['search_seconds']:6.2f}s "
+              f"{100 * g['search_gap']:5.2f}% {'yes' if ok else 'NO':>3}")
+    s = r["seed"]
+    print(f"\nseed {s['shape']}: naive {s['naive_cycles']:,} cycles "
+          f"({s['naive_dram_bytes'] / 2**20:.1f} MiB), "
+          f"auto {s['auto_cycles']:,} cycles ({s['auto_dram_bytes'] / 2**20:.1f} MiB): speed-up "
+          f"{s['speedup']:.2f}x; utilization {100 * s['utilization']:.2f}%, traffic/best "
+          f"{s['traffic_over_best']:.3f}, compile {s['compile_seconds']:.3f} s")
+    if r["conv"]:
+        print(f"\n{'conv N,C,H,W,K,R,S,st,pad':>30} {'GEMM M,N,K':>16} {'util':>7} {'ceiling':>7} "
+              f"{'u/ceil':>7} {'traffic':>9} {'/io_lb':>6} {'host':>8}")
+        for c in r["conv"]:
+            print(f"{','.join(map(str, c['shape'])):>30} {','.join(map(str, c['gemm'])):>16} "
+                  f"{100 * c['utilization']:6.2f}% {100 * c['im2col_gemm_ceiling']:6.2f}% "
+                  f"{100 * c['util_over_ceiling']:6.2f}% {c['dram_bytes'] / 2**20:7.2f}Mi "
+                  f"{c['traffic_over_io_bound']:6.3f} {c['host_traffic_bytes'] / 2**10:6.1f}Ki")
+        print(f"(conv I/O bound: {r['conv'][0]['io_bound_kind']}; "
+              "conv ceiling = the im2col-equivalent GEMM's)")
+    elif r["conv_note"]:
+        print(f"\n{r['conv_note']}")
+    met = r["met"]
+    print(f"\ntargets (issue 4): GEMM util >= 90% of ceiling and traffic <= 1.1x best: {met['gemm']}; "
+          f"seed util >= 95%, traffic <= 1.05x, compile <= 1 s: {met['seed']}; "
+          f"search gap <= 3% in <= 10 s: {met['search']}; conv util >= 80% of ceiling: {met['conv']}")
+
+
+__all__ = ["run_bench"]
