@@ -103,20 +103,19 @@ def assemble(source: str, *, filename: str = "<source>", isa: Isa, cfg: ArchConf
 
 # ---------------------------------------------------------------- pass 1
 
-def _read_lines(source: str, filename: str, stack: tuple[Path, ...],
-                at: Pos | None) -> list[tuple[str, int, str, Pos | None]]:
-    """(file, line, text, include position) for every line, with ``.include`` expanded."""
-    out: list[tuple[str, int, str, Pos | None]] = []
+def _read_lines(source: str, filename: str, stack: tuple[Path, ...]) -> list[tuple[str, int, str]]:
+    """(file, line, text) for every line, with ``.include`` expanded in place."""
+    out: list[tuple[str, int, str]] = []
     for number, text in enumerate(source.splitlines(), start=1):
         stripped = text.lstrip()
         if not stripped.startswith(".include"):
-            out.append((filename, number, text, at))
+            out.append((filename, number, text))
             continue
         tokens = tokenize(text, filename, number)
         cur = Cursor(tokens, filename, number)
         head = cur.next()
         if head.text != ".include":
-            out.append((filename, number, text, at))
+            out.append((filename, number, text))
             continue
         if cur.tok.kind != "str":
             raise AsmError(f"{cur.pos()}: .include expects a quoted file name, found {describe(cur.tok)}.")
@@ -133,7 +132,7 @@ def _read_lines(source: str, filename: str, stack: tuple[Path, ...],
         except OSError as exc:
             raise AsmError(f"{where}: cannot include {name_tok.text!r} ({path}): {exc.strerror}.") from None
         shown = str(base / name_tok.text) if not filename.startswith("<") else name_tok.text
-        out.extend(_read_lines(text_in, shown, (*stack, path), where))
+        out.extend(_read_lines(text_in, shown, (*stack, path)))
     return out
 
 
@@ -143,7 +142,7 @@ def _pass1(source: str, filename: str, state: _State) -> list[Statement]:
         stack = (Path(filename).resolve(),)
     statements: list[Statement] = []
     index = 0
-    for file, line, text, _ in _read_lines(source, filename, stack, None):
+    for file, line, text in _read_lines(source, filename, stack):
         tokens = tokenize(text, file, line)
         # Leading labels: `name:` (several may share a line, an instruction may follow).
         while (len(tokens) >= 2 and tokens[0].kind == "ident" and tokens[1].kind == "op"
