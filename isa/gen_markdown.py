@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tinynpu.assembler.syntax import syntax_table
-from tinynpu.isa.config import ArchConfig
+from tinynpu.isa.config import ArchConfig, build_hash
 from tinynpu.isa.spec import Field, Instruction, Isa
 
 ISA_MD_PATH = Path(__file__).resolve().parent / "generated" / "ISA.md"
@@ -94,7 +94,7 @@ def _instruction(isa: Isa, instr: Instruction) -> list[str]:
     return out
 
 
-def _config_table(cfgs: Sequence[ArchConfig]) -> list[str]:
+def _config_table(isa: Isa, cfgs: Sequence[ArchConfig]) -> list[str]:
     names = [c.name for c in cfgs]
     rows: list[tuple[str, list[str]]] = [
         ("tile edge", [str(c.tile) for c in cfgs]),
@@ -118,6 +118,7 @@ def _config_table(cfgs: Sequence[ArchConfig]) -> list[str]:
         ("queue depth", [str(c.queue_depth) for c in cfgs]),
         ("token max count", [str(c.token_max_count) for c in cfgs]),
         ("cycle limit", [str(c.max_cycles) for c in cfgs]),
+        ("build hash (binary header)", [f"`{build_hash(isa, c).hex()}`" for c in cfgs]),
     ]
     lines = ["| parameter | " + " | ".join(f"`{n}`" for n in names) + " |",
              "|---|" + "---:|" * len(names)]
@@ -162,7 +163,7 @@ def generate_markdown(isa: Isa, cfgs: Sequence[ArchConfig]) -> str:
     out.append("")
     for instr in isa.instructions:
         out += _instruction(isa, instr)
-    out += ["## Configurations", "", *_config_table(cfgs), ""]
+    out += ["## Configurations", "", *_config_table(isa, cfgs), ""]
     return "\n".join(out)
 
 
