@@ -1,11 +1,13 @@
 """The functional state of the machine and each instruction's semantics (isa.yaml `semantics`).
 
 Operands arrive already range-checked by :mod:`tinynpu.simulator.decode`.
-Integer ``tmm`` blocks run as one float64 BLAS matmul over all their tiles:
+Integer ``tmm`` blocks run as one BLAS matmul over all their tiles:
 every product of two int8 values is at most 2^14 in magnitude and a block
-sums at most 127 * tile of them, far below 2^53, so float64 is exact; the
-int32 wraparound is then applied once (addition modulo 2^32 is associative,
-so this equals wrapping after every step).  The fp32 config follows the
+sums at most k * tile of them, so every partial sum is an integer float32
+holds exactly while 2^14 * k * tile <= 2^24 (k < 64 at tile 16), and float64
+always (2^14 * 127 * 16 < 2^53).  The block's sum (below 2^31) is then added
+to the accumulator once in int32, wrapping (addition modulo 2^32 is
+associative, so this equals wrapping after every step).  The fp32 config follows the
 semantics' step order: one float32 product per k-step, added in order.
 """
 
@@ -37,6 +39,9 @@ class State:
         self.a = self.sp[isa.scope_by_name["a"].id]
         self.b = self.sp[isa.scope_by_name["b"].id]
         self.integer = cfg.is_integer
+        if self.integer:
+            lo = int(np.iinfo(self.a.dtype).min)
+            self.max_product = lo * lo  # the largest |int8 x int8| product
         self.handlers: dict[str, Handler] = {
             "load": self.load, "zero": self.zero, "store": self.store, "tmm": self.tmm,
             "vadd": self.vadd, "vaddrow": self.vaddrow, "vmax": self.vmax, "vmin": self.vmin,
@@ -80,19 +85,35 @@ class State:
             for r in range(rows):
                 self.dram[addr + r * stride:addr + r * stride + row_bytes] = raw[r]
 
+    def _panel(self, sp: np.ndarray, first: int, outer: int, k: int) -> np.ndarray:
+        """Tiles (i, kk) stored row-major from tile ``first``, as one (outer*t, k*t) matrix."""
+        t = self.tile
+        return sp[first * t:(first + outer * k) * t].reshape(outer, k, t, t).transpose(0, 2, 1, 3).reshape(
+            outer * t, k * t)
+
     def tmm(self, x: list[int]) -> None:
         acc_t, a_t, b_t, m, n, k, accumulate = x[:7]
         t = self.tile
-        a = self.a[a_t * t:(a_t + m * k) * t].reshape(m, k, t, t).transpose(0, 2, 1, 3).reshape(m * t, k * t)
-        b = self.b[b_t * t:(b_t + n * k) * t].reshape(n, k, t, t).transpose(0, 2, 1, 3).reshape(n * t, k * t)
-        c = self.acc[acc_t * t:(acc_t + m * n) * t].reshape(m, n, t, t)
         if self.integer:
-            prod = (a.astype(np.float64) @ b.astype(np.float64).T).astype(np.int64)
-            prod = prod.reshape(m, t, n, t).transpose(0, 2, 1, 3)
+            # Exact in float32 while every partial sum is an integer below 2^24, else float64.
+            f = np.float32 if self.max_product * k * t <= 1 << 24 else np.float64
+            if k == 1 and n == 1:  # the common column block: every view is contiguous rows
+                a = self.a[a_t * t:(a_t + m) * t]
+                b = self.b[b_t * t:(b_t + 1) * t]
+                prod = (a.astype(f) @ b.astype(f).T).astype(np.int32)
+                c = self.acc[acc_t * t:(acc_t + m) * t]
+            else:
+                a, b = self._panel(self.a, a_t, m, k), self._panel(self.b, b_t, n, k)
+                prod = (a.astype(f) @ b.astype(f).T).astype(np.int32)
+                prod = prod.reshape(m, t, n, t).transpose(0, 2, 1, 3)
+                c = self.acc[acc_t * t:(acc_t + m * n) * t].reshape(m, n, t, t)
             if accumulate:
-                prod += c
-            c[:] = prod.astype(np.int32)  # int64 -> int32 keeps the low 32 bits: two's-complement wrap
+                c += prod  # int32 + int32 in numpy wraps modulo 2^32: the ISA's two's-complement wrap
+            else:
+                c[:] = prod
             return
+        a, b = self._panel(self.a, a_t, m, k), self._panel(self.b, b_t, n, k)
+        c = self.acc[acc_t * t:(acc_t + m * n) * t].reshape(m, n, t, t)
         for kk in range(k):
             ak, bk = a[:, kk * t:(kk + 1) * t], b[:, kk * t:(kk + 1) * t]
             prod = (ak @ bk.T).reshape(m, t, n, t).transpose(0, 2, 1, 3)
