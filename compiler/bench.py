@@ -127,9 +127,9 @@ def run_bench(*, quick: bool = False, as_json: bool = False, check_races: bool =
 
         if not hasattr(conv_mod, "compile_conv2d"):
             raise ImportError("compile_conv2d missing")
-        for shape in QUICK_CONVS if quick else CONVS:
-            log(f"conv2d {shape} ...")
-            convs.append(_conv_row(shape, check_races=check_races))
+        for conv_shape in QUICK_CONVS if quick else CONVS:
+            log(f"conv2d {conv_shape} ...")
+            convs.append(_conv_row(conv_shape, check_races=check_races))
     except ImportError as exc:
         conv_note = f"conv2d suite skipped: {exc}"
     g_ok = all(r["util_over_ceiling"] >= TARGETS["gemm_util_over_ceiling"]

@@ -214,6 +214,7 @@ class Emitter:
                 value = fields.get(name, default)
                 if value is None or not lo <= value <= hi:
                     self.isa.encode(op.mnemonic, fields)  # raises, naming the field and its range
+                    raise UsageError(f"instruction {i} ({op.mnemonic}): field {name} = {value!r} is invalid.")
                 word |= (value & mask) << lsb
             words.append(word)
             if op.comment:

@@ -192,7 +192,7 @@ def apply(schedule: Schedule, *, m: int, n: int, k: int, cfg: ArchConfig, bias: 
             loops = list(new)
             order = outer
         elif op in ("cache_read", "cache_write"):
-            tensor, scope = s.get("tensor"), s.get("scope")
+            tensor, scope = str(s.get("tensor")), str(s.get("scope"))
             want = ("A", "B") if op == "cache_read" else ("C",)
             if tensor not in want or _SCOPE_OF[tensor] != scope:
                 pairs = ", ".join(f"{t}->{_SCOPE_OF[t]}" for t in want)

@@ -307,3 +307,31 @@ def test_tune_is_deterministic_and_writes_a_replayable_trace(tmp_path: Path,
     assert r1["schedule"] == r2["schedule"]
     assert all(v["verified"] for v in r1["verified"])
     assert run_compiled(compile_matmul(96, 80, 64, schedule=str(path)))["verified"] is True
+
+
+def test_bench_quick_prints_one_json_object(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _cli(["bench", "compiler", "--quick", "--json"], capsys)
+    assert code == 0
+    result = json.loads(out)
+    assert result["quick"] is True and result["races_checked"] is False
+    assert {"gemm", "seed", "conv", "targets", "met"} <= set(result)
+    assert all(row["verified"] for row in result["gemm"])
+    # The speed-up is measured against the naive schedule simulated in the same run.
+    assert result["seed"]["speedup"] == result["seed"]["naive_cycles"] / result["seed"]["auto_cycles"]
+
+
+def test_emitter_tokens_pair_every_wait_with_one_signal() -> None:
+    """Per channel, signals and waits come in equal numbers, so no token is left over or missing."""
+    isa = load_isa()
+    c = compile_matmul(150, 90, 200)
+    units = {u.id: u.name for u in isa.units}
+    signals: dict[tuple[str, str], int] = {}
+    waits: dict[tuple[str, str], int] = {}
+    for word in c.program.words:
+        instr, fields = isa.decode(word)
+        for bit, other in units.items():
+            if fields.get("signal", 0) >> bit & 1:
+                signals[(instr.unit, other)] = signals.get((instr.unit, other), 0) + 1
+            if fields.get("wait", 0) >> bit & 1:
+                waits[(other, instr.unit)] = waits.get((other, instr.unit), 0) + 1
+    assert signals == waits and signals
