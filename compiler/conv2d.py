@@ -505,7 +505,8 @@ def _resolve_schedule(schedule: str | Schedule, shape: ConvShape, cfg: ArchConfi
 
 def compile_conv2d(n: int, c: int, h: int, w: int, k: int, r: int, s: int, *, stride: int = 1, pad: int = 0,
                    dtype: str = "int8", cfg: ArchConfig | None = None, schedule: str = "auto",
-                   layout: str = "auto", out_dtype: str | None = None) -> Compiled:
+                   layout: str = "auto", out_dtype: str | None = None,
+                   input_layout: str = "NHWC") -> Compiled:
     """Compile a 2-D convolution (NHWC input, KRSC weights, NHWC output) by implicit im2col.
 
     Args:
@@ -521,6 +522,9 @@ def compile_conv2d(n: int, c: int, h: int, w: int, k: int, r: int, s: int, *, st
         out_dtype: ``None`` (the accumulator's int32/fp32) or ``int8``: requantized on the way out
             (``store narrow=1``) with the shift :func:`~tinynpu.compiler.quant.calibrate_shift`
             picks on the seed-0 inputs, as a network layer feeding the next one would be.
+        input_layout: the user's layout: ``NHWC`` (input NHWC, weights KRSC, output NHWC: no host
+            work) or ``NCHW`` (input NCHW, weights KCRS, output NCHW): the host transposes to the
+            device's NHWC and back, and that traffic is counted in ``host_traffic_bytes``.
 
     Returns:
         The compiled program, its inputs/reference/host layout change and its yardsticks.
@@ -534,6 +538,8 @@ def compile_conv2d(n: int, c: int, h: int, w: int, k: int, r: int, s: int, *, st
     isa = load_isa()
     shape = ConvShape(n=n, c=c, h=h, w=w, k=k, r=r, s=s, stride=stride, pad=pad)
     lay, sched = _resolve_schedule(schedule, shape, cfg, layout)
+    if input_layout not in ("NHWC", "NCHW"):
+        raise UsageError(f"conv2d: input_layout must be NHWC or NCHW, not {input_layout!r}.")
     integer = cfg.is_integer
     acc_dt = str(cfg.dtype("acc"))
     if out_dtype not in (None, acc_dt, "int8") or (out_dtype == "int8" and not integer):
@@ -582,16 +588,27 @@ def compile_conv2d(n: int, c: int, h: int, w: int, k: int, r: int, s: int, *, st
         issued_macs=issued,
         bound_kind="compulsory",
     )
+    nchw = input_layout == "NCHW"
+
     def make_inputs(seed: int) -> dict[str, np.ndarray]:
-        return conv_inputs(shape, integer=integer, seed=seed)
+        d = conv_inputs(shape, integer=integer, seed=seed)
+        if not nchw:
+            return d
+        return {name: np.ascontiguousarray(a.transpose(0, 3, 1, 2)) for name, a in d.items()}
+
+    def device_order(inputs: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        x, wt = np.asarray(inputs["X"]), np.asarray(inputs["W"])
+        return (x.transpose(0, 2, 3, 1), wt.transpose(0, 2, 3, 1)) if nchw else (x, wt)
 
     def reference(inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        y = conv2d_reference(inputs["X"], inputs["W"], stride=shape.stride, pad=shape.pad,
+        # The device's Y is NHWC; an NCHW user gets it transposed on the host (counted, not compared).
+        y = conv2d_reference(*device_order(inputs), stride=shape.stride, pad=shape.pad,
                              acc_dtype=cfg.dtype("acc"))
         return {"Y": requantize(y, shift, relu=False) if narrow else y}
 
     def to_device(inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return {"X": lay.host_input(inputs["X"]), "W": lay.host_weights(inputs["W"])}
+        x, wt = device_order(inputs)
+        return {"X": lay.host_input(x), "W": lay.host_weights(wt)}
 
     trace = ({"op": IM2COL_OP, "layout": lay.kind,
               "reduction": "(r, s, c)" if lay.kind == "direct" else "(s, r, c)",
@@ -601,13 +618,15 @@ def compile_conv2d(n: int, c: int, h: int, w: int, k: int, r: int, s: int, *, st
         comments=comments,
         workload={"kind": "conv2d", **shape.kwargs(), "p": shape.p, "q": shape.q, "config": cfg.name,
                   "dtype": "int8" if integer else "fp32", "out_dtype": y_dt,
-                  "shift": shift if narrow else None, "layout": lay.kind, "input_layout": "NHWC",
-                  "weight_layout": "KRSC", "output_layout": "NHWC",
+                  "shift": shift if narrow else None, "layout": lay.kind, "input_layout": input_layout,
+                  "weight_layout": "KCRS" if nchw else "KRSC", "output_layout": input_layout,
+                  "device_layouts": {"X": "NPWRC" if lay.kind == "rowpack" else "NHWC",
+                                     "W": "KSRC" if lay.kind == "rowpack" else "KRSC", "Y": "NHWC"},
                   "gemm": {"m": m_g, "n": n_g, "k": shape.gemm_k, "k_padded": k_g}},
         trace=tuple(trace),
         schedule_name=sched.name,
         bounds=bounds,
-        host_traffic_bytes=lay.host_traffic_bytes(),
+        host_traffic_bytes=lay.host_traffic_bytes() + _nchw_host_bytes(lay, nchw, out_b),
         make_inputs=make_inputs,
         reference=reference,
         to_device=to_device,
@@ -629,6 +648,22 @@ def conv_inputs(shape: ConvShape, *, integer: bool, seed: int) -> dict[str, np.n
                 "W": rng.integers(-128, 128, size=w_shape, dtype=np.int8)}
     # Positive values as in the course's seed program: no cancellation, so rtol=1e-5 is meaningful.
     return {"X": rng.random(x_shape, dtype=np.float32), "W": rng.random(w_shape, dtype=np.float32)}
+
+
+def _nchw_host_bytes(lay: ConvLayout, nchw: bool, out_bytes: int) -> int:
+    """Host bytes to serve an NCHW user beyond the layout's own re-layout (0 for NHWC users).
+
+    ``direct`` transposes X and W to NHWC/KRSC (read + write each); ``rowpack``
+    already reads X and W once and writes them re-laid, which absorbs the
+    transpose.  Either way Y is transposed back to NCHW (read + write).
+    """
+    if not nchw:
+        return 0
+    sh = lay.shape
+    y = 2 * sh.gemm_m * sh.gemm_n * out_bytes
+    if lay.kind == "rowpack":
+        return y
+    return 2 * (sh.n * sh.c * sh.h * sh.w + sh.k * sh.c * sh.r * sh.s) * lay.elem + y
 
 
 def _align(nbytes: int, align: int = 64) -> int:

@@ -131,3 +131,20 @@ def test_bad_input(args: tuple[int, ...], kwargs: dict[str, object], needle: str
     with pytest.raises(UsageError, match=needle) as info:
         compile_conv2d(*args, **kwargs)  # type: ignore[arg-type]
     assert isinstance(info.value, TinyNpuError)
+
+
+@pytest.mark.parametrize("layout", ["direct", "rowpack"])
+def test_nchw_user_layout(layout: str) -> None:
+    # N=2, C=3, H=5, W=6, K=4, 3x3, pad 1: P=5, Q=6, so Y is 2*5*6*4 int32 = 960 bytes.
+    nhwc = compile_conv2d(2, 3, 5, 6, 4, 3, 3, stride=1, pad=1, layout=layout)
+    nchw = compile_conv2d(2, 3, 5, 6, 4, 3, 3, stride=1, pad=1, layout=layout, input_layout="NCHW")
+    assert nchw.make_inputs(0)["X"].shape == (2, 3, 5, 6) and nchw.make_inputs(0)["W"].shape == (4, 3, 3, 3)
+    assert nchw.program.words == nhwc.program.words  # same device program; only the host side differs
+    x_w = 2 * (2 * 3 * 5 * 6 + 4 * 3 * 3 * 3) if layout == "direct" else 0
+    assert nchw.host_traffic_bytes == nhwc.host_traffic_bytes + x_w + 2 * 960
+    assert run_compiled(nchw)["verified"] is True
+
+
+def test_bad_input_layout() -> None:
+    with pytest.raises(UsageError, match="input_layout must be NHWC or NCHW, not 'CHWN'"):
+        compile_conv2d(1, 1, 2, 2, 1, 1, 1, input_layout="CHWN")
