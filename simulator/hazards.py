@@ -28,6 +28,7 @@ import numpy as np
 from tinynpu.simulator.faults import SimFault
 
 DRAM = -1  # resource id of DRAM; scratchpads use their scope ids
+_PRUNE_AT = 16  # log length above which covered entries are dropped
 
 # (addr, stride, rows, row_bytes) of an instruction's DRAM footprint.
 Footprint = tuple[int, int, int, int]
@@ -96,10 +97,11 @@ class RaceChecker:
                         self._race(index, entry, write, where)
         own = logs[unit]
         own.append((clock[unit], lo, hi, write, index, fp))
-        bound = min((self.clock[w][unit] for w in self.users[res] if w != unit and self.remaining[w] > 0),
-                    default=clock[unit])
-        while own and own[0][0] <= bound:
-            own.popleft()
+        if len(own) > _PRUNE_AT:  # pruning in batches keeps the common path to one append
+            bound = min((self.clock[w][unit] for w in self.users[res] if w != unit and self.remaining[w] > 0),
+                        default=clock[unit])
+            while own and own[0][0] <= bound:
+                own.popleft()
 
     def _confirm(self, res: int, lo: int, hi: int, fp: Footprint | None, entry: _Entry) -> str | None:
         if res != DRAM:

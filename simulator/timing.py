@@ -65,24 +65,17 @@ class RunResult:
 
 
 class _Rows:
-    """Per-instruction tuples built lazily in chunks, so the program is never held as Python objects."""
+    """Per-instruction tuples built in chunks, so the whole program is never held as Python objects."""
 
     def __init__(self, dec: Decoded) -> None:
         self.dec = dec
-        self.base = -1
-        self.rows: list[tuple] = []
 
-    def get(self, i: int) -> tuple:
-        base = i - i % _CHUNK
-        if base != self.base:
-            d = self.dec
-            sl = slice(base, min(base + _CHUNK, d.n))
-            self.rows = list(zip(range(base, sl.stop), d.op[sl].tolist(), d.unit[sl].tolist(),
-                                 d.wait[sl].tolist(), d.signal[sl].tolist(), d.occ[sl].tolist(),
-                                 d.lat[sl].tolist(), d.beats[sl].tolist(), d.operands[sl].tolist(),
-                                 strict=True))
-            self.base = base
-        return self.rows[i - base]
+    def get(self, base: int, _: int) -> list[tuple]:
+        d = self.dec
+        sl = slice(base, min(base + _CHUNK, d.n))
+        return list(zip(range(base, sl.stop), d.op[sl].tolist(), d.unit[sl].tolist(),
+                        d.wait[sl].tolist(), d.signal[sl].tolist(), d.occ[sl].tolist(),
+                        d.lat[sl].tolist(), d.beats[sl].tolist(), d.operands[sl].tolist(), strict=True))
 
 
 def _bits(mask: int) -> tuple[int, ...]:
@@ -100,8 +93,6 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
     mnem = [ins.mnemonic for ins in isa.instructions]
     handlers = [state.handlers.get(m) for m in mnem]
     halt_op = isa.by_mnemonic["halt"].index
-    control_ops = {ins.index for ins in isa.instructions if isa.unit_ids[ins.unit] not in
-                   {u.id for u in isa.queued_units}}
     waits_prev = [ins.timing == "dma_zero" for ins in isa.instructions]
     queued = sorted(u.id for u in isa.queued_units)
     nq = len(queued)
@@ -131,6 +122,8 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
     sig_i: list[list[list[int]]] = [[[] for _ in range(nq)] for _ in range(nq)]
     con_s: list[list[list[int]]] = [[[] for _ in range(nq)] for _ in range(nq)]
     rows = _Rows(dec)
+    chunk_base = -_CHUNK
+    chunk: list[tuple] = []
     pc = 0
     d_prev = -1
     max_e = 0
@@ -188,14 +181,16 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
             if races is not None:
                 races.join(u, clock)
         if timing:
-            unit = names[u]
-            add_stall(unit, "token", tok - base)
-            hi = max(base, tok)
-            if waits_prev[op]:
-                add_stall(unit, "in_flight_loads", last_e[u] - hi)
-                hi = max(hi, last_e[u])
+            if s > base:  # attribute the wait: tokens first, then loads in flight, then the port
+                unit = names[u]
+                add_stall(unit, "token", tok - base)
+                hi = max(base, tok)
+                if waits_prev[op]:
+                    add_stall(unit, "in_flight_loads", last_e[u] - hi)
+                    hi = max(hi, last_e[u])
+                if beats:
+                    add_stall(unit, "dram_port", s - hi)
             if beats:
-                add_stall(unit, "dram_port", s - hi)
                 port_free = s + beats
             e = max(s + lat, last_e[u])
             if e > limit:
@@ -235,9 +230,13 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
         progress = False
         # 1. dispatch in program order as far as the rules allow
         while pc < n_exec and not halted:
-            row = rows.get(pc)
-            op = row[1]
-            if op in control_ops:
+            if pc - chunk_base >= _CHUNK:
+                chunk_base = pc
+                chunk = rows.get(pc, pc)
+            row = chunk[pc - chunk_base]
+            u = row[2]
+            if u >= nq:
+                op = row[1]
                 if any(pend):
                     break
                 d = d_prev + 1
@@ -257,7 +256,6 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
                         raise SimFault(f"the program did not halt within the cycle limit of {limit} cycles "
                                        f"({describe(pc - 1)} at cycle {d}).", index=pc - 1)
                 continue
-            u = row[2]
             if len(pend[u]) >= depth:
                 break
             d = d_prev + 1
@@ -309,7 +307,11 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
                 r, u = best
                 # Safe when nothing else could claim the port earlier: an unknown head could, and so
                 # could an instruction not dispatched yet (ready no earlier than d_prev + 2).
-                unknown_future = pc < n_exec and not halted and any(not pend[v] for v in port_units if v != u)
+                unknown_future = False
+                if pc < n_exec and not halted:
+                    for v in port_units:
+                        if v != u and not pend[v]:
+                            unknown_future = True
                 safe = not blocked and (not unknown_future or r < d_prev + 2)
                 if safe or not progress:
                     start_instr(pend[u].popleft(), max(r, port_free))
