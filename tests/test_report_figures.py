@@ -96,11 +96,11 @@ def test_steady_state_window_is_between_middle_stores() -> None:
 
 
 def test_steady_state_window_groups_column_stores() -> None:
-    # Two blocks' stores interleaved with tmm but no load: one group per block.
-    names = ["load", "tmm", "store", "tmm", "store"] * 4
-    rows = [F.TimelineRow(i, "x", n, i, i, i + 1) for i, n in enumerate(names)]
-    # Block ends (last store of each group) are at 4, 9, 14, 19; the middle loop is 10..14.
-    assert F.steady_state_window(rows) == (10, 14)
+    # Each block: 6 tmm, then its 3 column stores interleaved with the next block's loads.
+    block = ["tmm"] * 6 + ["store", "load", "store", "load", "store"]
+    rows = [F.TimelineRow(i, "x", n, i, i, i + 1) for i, n in enumerate(block * 5)]
+    # Block ends (last store of each block) are at 10, 21, 32, 43, 54; the middle loop is 22..32.
+    assert F.steady_state_window(rows) == (22, 32)
 
 
 def test_gantt_bars_are_timeline_rows(tmp_path: Path) -> None:

@@ -298,28 +298,26 @@ def steady_state_window(rows: Sequence[TimelineRow]) -> tuple[int, int]:
     """Program-order index range [lo, hi] of one steady-state output-block loop.
 
     A block loop ends with the stores of its output block.  A block may store
-    column by column between its last tmm steps, so stores with no ``load``
-    between them form one group, the end of one block.  The loop between the
-    two groups around the middle of the program is neither filling nor
-    draining the pipeline.  With fewer than three blocks there is no steady
-    state and the whole program is the window.
+    column by column, interleaved with the next block's first loads, so the
+    stores are clustered by their distance in program order: when the gaps
+    between consecutive stores vary by more than 2x, gaps below the midpoint
+    of the smallest and largest join stores into one block's group; otherwise
+    every store ends a block (the naive loop).  The loop between the two
+    groups around the middle of the program is neither filling nor draining
+    the pipeline.  With fewer than three blocks the whole program is the window.
     """
     ordered = sorted(rows, key=lambda r: r.index)
-    groups: list[int] = []  # index of the last store of each group
-    load_since = True
-    for r in ordered:
-        if r.mnemonic == "load":
-            load_since = True
-        elif r.mnemonic == "store":
-            if load_since or not groups:
-                groups.append(r.index)
-            else:
-                groups[-1] = r.index
-            load_since = False
-    if len(groups) < 3:
+    stores = [r.index for r in ordered if r.mnemonic == "store"]
+    ends = list(stores)
+    if len(stores) >= 2:
+        gaps = [b - a for a, b in zip(stores, stores[1:], strict=False)]
+        if max(gaps) > 2 * min(gaps):
+            cut = (min(gaps) + max(gaps)) / 2
+            ends = [a for a, gap in zip(stores, gaps, strict=False) if gap > cut] + [stores[-1]]
+    if len(ends) < 3:
         return ordered[0].index, ordered[-1].index
-    mid = len(groups) // 2
-    return groups[mid - 1] + 1, groups[mid]
+    mid = len(ends) // 2
+    return ends[mid - 1] + 1, ends[mid]
 
 
 def _covered(spans: Iterable[tuple[int, int]], t0: int, t1: int) -> int:

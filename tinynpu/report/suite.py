@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -149,7 +149,12 @@ class Result:
 
 
 def run_workload(
-    workload: Workload, cfg: ArchConfig, *, timeline: bool = False, check_races: bool = True
+    workload: Workload,
+    cfg: ArchConfig,
+    *,
+    timeline: bool = False,
+    check_races: bool = True,
+    say: Callable[[str], None] | None = None,
 ) -> Result:
     """Compile, simulate and verify one workload.
 
@@ -161,15 +166,27 @@ def run_workload(
             program is simulated a second time (without the race sanitizer, which does not change
             timing); that run must reproduce the report's cycle count exactly, or this raises.
         check_races: Run the data-race sanitizer during the (verified) simulation.
+        say: Progress messages (instruction count after compiling, each simulation).
     """
     from tinynpu.compiler import run_compiled
 
     t0 = time.perf_counter()
     compiled = workload.compile(cfg)
     compile_seconds = time.perf_counter() - t0
+    if say:
+        say(
+            f"{workload.label}: {len(compiled.program.words):,} instructions compiled in "
+            f"{compile_seconds:.1f} s; "
+            f"simulating with timing{' and race checks' if check_races else ''}, verifying against numpy ..."
+        )
     report = run_compiled(compiled, cfg=cfg, check_races=check_races)
     rows: tuple[Any, ...] = ()
     if timeline:
+        if say:
+            say(
+                f"{workload.label}: simulated in {float(report['simulator_wall_seconds']):.1f} s; once more "
+                "(no race checks) for the per-instruction timeline ..."
+            )
         stats = simulate(compiled, cfg)
         if stats.cycles != int(report["cycles"]):
             raise RuntimeError(  # a simulator determinism bug, not a user error
