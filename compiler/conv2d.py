@@ -537,6 +537,10 @@ def compile_conv2d(n: int, c: int, h: int, w: int, k: int, r: int, s: int, *, st
     cfg = _config_for(dtype, cfg)
     isa = load_isa()
     shape = ConvShape(n=n, c=c, h=h, w=w, k=k, r=r, s=s, stride=stride, pad=pad)
+    need = conv_compulsory_bytes(shape, cfg.elem_bytes("a_reg"), cfg.elem_bytes("acc"))
+    if need > cfg.dram_bytes:  # checked before generating (and calibrating on) data of that size
+        raise UsageError(f"{shape}: its tensors need at least {need} bytes of DRAM, more than the "
+                         f"{cfg.dram_bytes} bytes of config {cfg.name!r}.")
     lay, sched = _resolve_schedule(schedule, shape, cfg, layout)
     if input_layout not in ("NHWC", "NCHW"):
         raise UsageError(f"conv2d: input_layout must be NHWC or NCHW, not {input_layout!r}.")

@@ -186,6 +186,12 @@ def compile_mlp(batch: int, *, dtype: str = "int8", cfg: ArchConfig | None = Non
     cfg = _config_for(dtype, cfg)
     isa = load_isa()
     integer = cfg.is_integer
+    if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch <= 0:
+        raise UsageError(f"mlp: batch must be a positive integer, not {batch!r}.")
+    act_bytes = batch * (IN_FEATURES * cfg.elem_bytes("a_reg") + (HIDDEN + CLASSES) * cfg.elem_bytes("acc"))
+    if act_bytes > cfg.dram_bytes:  # checked before generating data of that size
+        raise UsageError(f"mlp: batch {batch} needs more than {act_bytes} bytes of DRAM for its activations, "
+                         f"more than the {cfg.dram_bytes} bytes of config {cfg.name!r}.")
     data = mlp_data(batch, integer=integer)
     in_dt, acc_dt = str(cfg.dtype("a_reg")), str(cfg.dtype("acc"))
     shapes: list[tuple[str, tuple[int, ...], str, str]] = [

@@ -85,3 +85,8 @@ def test_bounds_hand_computed_batch1() -> None:
 def test_bad_input(kwargs: dict[str, object], needle: str) -> None:
     with pytest.raises(UsageError, match=needle):
         compile_mlp(**kwargs)  # type: ignore[arg-type]
+
+
+def test_absurd_batch_is_refused_before_allocating() -> None:
+    with pytest.raises(UsageError, match="bytes of DRAM"):
+        compile_mlp(10**9)
