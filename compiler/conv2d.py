@@ -8,7 +8,19 @@ The GEMM view (NT form, as ``tmm``)::
 
 Tensors in DRAM (user-facing layouts, no host work): the input is NHWC, the
 weights are ``K x R x S x C`` (a ``K x (R*S*C)`` matrix: B of the NT form,
-no transpose), the output is NHWC (``M x K``), int32 (fp32 in the fp32 config).
+no transpose), the output is NHWC (``M x K``), int32 (fp32 in the fp32 config)
+or, with ``out_dtype="int8"``, requantized by the store as a quantized
+network's layer would be.  An NCHW user (``input_layout="NCHW"``) gets the
+transposes done on the host, counted in ``host_traffic_bytes``.
+
+Halo rows are ``zero`` instructions, emitted before the loads of the same
+tile: the ISA lets a ``zero`` start only once the load unit's earlier loads
+have completed, so a zero behind a load would wait out the DRAM latency.
+
+The GEMM itself is lowered by :func:`tinynpu.compiler.lower.lower_gemm` with
+the tiling :func:`tinynpu.compiler.search.auto_tiling` picks for the padded
+im2col GEMM (or a ``naive``/saved schedule); the conv's trace starts with its
+own ``im2col`` step naming the layout, so a saved trace replays exactly.
 
 Two layouts of the reduction (:class:`ConvLayout`), chosen per shape:
 
