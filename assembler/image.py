@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from tinynpu.isa import ArchConfig, Isa, build_hash
 
 from tinynpu.errors import AsmError
-from tinynpu.isa import ArchConfig, Isa, build_hash
 
 MAGIC = b"TNPU"
 FORMAT_VERSION = 1
@@ -86,7 +86,7 @@ class Program:
         if len(set(names)) != len(names):
             raise AsmError(f"tensor names must be unique, got {names}.")
         spans = sorted((t.addr, t.addr + t.nbytes, t.name) for t in tensors)
-        for (_, end, name), (start, _, other) in zip(spans, spans[1:]):
+        for (_, end, name), (start, _, other) in zip(spans, spans[1:], strict=False):
             if start < end:
                 raise AsmError(f"tensors {name} and {other} overlap in DRAM (0x{start:x} < 0x{end:x}).")
         for t in tensors:

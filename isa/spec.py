@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+from tinynpu.isa.yamlsrc import KeyPath, YamlSource, format_key_path, load_yaml
 
 from tinynpu.errors import SpecError
-from tinynpu.isa.yamlsrc import KeyPath, YamlSource, format_key_path, load_yaml
 
 ISA_DIR = Path(__file__).resolve().parent
 DEFAULT_ISA_PATH = ISA_DIR / "isa.yaml"
@@ -281,7 +281,9 @@ def load_isa(path: Path = DEFAULT_ISA_PATH) -> Isa:
         at: KeyPath = ("instructions", index)
         mnemonic = raw["mnemonic"]
         if mnemonic in seen:
-            raise _fail(src, (*at, "mnemonic"), f"mnemonic {mnemonic!r} is defined twice (first at index {seen[mnemonic]}).")
+            raise _fail(
+                src, (*at, "mnemonic"), f"mnemonic {mnemonic!r} is defined twice (first at index {seen[mnemonic]})."
+            )
         seen[mnemonic] = index
         if raw["unit"] not in unit_names:
             raise _fail(src, (*at, "unit"), f"unit must be one of {sorted(unit_names)}, not {raw['unit']!r}.")
@@ -331,7 +333,7 @@ def _check_instruction(
     missing = [bit for bit, name in enumerate(owner) if name is None]
     if missing:
         raise _fail(
-            src, at, f"{mnemonic}: encoding bits {_bit_ranges(missing)} are covered by no field or fixed range."
+            src, at, f"{mnemonic}: encoding bit(s) {_bit_ranges(missing)} covered by no field or fixed range."
         )
     names = [f.name for f in fields] + [f.name for f in fixed]
     if len(set(names)) != len(names):

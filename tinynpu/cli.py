@@ -58,6 +58,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TinyNpuError as exc:
         print(textwrap.fill(f"tinynpu: error: {exc.message}", width=100), file=sys.stderr)
         return exc.exit_code
+    except BrokenPipeError:  # e.g. `tinynpu sim ... --json | head`: the reader left; not an error of ours
+        sys.stderr.close()
+        return 0
     except KeyboardInterrupt:
         print("tinynpu: interrupted", file=sys.stderr)
         return 130
