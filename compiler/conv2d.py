@@ -462,9 +462,23 @@ def conv_best_tiling_bytes(layout: ConvLayout, cfg: ArchConfig, out_bytes: int) 
     return best
 
 
+def _touched(size: int, out: int, kernel: int, stride: int, pad: int) -> int:
+    """Input positions along one axis that some output position reads through some kernel tap."""
+    if stride <= kernel:  # the windows overlap or touch: one interval
+        return min(size, (out - 1) * stride - pad + kernel) - max(0, -pad)
+    return sum(max(0, min(size, o * stride - pad + kernel) - max(0, o * stride - pad)) for o in range(out))
+
+
 def conv_compulsory_bytes(shape: ConvShape, in_bytes: int, out_bytes: int) -> int:
-    """``io_lower_bound_bytes`` of a conv (``bound_kind = "compulsory"``): read X and W once, write Y once."""
-    return ((shape.n * shape.h * shape.w * shape.c + shape.k * shape.r * shape.s * shape.c) * in_bytes
+    """``io_lower_bound_bytes`` of a conv (``bound_kind = "compulsory"``).
+
+    Every input element some output depends on must be read once (with a
+    stride larger than the kernel, e.g. a 1x1 stride-2 layer, only a quarter
+    of the input is), every weight once, and every output written once.
+    """
+    rows = _touched(shape.h, shape.p, shape.r, shape.stride, shape.pad)
+    cols = _touched(shape.w, shape.q, shape.s, shape.stride, shape.pad)
+    return ((shape.n * rows * cols * shape.c + shape.k * shape.r * shape.s * shape.c) * in_bytes
             + shape.gemm_m * shape.gemm_n * out_bytes)
 
 
@@ -549,7 +563,8 @@ def compile_conv2d(n: int, c: int, h: int, w: int, k: int, r: int, s: int, *, st
     cfg = _config_for(dtype, cfg)
     isa = load_isa()
     shape = ConvShape(n=n, c=c, h=h, w=w, k=k, r=r, s=s, stride=stride, pad=pad)
-    need = conv_compulsory_bytes(shape, cfg.elem_bytes("a_reg"), cfg.elem_bytes("acc"))
+    in_elems = shape.n * shape.h * shape.w * shape.c + shape.k * shape.r * shape.s * shape.c
+    need = in_elems * cfg.elem_bytes("a_reg") + shape.gemm_m * shape.gemm_n * cfg.elem_bytes("acc")
     if need > cfg.dram_bytes:  # checked before generating (and calibrating on) data of that size
         raise UsageError(f"{shape}: its tensors need at least {need} bytes of DRAM, more than the "
                          f"{cfg.dram_bytes} bytes of config {cfg.name!r}.")

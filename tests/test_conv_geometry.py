@@ -183,3 +183,16 @@ def test_conv_operand_emits_loads_and_zero_rows() -> None:
     first_load = next(op for op in emit.ops if op.mnemonic == "load")
     assert first_load.fields["dram"] == 1000 and first_load.fields["stride"] == 16
     assert ConvOperand(lay, 0, "A").k_total == 9 * T and ConvOperand(lay, 0, "B").rows_total == 16
+
+
+def test_touched_input_positions_match_brute_force() -> None:
+    import itertools
+
+    from tinynpu.compiler.conv2d import _touched
+
+    for size, kernel, stride, pad in itertools.product(range(1, 9), range(1, 8), range(1, 4), range(4)):
+        if kernel > size + 2 * pad:
+            continue
+        out = (size + 2 * pad - kernel) // stride + 1
+        want = len({o * stride + f - pad for o in range(out) for f in range(kernel)} & set(range(size)))
+        assert _touched(size, out, kernel, stride, pad) == want, (size, kernel, stride, pad)
