@@ -641,6 +641,9 @@ def compile_conv2d(n: int, c: int, h: int, w: int, k: int, r: int, s: int, *, st
         x, wt = device_order(inputs)
         return {"X": lay.host_input(x), "W": lay.host_weights(wt)}
 
+    model = {"tiling": list(tiling.key()),
+             "cycles": estimate(m_g, n_g, k_g, tiling, cfg, in_bytes=in_b, out_bytes=out_b).cycles,
+             "dram_bytes": conv_tiling_traffic(lay, tiling, out_b)}
     trace = ({"op": IM2COL_OP, "layout": lay.kind,
               "reduction": "(r, s, c)" if lay.kind == "direct" else "(s, r, c)",
               "gemm": {"m": m_g, "n": n_g, "k": shape.gemm_k, "k_padded": k_g}}, *sched.steps)
@@ -664,9 +667,7 @@ def compile_conv2d(n: int, c: int, h: int, w: int, k: int, r: int, s: int, *, st
         outputs=("Y",),
         exact=integer,
         compile_seconds=time.perf_counter() - started,
-        model={"tiling": list(tiling.key()),
-               "estimate_cycles": estimate(m_g, n_g, k_g, tiling, cfg, in_bytes=in_b, out_bytes=out_b).cycles,
-               "dram_bytes": conv_tiling_traffic(lay, tiling, out_b)},
+        model=model,
     )
 
 
