@@ -54,7 +54,9 @@ def tiling_traffic(m: int, n: int, k: int, t: Tiling, cfg: ArchConfig, *, in_byt
     e = cfg.tile
     mb = -(-m // (t.bm * e))
     nb = -(-n // (t.bn * e))
-    traffic = m * k * in_bytes * nb + n * k * in_bytes * mb + m * n * out_bytes
+    a_reads = 1 if t.resident == "a" else nb
+    b_reads = 1 if t.resident == "b" else mb
+    traffic = m * k * in_bytes * a_reads + n * k * in_bytes * b_reads + m * n * out_bytes
     if bias:
         traffic += n * 4 * mb
     return traffic
@@ -76,27 +78,33 @@ def tiling_space(m: int, n: int, k: int, cfg: ArchConfig, *, bias: bool = False)
                         yield t
                         if mt > bm and nt > bn:  # order matters only with several blocks both ways
                             yield Tiling(bm, bn, bk, "nm", db, accb, "fold")
+                        if bk == kt:  # the whole K in one chunk: a panel can stay resident
+                            yield Tiling(bm, bn, bk, "mn", db, accb, "fold", "a")
+                            yield Tiling(bm, bn, bk, "nm", db, accb, "fold", "b")
 
 
 def best_tiling_bytes(m: int, n: int, k: int, cfg: ArchConfig, *, in_bytes: int, out_bytes: int,
                       bias: bool = False) -> int:
     """``best_tiling_bytes``: exhaustive minimum of :func:`tiling_traffic` over :func:`tiling_space`.
 
-    Traffic depends only on the block sizes, so the enumeration visits each
-    (bm, bn) that fits with the smallest chunk and single buffers (those fit
-    whenever anything with the same blocks does).
+    Traffic depends only on the block sizes and the resident operand, so the
+    enumeration visits each (bm, bn) with the smallest chunk and single
+    buffers (those fit whenever anything with the same blocks does), and with
+    A or B resident when a whole panel (block x all of K) fits its scope.
     """
     e = cfg.tile
-    mt, nt = -(-m // e), -(-n // e)
+    mt, nt, kt = -(-m // e), -(-n // e), -(-k // e)
     acc_tiles = cfg.rows("acc") // e
     best: int | None = None
     for bm in range(1, min(mt, acc_tiles) + 1):
         for bn in range(1, min(nt, acc_tiles // bm) + 1):
-            t = Tiling(bm, bn, 1, "mn", False, 1, "fold")
-            if not fits(t, cfg, bias=bias):
-                continue
-            bytes_ = tiling_traffic(m, n, k, t, cfg, in_bytes=in_bytes, out_bytes=out_bytes, bias=bias)
-            best = bytes_ if best is None else min(best, bytes_)
+            for t in (Tiling(bm, bn, 1, "mn", False, 1, "fold"),
+                      Tiling(bm, bn, kt, "mn", False, 1, "fold", "a"),
+                      Tiling(bm, bn, kt, "nm", False, 1, "fold", "b")):
+                if not fits(t, cfg, bias=bias):
+                    continue
+                bytes_ = tiling_traffic(m, n, k, t, cfg, in_bytes=in_bytes, out_bytes=out_bytes, bias=bias)
+                best = bytes_ if best is None else min(best, bytes_)
     if best is None:
         raise ValueError("no tiling fits the scopes")  # cannot happen: 1x1x1 always fits a valid config
     return best

@@ -69,15 +69,17 @@ def estimate(m: int, n: int, k: int, t: Tiling, cfg: ArchConfig, *, in_bytes: in
     jblocks = [(j, min(t.bn, nt - j)) for j in range(0, nt, t.bn)]
     cache: dict[tuple[int, int, int, int], tuple[int, int, int, int]] = {}
 
-    def block(i0: int, ni: int, j0: int, nj: int) -> tuple[int, int, int, int]:
+    def block(i0: int, ni: int, j0: int, nj: int, la: bool = True,
+              lb: bool = True) -> tuple[int, int, int, int]:
         """(steady cycles, store beats, first-load beats, last-column tmm time) of one block."""
         rows_a = min(ni * e, m - i0 * e)
         rows_b = min(nj * e, n - j0 * e)
-        key = (rows_a, rows_b, ni, nj)
+        key = (rows_a if la else -rows_a, rows_b if lb else -rows_b, ni, nj)
         if key in cache:
             return cache[key]
         cycles = 0
-        loads = [load_beats(rows_a, min(t.bk, kt - k0), k0) + load_beats(rows_b, min(t.bk, kt - k0), k0)
+        loads = [load_beats(rows_a, min(t.bk, kt - k0), k0) * la
+                 + load_beats(rows_b, min(t.bk, kt - k0), k0) * lb
                  for k0 in chunk_starts]
         for c, k0 in enumerate(chunk_starts):
             comp = ni * nj * min(t.bk, kt - k0) * interval
@@ -98,12 +100,16 @@ def estimate(m: int, n: int, k: int, t: Tiling, cfg: ArchConfig, *, in_bytes: in
              [(ib, jb) for jb in jblocks for ib in iblocks]
     shapes: dict[tuple[int, int, int, int], int] = {}
     for (i0, ni), (j0, nj) in blocks:
-        key = (i0 if ni < t.bm or i0 + ni == mt else 0, ni, j0 if nj < t.bn or j0 + nj == nt else 0, nj)
+        # A resident panel is loaded only by the first block of its outer row (column).
+        la = t.resident != "a" or j0 == 0
+        lb = t.resident != "b" or i0 == 0
+        key = (i0 if ni < t.bm or i0 + ni == mt else 0, ni, j0 if nj < t.bn or j0 + nj == nt else 0, nj,
+               la, lb)
         shapes[key] = shapes.get(key, 0) + 1
     total = 0
     compute = mt * nt * kt * interval
-    for (i0, ni, j0, nj), count in shapes.items():
-        cyc, store, _, tau = block(i0, ni, j0, nj)
+    for (i0, ni, j0, nj, la, lb), count in shapes.items():
+        cyc, store, _, tau = block(i0, ni, j0, nj, la, lb)
         per_block = cyc
         if t.acc_buffers == 1 or len(blocks) == 1:
             # Column j's store is ready once its last tmm ends and completes after the store

@@ -49,7 +49,10 @@ class _Chunk:
     nk: int
     first: bool  # first chunk of its block
     last: bool
-    buf: int  # a_reg/b_reg buffer
+    abuf: int  # a_reg buffer
+    bbuf: int  # b_reg buffer
+    load_a: bool  # False: the A panel is already resident
+    load_b: bool
     acc: int  # acc buffer
 
 
@@ -62,11 +65,23 @@ def chunks(m: int, n: int, k: int, t: Tiling, tile: int) -> list[_Chunk]:
              [(ib, jb) for jb in jblocks for ib in iblocks]
     out = []
     g = 0
+    nbuf = 2 if t.double_buffer else 1
+    prev: tuple[int, int] | None = None
+    panel = -1  # index of the resident panel (outer block), for its buffer parity
     for b, ((i0, ni), (j0, nj)) in enumerate(blocks):
+        outer = i0 if t.order == "mn" else j0
+        new_panel = prev is None or outer != (prev[0] if t.order == "mn" else prev[1])
+        if new_panel:
+            panel += 1
+        prev = (i0, j0)
         for k0 in range(0, kt, t.bk):
             nk = min(t.bk, kt - k0)
-            out.append(_Chunk(i0, ni, j0, nj, k0, nk, k0 == 0, k0 + nk >= kt,
-                              g % 2 if t.double_buffer else 0, b % t.acc_buffers))
+            stream = g % nbuf
+            abuf = panel % nbuf if t.resident == "a" else stream
+            bbuf = panel % nbuf if t.resident == "b" else stream
+            out.append(_Chunk(i0, ni, j0, nj, k0, nk, k0 == 0, k0 + nk >= kt, abuf, bbuf,
+                              t.resident != "a" or new_panel, t.resident != "b" or new_panel,
+                              b % t.acc_buffers))
             g += 1
     return out
 
@@ -107,8 +122,11 @@ def lower_gemm(emit: Emitter, *, m: int, n: int, k: int, a: OperandA, b: Operand
         """
         calls: list[Callable[[], None]] = []
         for kk in range(ch.nk):
-            for op, scope, base, r0, nr, total, stride in ((a, "a", ch.buf * a_buf, ch.i0, ch.ni, m, t.bm),
-                                                           (b, "b", ch.buf * b_buf, ch.j0, ch.nj, n, t.bn)):
+            for op, scope, base, r0, nr, total, stride, need in (
+                    (a, "a", ch.abuf * a_buf, ch.i0, ch.ni, m, t.bm, ch.load_a),
+                    (b, "b", ch.bbuf * b_buf, ch.j0, ch.nj, n, t.bn, ch.load_b)):
+                if not need:
+                    continue
                 row0 = r0 * e
                 calls.append(_bind(op, emit, scope, base + kk * stride * e, row0, min(nr * e, total - row0),
                                    (ch.k0 + kk) * e))
@@ -140,7 +158,7 @@ def lower_gemm(emit: Emitter, *, m: int, n: int, k: int, a: OperandA, b: Operand
         for j in range(ch.nj):
             acc_j = acc0 + j * t.bm * e
             for kk in range(ch.nk):
-                emit.tmm(acc_j, ch.buf * a_buf + kk * t.bm * e, ch.buf * b_buf + (kk * t.bn + j) * e,
+                emit.tmm(acc_j, ch.abuf * a_buf + kk * t.bm * e, ch.bbuf * b_buf + (kk * t.bn + j) * e,
                          m=ch.ni, n=1, k=1, accumulate=not (ch.first and kk == 0 and t.init == "fold"),
                          comment=f"C[{ch.i0}+{ch.ni} tiles, {ch.j0 + j}] k-tile {ch.k0 + kk}")
             issued += ch.ni * ch.nk * e * e * e
@@ -182,7 +200,7 @@ def _zero_edge_rows(emit: Emitter, total: int, block: int, plan: list[_Chunk], b
         if r0 <= edge < r0 + nr:
             pos = edge - r0
             for kk in range(ch.nk):
-                spans.add((ch.buf * buf_rows + (kk * block + pos) * e + rem, e - rem))
+                spans.add(((ch.abuf if is_a else ch.bbuf) * buf_rows + (kk * block + pos) * e + rem, e - rem))
     for row, n_rows in sorted(spans):
         emit.zero(scope, row, rows=n_rows, comment="edge-tile padding rows")
 

@@ -47,6 +47,9 @@ class Tiling:
         double_buffer: Two ``a_reg``/``b_reg`` buffers so loads overlap ``tmm``.
         acc_buffers: 1 or 2 ``acc`` blocks (2: stores overlap the next block's ``tmm``).
         init: ``"fold"`` (first tmm of a block overwrites) or ``"fill_zero"`` (explicit ``zero``).
+        resident: ``"none"``, ``"a"`` or ``"b"``: that operand's whole panel (block rows x all of
+            K) stays in its scope across the inner block loop, loaded once per outer block
+            (``compute_at`` at the outer block loop); needs ``bk`` covering K and the matching order.
     """
 
     bm: int
@@ -56,9 +59,11 @@ class Tiling:
     double_buffer: bool = True
     acc_buffers: int = 1
     init: str = "fold"
+    resident: str = "none"
 
-    def key(self) -> tuple[int, int, int, str, bool, int, str]:
-        return (self.bm, self.bn, self.bk, self.order, self.double_buffer, self.acc_buffers, self.init)
+    def key(self) -> tuple[int, int, int, str, bool, int, str, str]:
+        return (self.bm, self.bn, self.bk, self.order, self.double_buffer, self.acc_buffers, self.init,
+                self.resident)
 
 
 @dataclass(frozen=True)
@@ -121,9 +126,9 @@ def from_tiling(t: Tiling, cfg: ArchConfig, name: str = "auto") -> Schedule:
         {"op": "cache_write", "tensor": "C", "scope": "acc"},
         {"op": "compute_at", "stage": "acc", "loop": outer[1]},
         {"op": "cache_read", "tensor": "A", "scope": "a_reg"},
-        {"op": "compute_at", "stage": "A_reg", "loop": "k0"},
+        {"op": "compute_at", "stage": "A_reg", "loop": "i0" if t.resident == "a" else "k0"},
         {"op": "cache_read", "tensor": "B", "scope": "b_reg"},
-        {"op": "compute_at", "stage": "B_reg", "loop": "k0"},
+        {"op": "compute_at", "stage": "B_reg", "loop": "j0" if t.resident == "b" else "k0"},
         {"op": "decompose_reduction", "loop": "k0", "init": t.init},
         {"op": "tensorize", "loop": "i1", "intrinsic": "tmm16"},
     ]
@@ -204,9 +209,13 @@ def apply(schedule: Schedule, *, m: int, n: int, k: int, cfg: ArchConfig, bias: 
                 raise _bad(i, s, "stage must be A_reg, B_reg or acc.")
             if loop not in loops:
                 raise _bad(i, s, f"loop must be one of {loops}.")
-            want_loop = "k0" if stage != "acc" else (order[1] if order else "j0")
-            if loop != want_loop:
-                raise _bad(i, s, f"{stage} must be computed at {want_loop} in this lowering.")
+            outer_loop = order[0] if order else "i0"
+            allowed = {"acc": [order[1] if order else "j0"],
+                       "A_reg": ["k0"] + (["i0"] if outer_loop == "i0" else []),
+                       "B_reg": ["k0"] + (["j0"] if outer_loop == "j0" else [])}[stage]
+            if loop not in allowed:
+                raise _bad(i, s, f"{stage} can be computed at {' or '.join(allowed)} in this lowering "
+                                 "(at the outermost block loop it stays resident across the inner one).")
             at[stage] = loop
         elif op == "decompose_reduction":
             if s.get("loop") != "k0" or s.get("init") not in ("fold", "fill_zero"):
@@ -235,7 +244,12 @@ def apply(schedule: Schedule, *, m: int, n: int, k: int, cfg: ArchConfig, bias: 
     if ("A_reg" in double) != ("B_reg" in double):
         raise UsageError(f"schedule {schedule.name!r}: double_buffer A_reg and B_reg together or not at all.")
     t = Tiling(bm=inner["i"], bn=inner["j"], bk=inner["k"], order="mn" if order[0] == "i0" else "nm",
-               double_buffer="A_reg" in double, acc_buffers=2 if "acc" in double else 1, init=init or "fold")
+               double_buffer="A_reg" in double, acc_buffers=2 if "acc" in double else 1, init=init or "fold",
+               resident="a" if at.get("A_reg") == "i0" else "b" if at.get("B_reg") == "j0" else "none")
+    if t.resident != "none" and t.bk * e < k:
+        raise UsageError(f"schedule {schedule.name!r}: {t.resident.upper()}_reg is computed at the outer block "
+                         f"loop (resident), so the k split must cover all of K = {k} in one chunk, not "
+                         f"{t.bk * e}.")
     check_fits(t, cfg, bias=bias, k=k)
     return t
 

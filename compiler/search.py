@@ -84,6 +84,9 @@ def _auto_space(m: int, n: int, k: int, cfg: ArchConfig, *, bias: bool) -> Itera
                     top += 1
                 for bk in sorted(set(chunk_sizes) | {top}):
                     yield Tiling(bm, bn, bk, "mn", True, accb, "fold")
+                if top == kt:  # the whole K fits one chunk: either panel can stay resident
+                    yield Tiling(bm, bn, kt, "mn", True, accb, "fold", "a")
+                    yield Tiling(bm, bn, kt, "nm", True, accb, "fold", "b")
 
 
 def auto_tiling(m: int, n: int, k: int, cfg: ArchConfig, *, in_bytes: int, out_bytes: int,
@@ -104,9 +107,10 @@ def tune_space(m: int, n: int, k: int, cfg: ArchConfig, *, bias: bool = False) -
                 for order in ("mn", "nm"):
                     for db in (True, False):
                         for accb in (1, 2):
-                            t = Tiling(bm, bn, bk, order, db, accb, "fold")
-                            if fits(t, cfg, bias=bias):
-                                yield t
+                            for res in ("none", "a" if order == "mn" else "b"):
+                                t = Tiling(bm, bn, bk, order, db, accb, "fold", res)
+                                if (res == "none" or bk == kt) and fits(t, cfg, bias=bias):
+                                    yield t
 
 
 def exhaustive(m: int, n: int, k: int, cfg: ArchConfig, *, in_bytes: int, out_bytes: int,
@@ -168,7 +172,9 @@ def tune(m: int, n: int, k: int, cfg: ArchConfig, *, in_bytes: int, out_bytes: i
         bm = sample_perfect_tile(mt, acc_tiles, rng)
         bn = sample_perfect_tile(nt, max(1, acc_tiles // bm), rng)
         bk = sample_perfect_tile(kt, kt, rng)
-        t = Tiling(bm, bn, bk, rng.choice(("mn", "nm")), rng.random() < 0.75, rng.choice((1, 2)), "fold")
+        order = rng.choice(("mn", "nm"))
+        res = ("a" if order == "mn" else "b") if bk == kt and rng.random() < 0.5 else "none"
+        t = Tiling(bm, bn, bk, order, rng.random() < 0.75, rng.choice((1, 2)), "fold", res)
         if t.key() in seen or not fits(t, cfg, bias=bias):
             continue
         seen[t.key()] = Ranked(t, estimate(m, n, k, t, cfg, in_bytes=in_bytes, out_bytes=out_bytes,
@@ -219,7 +225,7 @@ def tune_matmul(m: int, n: int, k: int, *, cfg: ArchConfig, dtype: str = "int8",
 
 def _tiling_json(t: Tiling) -> dict[str, Any]:
     return {"bm": t.bm, "bn": t.bn, "bk": t.bk, "order": t.order, "double_buffer": t.double_buffer,
-            "acc_buffers": t.acc_buffers}
+            "acc_buffers": t.acc_buffers, "resident": t.resident}
 
 
 __all__ = ["Ranked", "TuneResult", "auto_tiling", "exhaustive", "pick", "rank", "sample_perfect_tile",

@@ -47,6 +47,9 @@ def tilings(draw: st.DrawFn) -> tuple[int, int, int, Tiling]:
                bk=draw(st.integers(1, -(-k // e))), order=draw(st.sampled_from(["mn", "nm"])),
                double_buffer=draw(st.booleans()), acc_buffers=draw(st.sampled_from([1, 2])),
                init=draw(st.sampled_from(["fold", "fill_zero"])))
+    if draw(st.booleans()):  # a resident panel: the whole K in one chunk, matching order
+        t = Tiling(t.bm, t.bn, -(-k // e), t.order, t.double_buffer, t.acc_buffers, t.init,
+                   "a" if t.order == "mn" else "b")
     assume(fits(t, CFG))
     return m, n, k, t
 
