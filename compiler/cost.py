@@ -98,7 +98,7 @@ def estimate(m: int, n: int, k: int, t: Tiling, cfg: ArchConfig, *, in_bytes: in
 
     blocks = [(ib, jb) for ib in iblocks for jb in jblocks] if t.order == "mn" else \
              [(ib, jb) for jb in jblocks for ib in iblocks]
-    shapes: dict[tuple[int, int, int, int], int] = {}
+    shapes: dict[tuple[int, int, int, int, bool, bool], int] = {}
     for (i0, ni), (j0, nj) in blocks:
         # A resident panel is loaded only by the first block of its outer row (column).
         la = t.resident != "a" or j0 == 0
