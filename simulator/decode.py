@@ -152,9 +152,12 @@ def decode_program(isa: Isa, cfg: ArchConfig, words: Sequence[int]) -> Decoded:
     unit = unit_of[np.maximum(op, 0)]
     cols = _Columns(isa, cfg, op, operands, n)
     _static_checks(isa, cfg, cols, unit, wait, signal, n_exec, words)
-    return Decoded(n=n, n_exec=n_exec, op=op, unit=unit, wait=wait, signal=signal, operands=operands,
-                   occ=cols.occ, lat=cols.lat, beats=cols.beats, dram_read=cols.dram_read,
-                   dram_write=cols.dram_write, macs=cols.macs)
+    # Narrow columns keep a 786K-instruction program small; sums are taken in int64 by numpy.
+    return Decoded(n=n, n_exec=n_exec, op=op.astype(np.int16), unit=unit.astype(np.int8),
+                   wait=wait.astype(np.int8), signal=signal.astype(np.int8), operands=operands,
+                   occ=cols.occ, lat=cols.lat, beats=cols.beats.astype(np.int32),
+                   dram_read=cols.dram_read.astype(np.int32), dram_write=cols.dram_write.astype(np.int32),
+                   macs=cols.macs)
 
 
 class _Columns:

@@ -12,7 +12,7 @@ Example::
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -163,7 +163,7 @@ class Machine:
         return RaceChecker(nq, users, remaining, names, describe)
 
 
-def _make_accesses(isa: Isa, cfg: ArchConfig) -> Callable[[RaceChecker, tuple], None]:
+def _make_accesses(isa: Isa, cfg: ArchConfig) -> Callable[[RaceChecker, Sequence], None]:
     """The race checker's view of each instruction: which rows and bytes it reads and writes."""
     t = cfg.tile
     ids = {s.name: s.id for s in isa.scopes}
@@ -172,7 +172,7 @@ def _make_accesses(isa: Isa, cfg: ArchConfig) -> Callable[[RaceChecker, tuple], 
     acc_eb = eb[acc]
     kind = {i.index: i.mnemonic for i in isa.instructions}
 
-    def accesses(rc: RaceChecker, entry: tuple) -> None:
+    def accesses(rc: RaceChecker, entry: Sequence) -> None:
         i, op, u, x = entry[0], entry[1], entry[2], entry[8]
         mn = kind[op]
         acc_ = rc.access

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import array
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -83,7 +83,7 @@ def _bits(mask: int) -> tuple[int, ...]:
 
 
 def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: bool, limit: int,
-             races: RaceChecker | None, accesses: Callable[[RaceChecker, tuple], None]) -> RunResult:
+             races: RaceChecker | None, accesses: Callable[[RaceChecker, Sequence], None]) -> RunResult:
     """Run the program: functional execution interleaved with the cycle schedule.
 
     Raises:
