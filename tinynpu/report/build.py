@@ -83,9 +83,7 @@ def summary_rows(results: Sequence[Result]) -> list[dict[str, Any]]:
                 "util_over_ceiling": float(rep["utilization"]) / ceiling if ceiling else 0.0,
                 "dram_bytes": moved,
                 "traffic_over_bound": moved / int(rep["io_lower_bound_bytes"]),
-                "traffic_over_best": moved / int(rep["best_tiling_bytes"])
-                if rep.get("best_tiling_bytes")
-                else None,
+                "traffic_over_best": moved / int(rep["best_tiling_bytes"]) if rep.get("best_tiling_bytes") else None,
                 "bound_kind": F.bound_kind(rep),
                 "verified": bool(rep["verified"]),
                 "sim_seconds": float(rep["simulator_wall_seconds"]),
@@ -214,13 +212,9 @@ def write_report(
             )
         )
     if speed is not None:
-        fig = F.sim_speed(
-            speed["runs"], numpy_seconds=float(speed["numpy_seconds"]), path=figs_dir / "sim_speed.png"
-        )
+        fig = F.sim_speed(speed["runs"], numpy_seconds=float(speed["numpy_seconds"]), path=figs_dir / "sim_speed.png")
         figures.append(fig)
-        sections.append(
-            Section("Simulator speed", str(speed.get("note", "")), (str(speed["command"]),), (fig,))
-        )
+        sections.append(Section("Simulator speed", str(speed.get("note", "")), (str(speed["command"]),), (fig,)))
     if cosim is not None:
         sections.append(Section("RTL vs. model cycles", cosim_table(cosim["rows"]), (str(cosim["command"]),)))
     else:
@@ -262,9 +256,7 @@ def cosim_table(rows: Sequence[Mapping[str, Any]]) -> str:
         ]
         for r in rows
     ]
-    return table(
-        ["program", "RTL cycles", "model cycles", "difference", "outputs match"], body, align="lrrrl"
-    )
+    return table(["program", "RTL cycles", "model cycles", "difference", "outputs match"], body, align="lrrrl")
 
 
 def _config_text(cfg: ArchConfig) -> str:

@@ -27,21 +27,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("workload", nargs="?", choices=sorted(WORKLOAD_FLAGS), help="report one workload")
-    p.add_argument(
-        "--suite", action="store_true", help="the benchmark suite (the default without a workload)"
-    )
-    p.add_argument(
-        "--quick", action="store_true", help="small shapes of every kind instead of the full suite"
-    )
+    p.add_argument("--suite", action="store_true", help="the benchmark suite (the default without a workload)")
+    p.add_argument("--quick", action="store_true", help="small shapes of every kind instead of the full suite")
     p.add_argument("-o", "--out", type=Path, default=None, help="report directory (default: out/report)")
     p.add_argument("--config", default="default", help="architecture config name or YAML path")
     p.add_argument("--schedule", default="auto", help="matmul schedule: naive or auto (default auto)")
-    p.add_argument(
-        "--cosim", type=Path, default=None, help="JSON of `tinynpu bench cosim --json` to tabulate"
-    )
-    p.add_argument(
-        "--run-cosim", action="store_true", help="run `tinynpu bench cosim --json` for the RTL table"
-    )
+    p.add_argument("--cosim", type=Path, default=None, help="JSON of `tinynpu bench cosim --json` to tabulate")
+    p.add_argument("--run-cosim", action="store_true", help="run `tinynpu bench cosim --json` for the RTL table")
     p.add_argument(
         "--bench-sim",
         type=Path,
@@ -50,9 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "time the quick runs)",
     )
     p.add_argument("--no-race-check", action="store_true", help="simulate without the data-race sanitizer")
-    p.add_argument(
-        "--force", action="store_true", help="write into a non-empty directory that holds no report"
-    )
+    p.add_argument("--force", action="store_true", help="write into a non-empty directory that holds no report")
     p.add_argument("--json", action="store_true", help="print one JSON object (files, stats, figure data)")
     for flag in sorted({f for flags in WORKLOAD_FLAGS.values() for f in flags}):
         p.add_argument(f"--{flag}", type=int, default=None, help=f"workload size {flag}")
@@ -66,14 +56,10 @@ def register(sub: argparse._SubParsersAction) -> None:
             "simulates both, verifies both against numpy, prints a side-by-side table and writes a report."
         ),
     )
-    d.add_argument(
-        "-o", "--out", type=Path, default=Path("out/demo"), help="report directory (default: out/demo)"
-    )
+    d.add_argument("-o", "--out", type=Path, default=Path("out/demo"), help="report directory (default: out/demo)")
     d.add_argument("--size", type=int, default=1024, help="M = N = K (default 1024, the course's seed)")
     d.add_argument("--config", default="default", help="architecture config name or YAML path")
-    d.add_argument(
-        "--force", action="store_true", help="write into a non-empty directory that holds no report"
-    )
+    d.add_argument("--force", action="store_true", help="write into a non-empty directory that holds no report")
     d.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     d.set_defaults(handler=_demo)
 
@@ -89,9 +75,7 @@ def _report(args: argparse.Namespace) -> int:
         flags = WORKLOAD_FLAGS[args.workload]
         missing = [f"--{f}" for f in flags if getattr(args, f) is None and f not in ("stride", "pad")]
         if missing:
-            raise UsageError(
-                f"tinynpu report {args.workload}: missing {', '.join(missing)} (sizes of the workload)."
-            )
+            raise UsageError(f"tinynpu report {args.workload}: missing {', '.join(missing)} (sizes of the workload).")
         sizes = {f: getattr(args, f) for f in flags}
         if args.workload == "conv2d":
             sizes["stride"] = 1 if sizes["stride"] is None else sizes["stride"]

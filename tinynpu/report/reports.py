@@ -46,7 +46,7 @@ def _speed(results: list[Result], command: str) -> dict[str, Any] | None:
     numpy_s = time_numpy_matmul(shape["m"], shape["n"], shape["k"])
     note = (
         f"Simulated runs of the {shape['m']}x{shape['n']}x{shape['k']} matmul (functional + timing, "
-        f"race checking as in the summary), and numpy's float32 matmul of the same size, best of 3, timed by "
+        f"race checking as in the summary), and numpy's float32 matmul of the same size, best of 5, timed by "
         "the report itself in the same process. `tinynpu bench sim` measures the same ratios on their own."
     )
     return {"runs": runs, "numpy_seconds": numpy_s, "command": command, "note": note}
@@ -92,13 +92,9 @@ def run_tool_json(argv: list[str], *, quiet: bool) -> Any:
     """Run another ``tinynpu`` command with ``--json`` in a child process and parse its one JSON object."""
     if not quiet:
         print(f"running `tinynpu {' '.join(argv)}` ...", file=sys.stderr, flush=True)
-    proc = subprocess.run(
-        [sys.executable, "-m", "tinynpu", *argv], capture_output=True, text=True, check=False
-    )
+    proc = subprocess.run([sys.executable, "-m", "tinynpu", *argv], capture_output=True, text=True, check=False)
     if proc.returncode != 0:
-        raise UsageError(
-            f"`tinynpu {' '.join(argv)}` failed (exit {proc.returncode}): {proc.stderr.strip()[-400:]}"
-        )
+        raise UsageError(f"`tinynpu {' '.join(argv)}` failed (exit {proc.returncode}): {proc.stderr.strip()[-400:]}")
     return json.loads(proc.stdout)
 
 
@@ -146,13 +142,9 @@ def report_suite(
     speed: dict[str, Any] | None
     if bench_sim is not None:
         cmd += f" --bench-sim {bench_sim}"
-        speed = speed_from_bench(
-            read_json_file(bench_sim, "--bench-sim"), f"tinynpu bench sim --json > {bench_sim}"
-        )
+        speed = speed_from_bench(read_json_file(bench_sim, "--bench-sim"), f"tinynpu bench sim --json > {bench_sim}")
     elif not quick:
-        speed = speed_from_bench(
-            run_tool_json(["bench", "sim", "--json"], quiet=quiet), "tinynpu bench sim --json"
-        )
+        speed = speed_from_bench(run_tool_json(["bench", "sim", "--json"], quiet=quiet), "tinynpu bench sim --json")
     else:
         speed = _speed(results, cmd)
     head = dict(seed[0].params)
@@ -206,11 +198,7 @@ def report_workload(
         w = mlp(sizes["batch"])
     results = _run_all([w], cfg, quiet=quiet, check_races=check_races, featured={w})
     flags = " ".join(f"--{k} {v}" for k, v in sizes.items())
-    cmd = (
-        f"tinynpu report {kind} {flags}"
-        + (f" --schedule {schedule}" if kind == "matmul" else "")
-        + f" -o {out}"
-    )
+    cmd = f"tinynpu report {kind} {flags}" + (f" --schedule {schedule}" if kind == "matmul" else "") + f" -o {out}"
     land = matmul_landscape(sizes["m"], sizes["n"], sizes["k"], cfg) if kind == "matmul" else None
     intro = (
         f"One workload, {w.label}, compiled, simulated with timing and verified against numpy on the "

@@ -214,7 +214,7 @@ def simulate_timeline(compiled: Any, cfg: ArchConfig) -> Sequence[Any]:
     return list(simulate(compiled, cfg).timeline)
 
 
-def time_numpy_matmul(m: int, n: int, k: int, *, repeats: int = 3) -> float:
+def time_numpy_matmul(m: int, n: int, k: int, *, repeats: int = 5) -> float:
     """Best-of-``repeats`` wall time of numpy's float32 (M x K) @ (K x N) in this process."""
     rng = np.random.default_rng(0)
     a = rng.standard_normal((m, k), dtype=np.float32)
