@@ -431,32 +431,41 @@ def b_pass_bytes(layout: ConvLayout) -> int:
 def conv_tiling_traffic(layout: ConvLayout, t: Tiling, out_bytes: int) -> int:
     """DRAM bytes the lowering moves for tiling ``t``: exact, matching the emitted loads and stores.
 
-    Output stationary: A is streamed once per column block, B once per row block, Y written once.
+    Output stationary, as :func:`tinynpu.compiler.bounds.tiling_traffic`: A is
+    streamed once per column block and B once per row block, unless that
+    operand's panel stays resident (then once); Y is written once.  Only the
+    per-pass bytes differ from a dense GEMM (halo rows read nothing).
     """
     sh, e = layout.shape, layout.tile
     row_blocks = -(-sh.gemm_m // (t.bm * e))
     col_blocks = -(-sh.gemm_n // (t.bn * e))
+    a_reads = 1 if t.resident == "a" else col_blocks
+    b_reads = 1 if t.resident == "b" else row_blocks
     out = sh.gemm_m * sh.gemm_n * out_bytes
-    return a_pass_bytes(layout) * col_blocks + b_pass_bytes(layout) * row_blocks + out
+    return a_pass_bytes(layout) * a_reads + b_pass_bytes(layout) * b_reads + out
 
 
 def conv_best_tiling_bytes(layout: ConvLayout, cfg: ArchConfig, out_bytes: int) -> int:
     """``best_tiling_bytes`` for a conv: exhaustive minimum of :func:`conv_tiling_traffic` over the space.
 
-    Traffic depends only on the block sizes (bm, bn), so each one that fits
-    (with the smallest chunk and single buffers, which fit whenever anything
-    with those blocks does) is visited.
+    Traffic depends only on the block sizes (bm, bn) and the resident operand,
+    so each block shape is visited with the smallest chunk and single buffers
+    (they fit whenever anything with those blocks does), and with A or B
+    resident when a whole panel (block x all of the padded K) fits its scope.
     """
     e = cfg.tile
     mt, nt = -(-layout.shape.gemm_m // e), -(-layout.shape.gemm_n // e)
+    kt = layout.k_tiles
     acc_tiles = cfg.rows("acc") // e
     best = None
     for bm in range(1, min(mt, acc_tiles) + 1):
         for bn in range(1, min(nt, acc_tiles // bm) + 1):
-            t = Tiling(bm, bn, 1, "mn", False, 1, "fold")
-            if fits(t, cfg):
-                traffic = conv_tiling_traffic(layout, t, out_bytes)
-                best = traffic if best is None else min(best, traffic)
+            for t in (Tiling(bm, bn, 1, "mn", False, 1, "fold"),
+                      Tiling(bm, bn, kt, "mn", False, 1, "fold", "a"),
+                      Tiling(bm, bn, kt, "nm", False, 1, "fold", "b")):
+                if fits(t, cfg):
+                    traffic = conv_tiling_traffic(layout, t, out_bytes)
+                    best = traffic if best is None else min(best, traffic)
     if best is None:
         raise UsageError(f"conv2d: no tiling fits the scratchpads of config {cfg.name!r}.")
     return best
