@@ -78,14 +78,17 @@ class Emitter:
     # -- dependency tracking -------------------------------------------------
     def _reset_tracking(self) -> None:
         self._writer: dict[str, list[int]] = {}
+        self._wunit: dict[str, list[str | None]] = {}
         self._readers: dict[str, dict[str, list[int]]] = {}
+        self._limit = {scope: self.cfg.rows(key) for scope, key in _SCOPE_KEY.items()}
         for scope, key in _SCOPE_KEY.items():
             n = -(-self.cfg.rows(key) // self._gran)
             self._writer[scope] = [-1] * n
+            self._wunit[scope] = [None] * n
             self._readers[scope] = {u: [-1] * n for u in self._units}
 
     def _granules(self, scope: str, row: int, rows: int, what: str) -> range:
-        limit = self.cfg.rows(_SCOPE_KEY[scope])
+        limit = self._limit[scope]
         if row < 0 or rows < 1 or row + rows > limit:
             raise UsageError(
                 f"instruction {len(self.ops)} ({what}): rows {row}..{row + rows - 1} of scratchpad {scope!r} "
@@ -96,29 +99,30 @@ class Emitter:
     def _access(self, op: Op, reads: list[tuple[str, int, int]], writes: list[tuple[str, int, int]]) -> None:
         idx = len(self.ops)
         unit = op.unit
-        units = self.ops  # local alias for speed
+        deps = op.deps
         for scope, row, rows in reads:
             writer = self._writer[scope]
+            wunit = self._wunit[scope]
             mine = self._readers[scope][unit]
             for g in self._granules(scope, row, rows, op.mnemonic):
-                w = writer[g]
-                if w >= 0 and units[w].unit != unit:
-                    op.deps.add(w)
+                if wunit[g] is not None and wunit[g] != unit:
+                    deps.add(writer[g])
                 mine[g] = idx
         for scope, row, rows in writes:
             writer = self._writer[scope]
+            wunit = self._wunit[scope]
             readers = self._readers[scope]
             for g in self._granules(scope, row, rows, op.mnemonic):
-                w = writer[g]
-                if w >= 0 and units[w].unit != unit:
-                    op.deps.add(w)
+                if wunit[g] is not None and wunit[g] != unit:
+                    deps.add(writer[g])
                 for u, lst in readers.items():
                     r = lst[g]
                     if r >= 0:
                         if u != unit:
-                            op.deps.add(r)
+                            deps.add(r)
                         lst[g] = -1
                 writer[g] = idx
+                wunit[g] = unit
         self.ops.append(op)
 
     # -- instructions --------------------------------------------------------
