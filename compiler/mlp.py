@@ -151,8 +151,11 @@ def _layer_tiling(layer: _Layer, cfg: ArchConfig) -> Tiling:
     traffic = {t.key(): tiling_traffic(m, n, k, t, cfg, in_bytes=in_b, out_bytes=out_b, bias=True)
                for t in space}
     least = min(traffic.values())
-    return pick(rank(m, n, k, cfg, [t for t in space if traffic[t.key()] == least], in_bytes=in_b,
-                     out_bytes=out_b, bias=True)).tiling
+    cands = [t for t in space if traffic[t.key()] == least]
+    # A resident panel saves nothing once the traffic is already the least, and it is loaded as one
+    # chunk (bk = all of K), so nothing overlaps inside it: prefer streamed panels when they tie.
+    cands = [t for t in cands if t.resident == "none"] or cands
+    return pick(rank(m, n, k, cfg, cands, in_bytes=in_b, out_bytes=out_b, bias=True)).tiling
 
 
 def _layout(sizes: list[tuple[str, int]], align: int = 64) -> dict[str, int]:
