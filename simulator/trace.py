@@ -1,9 +1,11 @@
 """Timelines: Chrome/Perfetto trace-event JSON and a plain per-instruction log.
 
 The trace has one track (``tid``) per unit, named after it, and one
-complete event (``ph: "X"``) per instruction from its start to its
-completion, with its index, pc and operand fields as ``args``; one cycle is
-shown as one microsecond.  It opens in ui.perfetto.dev or chrome://tracing.
+complete event (``ph: "X"``) per instruction spanning the cycles it occupies
+its unit (start to start + occupancy: slices of one unit never overlap,
+which the trace viewers require, although a pipelined DMA's data is still in
+flight afterwards), with its index, pc, dispatch, start and completion
+cycles and operand fields as ``args``; one cycle is shown as one microsecond.  It opens in ui.perfetto.dev or chrome://tracing.
 """
 
 from __future__ import annotations
@@ -34,9 +36,10 @@ def write_trace(path: Path, isa: Isa, dec: Decoded, stats: Stats) -> None:
                    "args": {"name": f"tinynpu ({stats.config})"}})
     uid = isa.unit_ids
     wb = isa.word_bytes
+    occ = dec.occ.tolist()
     for i, unit, mnem, d, s, e in stats.timeline:
-        events.append({"name": mnem, "ph": "X", "pid": 0, "tid": uid[unit], "ts": s, "dur": max(e - s, 0),
-                       "args": {"index": i, "pc": f"0x{i * wb:x}", "dispatch": d,
+        events.append({"name": mnem, "ph": "X", "pid": 0, "tid": uid[unit], "ts": s, "dur": occ[i],
+                       "args": {"index": i, "pc": f"0x{i * wb:x}", "dispatch": d, "start": s, "complete": e,
                                 "fields": _fields(isa, dec, i, mnem)}})
     data = json.dumps({"traceEvents": events, "displayTimeUnit": "ns",
                        "otherData": {"cycles": stats.cycles, "config": stats.config}})
