@@ -157,3 +157,22 @@ def test_compulsory_counts_only_the_input_that_is_read() -> None:
     assert comp.bounds.io_lower_bound_bytes == 9 * 16 + 16 * 16 + 9 * 16 * 4
     report = run_compiled(comp)
     assert report["dram_read_bytes"] >= 9 * 16 + 16 * 16  # never below the bound
+
+
+def test_cli_reports_a_bad_conv_without_traceback(capsys: pytest.CaptureFixture[str]) -> None:
+    from tinynpu.cli import main
+
+    rc = main(["run", "conv2d", "--n", "1", "--c", "3", "--h", "2", "--w", "2", "--k", "8", "--r", "5",
+               "--s", "3"])
+    err = capsys.readouterr().err
+    assert rc != 0 and "larger than the padded input" in err and "Traceback" not in err
+
+
+def test_cli_runs_a_conv_as_json(capsys: pytest.CaptureFixture[str]) -> None:
+    from tinynpu.cli import main
+
+    rc = main(["run", "conv2d", "--n", "1", "--c", "3", "--h", "7", "--w", "6", "--k", "5", "--r", "3",
+               "--s", "3", "--stride", "2", "--pad", "1", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert rc == 0 and report["verified"] is True and report["io_bound_kind"] == "compulsory"
+    assert report["trace"][0]["op"] == "im2col"

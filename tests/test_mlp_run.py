@@ -40,3 +40,16 @@ def test_fp32_mlp_within_rtol(batch: int) -> None:
 
 def test_odd_batch_spans_several_blocks() -> None:
     assert run_compiled(compile_mlp(37))["verified"] is True
+
+
+def test_cli_mlp(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from tinynpu.cli import main
+
+    assert main(["run", "mlp", "--batch", "2", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["verified"] is True and report["workload"]["kind"] == "mlp"
+    rc = main(["run", "mlp", "--batch", "0"])
+    err = capsys.readouterr().err
+    assert rc != 0 and "batch must be a positive integer, not 0" in err and "Traceback" not in err
