@@ -231,6 +231,12 @@ class ConvLayout:
             return (sh.k, sh.r, sh.s, sh.c)
         return (sh.k, sh.s, sh.r, sh.c)
 
+    def dram_bytes(self, out_bytes: int) -> int:
+        """DRAM the program's tensors occupy (input as read, weights, output), alignment aside."""
+        sh = self.shape
+        return ((int(np.prod(self.input_shape())) + int(np.prod(self.weight_shape()))) * self.elem
+                + sh.gemm_m * sh.gemm_n * out_bytes)
+
     def host_input(self, x_nhwc: np.ndarray) -> np.ndarray:
         """The input as the program reads it (host re-layout in ``rowpack``)."""
         if self.kind == "direct":
@@ -331,11 +337,17 @@ class ConvLayout:
 
 
 def choose_layout(shape: ConvShape, cfg: ArchConfig) -> ConvLayout:
-    """``direct`` unless packing the reduction saves padded MACs (small C), then ``rowpack``."""
+    """``direct`` unless packing the reduction saves padded MACs (small C), then ``rowpack``.
+
+    ``rowpack`` is taken only when its re-laid input (about R/stride times the
+    input) still fits DRAM beside the weights and the output.
+    """
     elem = cfg.elem_bytes("a_reg")
     direct = ConvLayout(shape, "direct", cfg.tile, elem)
     rowpack = ConvLayout(shape, "rowpack", cfg.tile, elem)
-    return rowpack if rowpack.k_tiles < direct.k_tiles else direct
+    if rowpack.k_tiles < direct.k_tiles and rowpack.dram_bytes(cfg.elem_bytes("acc")) <= cfg.dram_bytes:
+        return rowpack
+    return direct
 
 
 def conv2d_reference(x_nhwc: np.ndarray, w_krsc: np.ndarray, *, stride: int, pad: int,
@@ -586,29 +598,28 @@ def compile_conv2d(n: int, c: int, h: int, w: int, k: int, r: int, s: int, *, st
         raise UsageError(f"conv2d: out_dtype must be {acc_dt}" + (" or int8" if integer else "")
                          + f" in config {cfg.name!r}, not {out_dtype!r}.")
     narrow = out_dtype == "int8"
+    in_b, out_b = cfg.elem_bytes("a_reg"), 1 if narrow else cfg.elem_bytes("acc")
+    in_dt, y_dt = str(cfg.dtype("a_reg")), "int8" if narrow else acc_dt
+    x_shape, w_shape, y_shape = lay.input_shape(), lay.weight_shape(), (shape.n, shape.p, shape.q, shape.k)
+    x_addr = 0
+    w_addr = x_addr + _align(int(np.prod(x_shape)) * in_b)
+    y_addr = w_addr + _align(int(np.prod(w_shape)) * in_b)
+    m_g, n_g, k_g = shape.gemm_m, shape.gemm_n, lay.padded_k
+    if y_addr + m_g * n_g * out_b > cfg.dram_bytes:
+        raise UsageError(f"{shape}: its tensors in the {lay.kind} layout need {y_addr + m_g * n_g * out_b} "
+                         f"bytes of DRAM, more than the {cfg.dram_bytes} bytes of config {cfg.name!r}.")
+    tensors = [Tensor("X", x_addr, x_shape, in_dt, "input"), Tensor("W", w_addr, w_shape, in_dt, "input"),
+               Tensor("Y", y_addr, y_shape, y_dt, "output")]
     shift = 0
     if narrow:
         x0 = conv_inputs(shape, integer=True, seed=0)
         shift = calibrate_shift(conv2d_reference(x0["X"], x0["W"], stride=stride, pad=pad,
                                                  acc_dtype=cfg.dtype("acc")), relu=False)
-    in_b, out_b = cfg.elem_bytes("a_reg"), 1 if narrow else cfg.elem_bytes("acc")
-    m_g, n_g, k_g = shape.gemm_m, shape.gemm_n, lay.padded_k
     if sched is None:
         tiling = _auto_tiling(lay, cfg, out_b)
         sched = from_tiling(tiling, cfg, name="auto")
     else:
         tiling = apply(sched, m=m_g, n=n_g, k=k_g, cfg=cfg)
-    in_dt, y_dt = str(cfg.dtype("a_reg")), "int8" if narrow else acc_dt
-    x_shape, w_shape, y_shape = lay.input_shape(), lay.weight_shape(), (shape.n, shape.p, shape.q, shape.k)
-    x_bytes = int(np.prod(x_shape)) * in_b
-    w_bytes = int(np.prod(w_shape)) * in_b
-    x_addr, w_addr = 0, _align(x_bytes)
-    y_addr = w_addr + _align(w_bytes)
-    tensors = [Tensor("X", x_addr, x_shape, in_dt, "input"), Tensor("W", w_addr, w_shape, in_dt, "input"),
-               Tensor("Y", y_addr, y_shape, y_dt, "output")]
-    if y_addr + m_g * n_g * out_b > cfg.dram_bytes:
-        raise UsageError(f"{shape}: its tensors need {y_addr + m_g * n_g * out_b} bytes of DRAM, more than "
-                         f"the {cfg.dram_bytes} bytes of config {cfg.name!r}.")
 
     emit = Emitter(isa, cfg)
     issued = lower_gemm(emit, m=m_g, n=n_g, k=k_g, a=ConvOperand(lay, x_addr, "A"),

@@ -176,3 +176,17 @@ def test_cli_runs_a_conv_as_json(capsys: pytest.CaptureFixture[str]) -> None:
     report = json.loads(capsys.readouterr().out)
     assert rc == 0 and report["verified"] is True and report["io_bound_kind"] == "compulsory"
     assert report["trace"][0]["op"] == "im2col"
+
+
+def test_rowpack_that_does_not_fit_dram_is_refused_or_avoided() -> None:
+    # C=3, 7x7, stride 1, pad 3 on 1500x1500: X is 6.75 MB, X' = 1500 x 1506 x 7 x 3 = 47.4 MB and Y
+    # (K=3, int32) 27 MB: rowpack needs more than the 64 MiB of DRAM, direct needs ~34 MB.
+    from tinynpu.compiler.conv2d import choose_layout
+
+    sh = ConvShape(n=1, c=3, h=1500, w=1500, k=3, r=7, s=7, stride=1, pad=3)
+    cfg = load_config("default")
+    assert ConvLayout(sh, "rowpack", 16, 1).dram_bytes(4) > cfg.dram_bytes
+    assert ConvLayout(sh, "direct", 16, 1).dram_bytes(4) < cfg.dram_bytes
+    assert choose_layout(sh, cfg).kind == "direct"
+    with pytest.raises(UsageError, match="bytes of DRAM"):
+        compile_conv2d(**sh.kwargs(), layout="rowpack")
