@@ -65,7 +65,7 @@ from tinynpu.compiler.bounds import roofline_cycles
 from tinynpu.compiler.compiled import Bounds, Compiled
 from tinynpu.compiler.cost import estimate
 from tinynpu.compiler.lower import lower_gemm
-from tinynpu.compiler.mlp import _config_for
+from tinynpu.compiler.matmul import resolve_config
 from tinynpu.compiler.operands import DenseOutput, Emitter
 from tinynpu.compiler.quant import calibrate_shift, requantize
 from tinynpu.compiler.schedule import Schedule, Tiling, apply, fits, from_tiling, naive
@@ -581,7 +581,7 @@ def compile_conv2d(n: int, c: int, h: int, w: int, k: int, r: int, s: int, *, st
             schedule that does not apply or fit.
     """
     started = time.perf_counter()
-    cfg = _config_for(dtype, cfg)
+    cfg = resolve_config(dtype, cfg)
     isa = load_isa()
     shape = ConvShape(n=n, c=c, h=h, w=w, k=k, r=r, s=s, stride=stride, pad=pad)
     in_elems = shape.n * shape.h * shape.w * shape.c + shape.k * shape.r * shape.s * shape.c

@@ -31,11 +31,12 @@ from tinynpu.assembler.image import Program, Tensor
 from tinynpu.compiler.bounds import best_tiling_bytes, roofline_cycles, tiling_space, tiling_traffic
 from tinynpu.compiler.compiled import Bounds, Compiled
 from tinynpu.compiler.lower import Bias, lower_gemm
+from tinynpu.compiler.matmul import resolve_config
 from tinynpu.compiler.operands import DenseOperand, DenseOutput, Emitter
 from tinynpu.compiler.quant import calibrate_shift, linear_int32, mlp_fp32_reference, mlp_int8_reference
 from tinynpu.compiler.schedule import Tiling, from_tiling
 from tinynpu.compiler.search import pick, rank
-from tinynpu.isa import ArchConfig, load_config, load_isa
+from tinynpu.isa import ArchConfig, load_isa
 
 from tinynpu.errors import UsageError
 
@@ -186,7 +187,7 @@ def compile_mlp(batch: int, *, dtype: str = "int8", cfg: ArchConfig | None = Non
         UsageError: a bad batch or a dtype the config does not compute in.
     """
     started = time.perf_counter()
-    cfg = _config_for(dtype, cfg)
+    cfg = resolve_config(dtype, cfg)
     isa = load_isa()
     integer = cfg.is_integer
     if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch <= 0:
@@ -291,17 +292,3 @@ def min_traffic_bytes(batch: int, cfg: ArchConfig) -> int:
     """
     return sum(best_tiling_bytes(la.m, la.n, la.k, cfg, in_bytes=la.in_bytes, out_bytes=la.out_bytes,
                                  bias=True) for la in _layers(batch, cfg))
-
-
-def _config_for(dtype: str, cfg: ArchConfig | None) -> ArchConfig:
-    """The config for ``dtype``, or a check that ``cfg`` computes in it."""
-    names = {"int8": "default", "fp32": "fp32"}
-    if dtype not in names:
-        raise UsageError(f"dtype must be one of {', '.join(names)}, not {dtype!r}.")
-    if cfg is None:
-        return load_config(names[dtype])
-    if (dtype == "int8") != cfg.is_integer:
-        raise UsageError(f"dtype {dtype} is not supported by config {cfg.name!r}, which computes in "
-                         f"{cfg.input_dtype} -> {cfg.acc_dtype}; use --dtype "
-                         f"{'int8' if cfg.is_integer else 'fp32'} or another config.")
-    return cfg

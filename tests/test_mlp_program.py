@@ -80,7 +80,7 @@ def test_bounds_hand_computed_batch1() -> None:
     ({"batch": 0}, "batch must be a positive integer, not 0"),
     ({"batch": -2}, "batch must be a positive integer, not -2"),
     ({"batch": 1, "dtype": "int4"}, "dtype must be one of int8, fp32, not 'int4'"),
-    ({"batch": 1, "dtype": "fp32", "cfg": load_config("default")}, "dtype fp32 is not supported by config"),
+    ({"batch": 1, "dtype": "fp32", "cfg": load_config("default")}, "dtype 'fp32' is not supported by config"),
 ])
 def test_bad_input(kwargs: dict[str, object], needle: str) -> None:
     with pytest.raises(UsageError, match=needle):
