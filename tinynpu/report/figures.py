@@ -152,7 +152,7 @@ def roofline(
     lo = min([*finite, ridge]) / 4
     hi = max([*finite, ridge]) * 4
     xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
-    fig = MplFigure(figsize=(8.0, 5.5))
+    fig = MplFigure(figsize=(11.5, max(5.5, 1.5 + 0.19 * len(points))))
     ax = fig.add_subplot()
     ax.plot(xs, [min(macs_per_cycle, x * bytes_per_cycle) for x in xs], color="black", lw=1.5, label="roof")
     ax.axvline(ridge, color="grey", ls=":", lw=1)
@@ -173,7 +173,7 @@ def roofline(
             marker=markers[i % len(markers)],
             ls="none",
             ms=7,
-            label=f"{p['label']} ({p['achieved_mac_per_cycle']:.0f} MAC/cycle)",
+            label=f"{p['label']} ({p['achieved_mac_per_cycle']:.1f} MAC/cycle)",
         )
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -194,7 +194,8 @@ def roofline(
         va="bottom",
         fontsize=8,
     )
-    ax.legend(fontsize=7, loc="lower right", framealpha=0.9)
+    # Outside the axes: with a whole suite, a legend inside would cover the points near the roof.
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
     _save(fig, path)
     return Figure(
@@ -455,8 +456,9 @@ def traffic(entries: Sequence[tuple[str, Mapping[str, Any]]], *, path: Path) -> 
     xmin = min(row["io_lower_bound_bytes"] for row in rows) / MIB
     ax.set_xlim(xmin / 4, xmax * 6)  # every bar visibly longer than the axis start
     ax.set_xlabel("DRAM traffic (MiB, log scale)")
-    ax.set_title("DRAM traffic against the I/O lower bound and the best tiling", fontsize=10)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.set_title("DRAM traffic against the I/O lower bound and the best tiling", fontsize=10, pad=22)
+    # Above the axes, so it can never cover a bar.
+    ax.legend(fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False)
     ax.grid(True, axis="x", which="both", alpha=0.3)
     fig.tight_layout()
     _save(fig, path)
