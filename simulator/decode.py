@@ -51,7 +51,8 @@ class Decoded:
         op: index into ``isa.instructions``.
         unit: unit id.
         wait, signal: token masks (0 for control instructions).
-        operands: ``(n, N_OPERANDS)`` int64, in :data:`OPERANDS` order.
+        operands: ``(n, N_OPERANDS)`` uint32 raw field bits in :data:`OPERANDS` order (signed
+            fields in two's complement; :meth:`values` gives them signed).
         occ, lat: timing-class occupancy and latency.
         beats: DRAM-port beats (0 for instructions that do not use the port).
         dram_read, dram_write: DRAM bytes moved.
@@ -71,6 +72,17 @@ class Decoded:
     dram_read: np.ndarray
     dram_write: np.ndarray
     macs: np.ndarray
+    signed: tuple[tuple[int, int, int], ...]  # (op, operand column, field width) of signed fields
+
+    def values(self, sl: slice) -> np.ndarray:
+        """Operands of instructions ``sl`` as int64, signed fields sign-extended."""
+        x = self.operands[sl].astype(np.int64)
+        for op, col, width in self.signed:
+            sel = self.op[sl] == op
+            if sel.any():
+                v = x[sel, col]
+                x[sel, col] = np.where(v >= 1 << (width - 1), v - (1 << width), v)
+        return x
 
 
 def _split(words: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -152,11 +164,13 @@ def decode_program(isa: Isa, cfg: ArchConfig, words: Sequence[int]) -> Decoded:
     unit = unit_of[np.maximum(op, 0)]
     cols = _Columns(isa, cfg, op, operands, n)
     _static_checks(isa, cfg, cols, unit, wait, signal, n_exec, words)
+    signed = tuple((ins.index, OPERANDS[ins.mnemonic].index(f.name), f.width)
+                   for ins in isa.instructions for f in ins.fields if f.signed)
     # Narrow columns keep a 786K-instruction program small; sums are taken in int64 by numpy.
     return Decoded(n=n, n_exec=n_exec, op=op.astype(np.int16), unit=unit.astype(np.int8),
-                   wait=wait.astype(np.int8), signal=signal.astype(np.int8), operands=operands,
-                   occ=cols.occ, lat=cols.lat, beats=cols.beats.astype(np.int32),
-                   dram_read=cols.dram_read.astype(np.int32), dram_write=cols.dram_write.astype(np.int32),
+                   wait=wait.astype(np.int8), signal=signal.astype(np.int8), signed=signed,
+                   operands=operands.astype(np.uint32),
+                   occ=cols.occ, lat=cols.lat, beats=cols.beats, dram_read=cols.dram_read, dram_write=cols.dram_write,
                    macs=cols.macs)
 
 
@@ -167,9 +181,9 @@ class _Columns:
         self.op, self.x, self.isa, self.cfg = op, x, isa, cfg
         self.occ = np.zeros(n, dtype=np.int64)
         self.lat = np.zeros(n, dtype=np.int64)
-        self.beats = np.zeros(n, dtype=np.int64)
-        self.dram_read = np.zeros(n, dtype=np.int64)
-        self.dram_write = np.zeros(n, dtype=np.int64)
+        self.beats = np.zeros(n, dtype=np.int32)
+        self.dram_read = np.zeros(n, dtype=np.int32)
+        self.dram_write = np.zeros(n, dtype=np.int32)
         self.macs = np.zeros(n, dtype=np.int64)
         bpc, dlat = cfg.dram_bytes_per_cycle, cfg.dram_latency_cycles
         scope_eb = np.array([cfg.elem_bytes(isa.scope_by_id[i].config_key) for i in sorted(isa.scope_by_id)])

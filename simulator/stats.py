@@ -100,7 +100,7 @@ def build_stats(isa: Isa, cfg: ArchConfig, program: Program, dec: Decoded, *, ex
         ends = np.array([t.addr + t.nbytes for t in ts], dtype=np.int64)
         for kind, col, mnem in (("read", dec.dram_read[sl], "load"), ("write", dec.dram_write[sl], "store")):
             sel = np.flatnonzero(col > 0)
-            addr = x[sel, OPERANDS[mnem].index("dram")]
+            addr = x[sel, OPERANDS[mnem].index("dram")].astype(np.int64)
             k = np.searchsorted(starts, addr, side="right") - 1
             ok = (k >= 0) & (addr < ends[np.maximum(k, 0)])
             per = np.bincount(k[ok], weights=col[sel][ok], minlength=len(ts))
@@ -142,7 +142,7 @@ def _scratchpad(isa: Isa, cfg: ArchConfig, op: np.ndarray, x: np.ndarray) -> dic
     wr = dict.fromkeys(eb, 0)
 
     def col(mnem: str, sel: np.ndarray, name: str) -> np.ndarray:
-        return x[sel, OPERANDS[mnem].index(name)]
+        return x[sel, OPERANDS[mnem].index(name)].astype(np.int64)
 
     for ins in isa.instructions:
         sel = op == ins.index

@@ -75,7 +75,7 @@ class _Rows:
         sl = slice(base, min(base + _CHUNK, d.n))
         return list(zip(range(base, sl.stop), d.op[sl].tolist(), d.unit[sl].tolist(),
                         d.wait[sl].tolist(), d.signal[sl].tolist(), d.occ[sl].tolist(),
-                        d.lat[sl].tolist(), d.beats[sl].tolist(), d.operands[sl].tolist(), strict=True))
+                        d.lat[sl].tolist(), d.beats[sl].tolist(), d.values(sl).tolist(), strict=True))
 
 
 def _bits(mask: int) -> tuple[int, ...]:

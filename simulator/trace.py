@@ -21,7 +21,7 @@ from tinynpu.simulator.stats import Stats
 
 
 def _fields(isa: Isa, dec: Decoded, i: int, mnem: str) -> dict[str, int]:
-    vals = dict(zip(OPERANDS[mnem], dec.operands[i].tolist(), strict=False))
+    vals = dict(zip(OPERANDS[mnem], dec.values(slice(i, i + 1))[0].tolist(), strict=False))
     if "wait" in isa.by_mnemonic[mnem].field_map:
         vals["wait"], vals["signal"] = int(dec.wait[i]), int(dec.signal[i])
     return vals
