@@ -94,6 +94,8 @@ def test_sim_max_cycles_and_bad_input(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_bench_sim_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "sim", "--json", "--size", "32"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["numpy_float32_seconds"] > 0
-    assert {r["schedule"] for r in out["runs"]} == {"naive", "auto"}
-    assert all(r["verified"] for r in out["runs"])
+    assert {(r["schedule"], r["races_checked"]) for r in out["runs"]} == {
+        ("naive", True), ("naive", False), ("auto", True), ("auto", False)}
+    for r in out["runs"]:
+        assert r["verified"] and r["numpy_float32_seconds"] > 0 and r["peak_rss_bytes"] > 0
+        assert r["ratio_to_numpy"] == r["wall_seconds"] / r["numpy_float32_seconds"]
