@@ -140,7 +140,12 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
             st[cause] = st.get(cause, 0) + n
 
     def ready(entry: list) -> int:
-        """Earliest start ignoring the port, or -1 if a token is missing."""
+        """Earliest start ignoring the port, or -1 if a token is missing.
+
+        Cached in the entry: once a head has all its tokens, nothing it depends on changes.
+        """
+        if entry[10] >= 0:
+            return entry[10]
         u = entry[2]
         t = entry[9] + 1
         if free_at[u] > t:
@@ -153,6 +158,7 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
                 t = ch[0][0]
         if waits_prev[entry[1]] and last_e[u] > t:
             t = last_e[u]
+        entry[10] = t
         return t
 
     def overflow(v: int, u: int, j: int, i: int | None = None) -> SimFault:
@@ -164,7 +170,7 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
 
     def start_instr(entry: list, s: int) -> None:
         nonlocal max_e, port_free
-        i, op, u, wait, sig, occ, lat, beats, x, d = entry
+        i, op, u, wait, sig, occ, lat, beats, x, d, _ = entry
         if timing:
             base = max(d + 1, free_at[u])
             tok = 0
@@ -270,7 +276,7 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
                     raise SimFault(f"the program did not halt within the cycle limit of {limit} cycles "
                                    f"(dispatching {describe(pc)} at cycle {d}).", index=pc)
                 dispatch[pc] = d
-            pend[u].append([*row, d])
+            pend[u].append([*row, d, -1])
             n_disp[u] += 1
             d_prev = d
             pc += 1

@@ -126,3 +126,28 @@ def test_utilization_definition() -> None:
     assert stats.macs == steps * T**3
     assert stats.cycles == 1 + steps * C.tmm_interval_cycles + C.tmm_latency_cycles + 1
     assert stats.to_json()["utilization"] == stats.macs / (stats.cycles * C.macs_per_cycle)
+
+
+def test_token_from_a_later_instruction_in_program_order() -> None:
+    prog = [("tmm", {"acc": 0, "a": 0, "b": 0, "wait": units("load")}), load("a", 0, 0, signal=units("tensor")),
+            HALT]
+    for timing in (True, False):
+        stats = machine(prog).run(timing=timing)
+        assert stats.instructions_total == 3
+    tl = _timeline(machine(prog))
+    e1 = 2 + LOAD_LAT
+    assert tl[1] == (1, 2, e1)
+    assert tl[0] == (0, e1, e1 + TMM1_LAT)
+
+
+def test_store_later_in_program_order_takes_the_port_first() -> None:
+    steps = 64
+    prog = [("zero", {"scope": scope("acc"), "sp_row": 0, "rows": T, "signal": units("store")}),
+            ("tmm", {"acc": 8, "a": 0, "b": 0, "m": 4, "n": 4, "k": 4, "signal": units("load")}),
+            load("a", 0, 0, wait=units("tensor")),
+            ("store", {"sp_row": 0, "dram": 0x8000, "rows": T, "stride": 64, "wait": units("load")}), HALT]
+    tl = _timeline(machine(prog))
+    e_tmm = 2 + steps * C.tmm_interval_cycles + C.tmm_latency_cycles
+    assert tl[1][2] == e_tmm
+    assert tl[3][1] == 1 + T  # the store is ready when the zero completes, long before the load
+    assert tl[2][1] == e_tmm
