@@ -44,6 +44,21 @@ def _numpy_seconds(size: int, repeats: int = 5) -> float:
     return best
 
 
+def _peak_rss() -> int:
+    """This process's peak resident memory in bytes.
+
+    VmHWM (Linux) belongs to the current address space, so it starts afresh at
+    exec; ru_maxrss would also count the parent's memory at fork time.
+    """
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def _child(binary: Path, inputs: Path, reference: Path, races: bool, size: int) -> dict[str, Any]:
     """One measured simulation (runs in its own process)."""
     from tinynpu.assembler.image import Program
@@ -60,7 +75,7 @@ def _child(binary: Path, inputs: Path, reference: Path, races: bool, size: int) 
     t0 = time.perf_counter()
     stats = machine.run(check_races=races)
     wall = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak = _peak_rss()
     with np.load(reference) as ref:
         verified = all(np.array_equal(machine.read_tensor(name), ref[name]) for name in ref.files)
     numpy_s = _numpy_seconds(size)
