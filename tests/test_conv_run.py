@@ -190,3 +190,15 @@ def test_rowpack_that_does_not_fit_dram_is_refused_or_avoided() -> None:
     assert choose_layout(sh, cfg).kind == "direct"
     with pytest.raises(UsageError, match="bytes of DRAM"):
         compile_conv2d(**sh.kwargs(), layout="rowpack")
+
+
+@pytest.mark.parametrize("kwargs", [{"layout": "direct"}, {"layout": "rowpack"}, {"out_dtype": "int8"}])
+def test_listing_reassembles_to_the_same_binary(kwargs: dict[str, str]) -> None:
+    # The listing (halo comments included) is valid assembly for the assembler CLI.
+    from tinynpu.assembler import assemble
+    from tinynpu.isa import load_isa
+
+    comp = compile_conv2d(1, 5, 7, 7, 9, 3, 3, stride=1, pad=1, **kwargs)  # type: ignore[arg-type]
+    cfg = load_config("default")
+    again = assemble(comp.asm(cfg), filename="conv.s", isa=load_isa(), cfg=cfg)
+    assert again.words == comp.program.words and again.tensors == comp.program.tensors

@@ -53,3 +53,14 @@ def test_cli_mlp(capsys: pytest.CaptureFixture[str]) -> None:
     rc = main(["run", "mlp", "--batch", "0"])
     err = capsys.readouterr().err
     assert rc != 0 and "batch must be a positive integer, not 0" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("dtype", ["int8", "fp32"])
+def test_listing_reassembles_to_the_same_binary(dtype: str) -> None:
+    from tinynpu.assembler import assemble
+    from tinynpu.isa import load_config, load_isa
+
+    comp = compile_mlp(3, dtype=dtype)
+    cfg = load_config(comp.workload["config"])
+    again = assemble(comp.asm(cfg), filename="mlp.s", isa=load_isa(), cfg=cfg)
+    assert again.words == comp.program.words and again.tensors == comp.program.tensors
