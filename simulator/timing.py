@@ -31,8 +31,16 @@ synchronous hardware would do it):
   consumed in the same cycle nets out.  A signal that makes the count exceed
   ``tokens.max_count`` faults; so does ending the run with more than that
   many unconsumed.  Without timing the count is taken in execution order.
+* "Ready" for the port means every other start constraint holds: dispatched
+  (``d + 1``), its unit free (``s(prev) + occ(prev)``), its tokens' producers
+  complete; the grant is final, so a user that becomes ready later waits
+  behind one granted earlier even if the port was still busy then.
 * Dispatcher stalls (waiting for a full queue, or for completion before a
   ``sync``/``halt``) are reported as stall cycles of the ``control`` unit.
+  A queued unit's stall is ``s - max(d + 1, s(prev) + occ(prev))``, split in
+  that order into ``token`` (waiting for producers), ``in_flight_loads``
+  (``zero`` behind loads) and ``dram_port``; its own occupancy is busy time.
+* ``sync`` and ``halt`` appear in the timeline with dispatch = start = end = d.
 """
 
 from __future__ import annotations
