@@ -1,6 +1,13 @@
 """tinynpu.simulator: a functional and cycle-approximate model of the accelerator.
 
 Public API: :class:`Machine`, :class:`SimFault`, :class:`Stats`.
+
+Modules: ``decode`` (vectorized decode and static fault checks),
+``semantics`` (scratchpads, DRAM, each instruction's semantics), ``timing``
+(dispatch, queues, tokens, DRAM port: the isa.yaml timing rules),
+``hazards`` (the vector-clock data-race sanitizer), ``stats`` (the stats
+contract), ``trace`` (Perfetto trace and per-instruction log), ``machine``
+(the API), ``cli`` (``tinynpu sim``), ``bench`` (``tinynpu bench sim``).
 """
 
 from tinynpu.simulator.faults import SimFault
