@@ -70,7 +70,9 @@ class Machine:
             raise UsageError(f"tensor {name}: the program expects shape {tuple(t.shape)}, "
                              f"not {tuple(arr.shape)}.")
         conv = arr.astype(t.dtype)
-        if arr.dtype != conv.dtype and not np.array_equal(conv.astype(arr.dtype), arr):
+        # Floats round to float32 as numpy's astype does; anything else must convert exactly.
+        lossy_ok = arr.dtype.kind == "f" and conv.dtype.kind == "f"
+        if arr.dtype != conv.dtype and not lossy_ok and not np.array_equal(conv.astype(arr.dtype), arr):
             raise UsageError(f"tensor {name}: values of dtype {arr.dtype} do not fit the tensor's dtype "
                              f"{t.dtype} "
                              "exactly (out of range or not integral).")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from test_sim_support import DEFAULT, FP32, HALT, ISA, SYNC, load, machine, program, scope, units
 from tinynpu.simulator import Machine, SimFault
@@ -117,3 +118,25 @@ def test_program_for_another_config_is_refused() -> None:
 
     with pytest.raises(AsmError, match="built for config"):
         Machine(FP32, ISA).load(program([HALT]))
+
+
+def test_write_tensor_checks_shape_and_values() -> None:
+    from tinynpu.assembler.image import Tensor
+
+    from tinynpu.errors import TinyNpuError
+
+    tensors = [Tensor("X", 0, (4, 4), "int8"), Tensor("F", 64, (2, 2), "float32")]
+    m = Machine(DEFAULT, ISA)
+    m.load(program([HALT], tensors=tensors))
+    m.write_tensor("X", np.arange(16).reshape(4, 4))  # int64 values that fit int8 are fine
+    assert m.read_tensor("X").dtype == np.int8
+    with pytest.raises(TinyNpuError, match="do not fit"):
+        m.write_tensor("X", np.full((4, 4), 300))
+    with pytest.raises(TinyNpuError, match="shape"):
+        m.write_tensor("X", np.zeros((3, 4), np.int8))
+    with pytest.raises(TinyNpuError, match="no tensor 'Y'"):
+        m.write_tensor("Y", np.zeros(1))
+    m.write_tensor("F", np.full((2, 2), 0.1))  # float64 rounds to float32
+    assert m.read_tensor("F")[0, 0] == np.float32(0.1)
+    with pytest.raises(TinyNpuError, match="outside"):
+        m.read_dram(DEFAULT.dram_bytes - 1, 2)
