@@ -17,9 +17,15 @@ interleaved between the current chunk's ``tmm`` instructions in program order
 so that neither queue starves the dispatcher.  All tokens come from the
 :class:`~tinynpu.compiler.operands.Emitter`'s dependency tracking.
 
+Each reduction tile k1 of a chunk has its own sub-buffer of ``bm`` (``bn``)
+tiles, so one ``load`` of up to ``bm * tile`` consecutive GEMM rows fills it.
+With ``resident`` A (B), the whole K is one chunk and a panel is loaded only
+by the first block of its outer row (column), into one of two panel buffers.
+
 Edge tiles: columns past K are zero-filled by ``load`` (cols < tile); rows
 past M or N inside an edge tile are zeroed once at the start in every buffer
-position an edge tile occupies, and never stored.
+position an edge tile occupies, and never stored.  What padding costs is
+reported as ``padding_ceiling`` (useful / issued MACs).
 """
 
 from __future__ import annotations
