@@ -134,6 +134,7 @@ async def run_program(dut: Any, model: DramModel, prog: dict[str, Any]) -> dict[
     for addr, data in prog["dram"]:
         mem[addr : addr + len(data)] = np.frombuffer(data, dtype=np.uint8)
     dut.rst_n.value = 0
+    dut.clear_spads.value = 1
     dut.start.value = 0
     dut.imem_we.value = 0
     dut.rd_req_ready.value = 1
@@ -144,6 +145,7 @@ async def run_program(dut: Any, model: DramModel, prog: dict[str, Any]) -> dict[
     await RisingEdge(dut.clk)
     await RisingEdge(dut.clk)
     dut.rst_n.value = 1
+    dut.clear_spads.value = 0
     for addr, word in enumerate(prog["words"]):
         dut.imem_we.value = 1
         dut.imem_waddr.value = addr

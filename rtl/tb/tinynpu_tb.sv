@@ -9,6 +9,7 @@ module tinynpu_tb #(
   parameter int IMEM_AW = 14,
   parameter int IDX_W   = 16
 );
+  `include "tinynpu_isa.vh"
   localparam int TagW  = IDX_W + 26;
   localparam int WTagW = IDX_W + 5;
 
@@ -93,6 +94,21 @@ module tinynpu_tb #(
     end
   end
 
+  // Between programs of one simulation the bench clears the scratchpads (as
+  // at power-up, and as the simulator starts): a zero-time, bench-only write
+  // through hierarchical references, not a feature of the RTL.
+  logic clear_spads = 1'b0;
+  always @(posedge clear_spads) begin
+    for (int i = 0; i < $size(u_top.u_spad_acc.mem_q); i++) u_top.u_spad_acc.mem_q[i] = '0;
+  end
+  for (genvar b = 0; b < TNPU_TILE; b++) begin : g_clear
+    always @(posedge clear_spads) begin
+      for (int i = 0; i < $size(u_top.u_spad_a.g_bank[b].mem_q); i++) begin
+        u_top.u_spad_a.g_bank[b].mem_q[i] = '0;
+        u_top.u_spad_b.g_bank[b].mem_q[i] = '0;
+      end
+    end
+  end
 endmodule
 
 `default_nettype wire

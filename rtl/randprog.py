@@ -1,0 +1,186 @@
+"""Random valid, correctly synchronized tinynpu programs for differential testing.
+
+Like riscv-dv against an ISS: every instruction gets random operands within
+the config's ranges, and the generator adds exactly the synchronization the
+ISA requires.  It tracks the footprint (scratchpad rows, DRAM bytes; read or
+write) of every instruction since the last ``sync``; when a new instruction
+conflicts with one of another unit, it makes the new one wait on a token
+from the latest instruction of that unit (in-order retirement makes that
+token cover the conflicting one), or inserts a ``sync`` when the channel's
+oldest pending token is too old to give that order.  Pending tokens are
+drained by the next instruction of the receiving unit, so no wait ever
+depends on a later instruction and the program cannot deadlock.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+import numpy as np
+from tinynpu.assembler.image import Program, Tensor
+from tinynpu.isa import ArchConfig, Isa
+
+MEM_BYTES = 1 << 15  # the DRAM window random programs use (one inout tensor)
+ROWS_USED = 128  # scratchpad rows random programs touch in each scope
+
+
+@dataclass
+class _Instr:
+    mnemonic: str
+    fields: dict[str, int]
+    unit: int
+    reads: set[tuple[str, int]] = field(default_factory=set)   # (space, index): space is a scope or "dram"
+    writes: set[tuple[str, int]] = field(default_factory=set)
+
+
+def _rows(scope: str, first: int, count: int) -> set[tuple[str, int]]:
+    return {(scope, r) for r in range(first, first + count)}
+
+
+def _bytes(addr: int, rows: int, stride: int, nbytes: int) -> set[tuple[str, int]]:
+    return {("dram", addr + r * stride + b) for r in range(rows) for b in range(nbytes)}
+
+
+class _Generator:
+    def __init__(self, isa: Isa, cfg: ArchConfig, rng: random.Random) -> None:
+        self.isa, self.cfg, self.rng = isa, cfg, rng
+        self.tile = cfg.tile
+        self.scopes = {s.name: s.id for s in isa.scopes}
+        self.units = isa.unit_ids
+
+    def _span(self, stride: int, rows: int, nbytes: int, align: int) -> tuple[int, int]:
+        span = (rows - 1) * stride + nbytes
+        addr = self.rng.randrange(0, (MEM_BYTES - span) // align + 1) * align
+        return addr, stride
+
+    def load(self) -> _Instr:
+        rng = self.rng
+        scope = rng.choice(list(self.scopes))
+        eb = self.cfg.elem_bytes({s.name: s.config_key for s in self.isa.scopes}[scope])
+        rows, cols = rng.randint(1, 24), rng.randint(1, self.tile)
+        stride = rng.choice([cols * eb, self.tile * eb, 64, 4 * rng.randint(0, 40)])
+        stride -= stride % eb
+        addr, stride = self._span(stride, rows, cols * eb, eb)
+        sp = rng.randrange(0, ROWS_USED - rows + 1)
+        f = {"scope": self.scopes[scope], "sp_row": sp, "dram": addr, "stride": stride, "rows": rows, "cols": cols}
+        return _Instr("load", f, self.units["load"], _bytes(addr, rows, stride, cols * eb), _rows(scope, sp, rows))
+
+    def zero(self) -> _Instr:
+        scope = self.rng.choice(list(self.scopes))
+        rows = self.rng.randint(1, 24)
+        sp = self.rng.randrange(0, ROWS_USED - rows + 1)
+        return _Instr("zero", {"scope": self.scopes[scope], "sp_row": sp, "rows": rows}, self.units["load"],
+                      set(), _rows(scope, sp, rows))
+
+    def store(self) -> _Instr:
+        rng = self.rng
+        narrow = rng.random() < 0.5
+        ob = 1 if narrow else self.cfg.elem_bytes("acc")
+        rows, cols = rng.randint(1, 24), rng.randint(1, self.tile)
+        stride = rng.choice([cols * ob, self.tile * ob, 4 * rng.randint(1, 40)])
+        stride -= stride % ob
+        addr, stride = self._span(stride, rows, cols * ob, ob)
+        sp = rng.randrange(0, ROWS_USED - rows + 1)
+        f = {"sp_row": sp, "dram": addr, "stride": stride, "rows": rows, "cols": cols, "narrow": int(narrow),
+             "relu": rng.randint(0, 1), "shift": rng.randint(0, 31) if narrow else 0}
+        return _Instr("store", f, self.units["store"], _rows("acc", sp, rows), _bytes(addr, rows, stride, cols * ob))
+
+    def tmm(self) -> _Instr:
+        rng, t = self.rng, self.tile
+        tiles = ROWS_USED // t
+        m, n, k = rng.randint(1, 2), rng.randint(1, 2), rng.randint(1, 2)
+        acc = rng.randrange(0, tiles - m * n + 1)
+        a = rng.randrange(0, tiles - m * k + 1)
+        b = rng.randrange(0, tiles - n * k + 1)
+        f = {"acc": acc, "a": a, "b": b, "m": m, "n": n, "k": k, "accumulate": rng.randint(0, 1)}
+        reads = _rows("a", a * t, m * k * t) | _rows("b", b * t, n * k * t) | _rows("acc", acc * t, m * n * t)
+        return _Instr("tmm", f, self.units["tensor"], reads, _rows("acc", acc * t, m * n * t))
+
+    def alu(self) -> _Instr:
+        rng = self.rng
+        op = rng.choice(["vadd", "vaddrow", "vmax", "vmin", "vmul", "vshr"])
+        rows = rng.randint(1, 24)
+        dst = rng.randrange(0, ROWS_USED - rows + 1)
+        f: dict[str, int] = {"dst": dst, "rows": rows}
+        reads = _rows("acc", dst, rows)
+        if op == "vadd":
+            src = dst if rng.random() < 0.3 else rng.choice(
+                [r for r in range(0, ROWS_USED - rows + 1) if r + rows <= dst or r >= dst + rows] or [dst])
+            f["src"] = src
+            reads |= _rows("acc", src, rows)
+        elif op == "vaddrow":
+            outside = [r for r in range(ROWS_USED) if not dst <= r < dst + rows]
+            f["src"] = rng.choice(outside)
+            reads |= _rows("acc", f["src"], 1)
+        elif op == "vshr":
+            f["shift"] = rng.randint(0, 31)
+        else:
+            edge_cases = [0, 1, -1, 3, -7, 127, -128, 65535, 2**31 - 1, -(2**31)]
+            f["imm"] = rng.choice([*edge_cases, rng.randint(-(2**31), 2**31 - 1)])
+        return _Instr(op, f, self.units["alu"], reads, _rows("acc", dst, rows))
+
+
+def random_program(isa: Isa, cfg: ArchConfig, seed: int, length: int = 40) -> tuple[Program, dict[str, np.ndarray]]:
+    """A random program of about ``length`` instructions and its DRAM input."""
+    rng = random.Random(seed)
+    gen = _Generator(isa, cfg, rng)
+    nq = len(isa.queued_units)
+    body: list[_Instr | None] = []          # None = sync
+    since_sync: list[int] = []              # indices into body of instructions since the last sync
+    last_of_unit: dict[int, int] = {}       # latest body index of each unit
+    pending: list[list[list[int]]] = [[[] for _ in range(nq)] for _ in range(nq)]  # [src][dst] -> source indices
+    # Clear every scratchpad row the program may read, then order everything after it.
+    for scope_id in (s.id for s in isa.scopes):
+        body.append(_Instr("zero", {"scope": scope_id, "sp_row": 0, "rows": ROWS_USED}, gen.units["load"]))
+    body.append(None)
+    kinds = [gen.load, gen.load, gen.zero, gen.store, gen.store, gen.tmm, gen.tmm, gen.alu, gen.alu]
+    for _ in range(length):
+        if rng.random() < 0.04:
+            body.append(None)
+            since_sync.clear()
+            continue
+        ins = rng.choice(kinds)()
+        u = ins.unit
+        waits: set[int] = set()
+        need_sync = False
+        for j in since_sync:
+            other = body[j]
+            assert other is not None
+            if other.unit == u:
+                continue
+            if (ins.writes & (other.reads | other.writes)) or (ins.reads & other.writes):
+                v = other.unit
+                queue = pending[v][u]
+                src = last_of_unit[v]
+                src_ins = body[src]
+                assert src_ins is not None
+                if queue and queue[0] < j:
+                    need_sync = True  # the oldest token on v -> u does not cover j
+                elif not queue and src_ins.fields.get("signal", 0) >> u & 1:
+                    need_sync = True  # the latest v instruction already signalled u once
+                elif not queue:
+                    src_ins.fields["signal"] = src_ins.fields.get("signal", 0) | (1 << u)
+                    queue.append(src)
+                waits.add(v)
+        if need_sync:
+            body.append(None)
+            since_sync.clear()
+            waits.clear()
+        # Drain one pending token of every channel into u (harmless extra order).
+        for v in range(nq):
+            if pending[v][u]:
+                waits.add(v)
+        for v in waits:
+            pending[v][u].pop(0)
+        if waits:
+            ins.fields["wait"] = sum(1 << v for v in waits)
+        body.append(ins)
+        last_of_unit[u] = len(body) - 1
+        since_sync.append(len(body) - 1)
+    body.append(None)  # halt is ordered anyway; a sync first leaves leftover tokens harmless
+    words = [isa.encode("sync", {}) if ins is None else isa.encode(ins.mnemonic, ins.fields) for ins in body]
+    words.append(isa.encode("halt", {}))
+    program = Program.build(isa, cfg, words, [Tensor("mem", 0, (MEM_BYTES,), "int8", "inout")])
+    data = np.random.default_rng(seed).integers(-128, 128, MEM_BYTES, dtype=np.int8)
+    return program, {"mem": data}
