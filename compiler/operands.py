@@ -58,9 +58,10 @@ class Emitter:
 
     Dependencies are tracked per scratchpad granule of ``cfg.tile`` rows (an
     access touching part of a granule counts as touching all of it, which is
-    conservative and therefore safe).  DRAM is not tracked: a workload whose
-    later instructions read DRAM bytes that earlier stores wrote (a layer
-    boundary) must call :meth:`barrier` in between.
+    conservative and therefore safe), and in DRAM per byte span of each
+    ``load``/``store`` (first to last byte touched): a load of bytes an earlier
+    store wrote waits for it (a layer boundary), and a store over bytes an
+    earlier load read waits for that load.
 
     Args:
         isa: The loaded ISA (encodings, unit ids).
@@ -81,6 +82,10 @@ class Emitter:
         self._wunit: dict[str, list[str | None]] = {}
         self._readers: dict[str, dict[str, list[int]]] = {}
         self._limit = {scope: self.cfg.rows(key) for scope, key in _SCOPE_KEY.items()}
+        # DRAM spans (first byte, end byte, op index) of stores and loads so far, with their
+        # bounding boxes: a matmul never loads what it stores, so the box test is O(1) there.
+        self._dram: dict[str, list[tuple[int, int, int]]] = {"load": [], "store": []}
+        self._box: dict[str, list[int]] = {"load": [1 << 62, -1], "store": [1 << 62, -1]}
         for scope, key in _SCOPE_KEY.items():
             n = -(-self.cfg.rows(key) // self._gran)
             self._writer[scope] = [-1] * n
@@ -95,6 +100,20 @@ class Emitter:
                 f"fall outside its {limit} rows (config {self.cfg.name!r})."
             )
         return range(row // self._gran, (row + rows - 1) // self._gran + 1)
+
+    def _dram_access(self, op: Op, lo: int, hi: int) -> None:
+        """Order a load after the latest store overlapping its bytes, and a store after such a load."""
+        other = "store" if op.unit == "load" else "load"
+        box = self._box[other]
+        if lo < box[1] and box[0] < hi:
+            # The latest overlapping one suffices: its unit retires in order.
+            for s_lo, s_hi, s_idx in reversed(self._dram[other]):
+                if lo < s_hi and s_lo < hi:
+                    op.deps.add(s_idx)
+                    break
+        self._dram[op.unit].append((lo, hi, len(self.ops)))
+        mine = self._box[op.unit]
+        mine[0], mine[1] = min(mine[0], lo), max(mine[1], hi)
 
     def _access(self, op: Op, reads: list[tuple[str, int, int]], writes: list[tuple[str, int, int]]) -> None:
         idx = len(self.ops)
@@ -131,6 +150,7 @@ class Emitter:
         """DMA ``rows`` x ``cols`` elements from DRAM into ``scope`` rows ``sp_row..`` (rest zeroed)."""
         op = Op("load", {"scope": self.isa.scope_by_name[scope].id, "sp_row": sp_row, "dram": dram,
                          "stride": stride, "rows": rows, "cols": cols}, "load", comment)
+        self._dram_access(op, dram, dram + (rows - 1) * stride + cols * self.cfg.elem_bytes(_SCOPE_KEY[scope]))
         self._access(op, [], [(scope, sp_row, rows)])
 
     def zero(self, scope: str, sp_row: int, *, rows: int, comment: str = "") -> None:
@@ -144,6 +164,8 @@ class Emitter:
         """DMA accumulator rows to DRAM, optionally requantized (narrow/shift/relu)."""
         op = Op("store", {"sp_row": sp_row, "dram": dram, "stride": stride, "rows": rows, "cols": cols,
                           "narrow": int(narrow), "relu": int(relu), "shift": shift}, "store", comment)
+        out_bytes = 1 if narrow else self.cfg.elem_bytes("acc")
+        self._dram_access(op, dram, dram + (rows - 1) * stride + cols * out_bytes)
         self._access(op, [("acc", sp_row, rows)], [])
 
     def tmm(self, acc: int, a: int, b: int, *, m: int, n: int, k: int, accumulate: bool,

@@ -338,3 +338,29 @@ def test_emitter_tokens_pair_every_wait_with_one_signal() -> None:
             if fields.get("wait", 0) >> bit & 1:
                 waits[(other, instr.unit)] = waits.get((other, instr.unit), 0) + 1
     assert signals == waits and signals
+
+
+def test_chained_gemms_through_dram_are_ordered_without_a_barrier() -> None:
+    """Layer 2 loads what layer 1 stored: the emitter's DRAM tracking adds the tokens (race-checked)."""
+    isa = load_isa()
+    m, k, h, n = 20, 50, 40, 30
+    rng = np.random.default_rng(0)
+    x = rng.integers(-128, 128, (m, k), dtype=np.int8)
+    w1 = rng.integers(-128, 128, (h, k), dtype=np.int8)
+    w2 = rng.integers(-128, 128, (n, h), dtype=np.int8)
+    tensors = [Tensor("x", 0, (m, k), "int8"), Tensor("w1", 4096, (h, k), "int8"),
+               Tensor("w2", 8192, (n, h), "int8"), Tensor("hid", 12288, (m, h), "int8", "scratch"),
+               Tensor("y", 16384, (m, n), "int32", "output")]
+    emit = Emitter(isa, CFG)
+    lower_gemm(emit, m=m, n=h, k=k, a=DenseOperand(0, m, k, 1), b=DenseOperand(4096, h, k, 1),
+               c=DenseOutput(12288, h, 1, narrow=True, shift=10, relu=True), tiling=Tiling(1, 1, 1))
+    lower_gemm(emit, m=m, n=n, k=h, a=DenseOperand(12288, m, h, 1), b=DenseOperand(8192, n, h, 1),
+               c=DenseOutput(16384, n, 4), tiling=Tiling(2, 2, 3))
+    words, _ = emit.finish()
+    machine = Machine(CFG, isa)
+    machine.load(Program.build(isa, CFG, words, tensors))
+    for name, arr in (("x", x), ("w1", w1), ("w2", w2)):
+        machine.write_tensor(name, arr)
+    machine.run(check_races=True)
+    hid = np.clip(np.maximum((x.astype(np.int64) @ w1.T.astype(np.int64) + 512) >> 10, 0), -128, 127)
+    np.testing.assert_array_equal(machine.read_tensor("y"), (hid @ w2.T.astype(np.int64)).astype(np.int32))
