@@ -16,7 +16,7 @@ module tinynpu_port_arbiter (
   output logic             store_grant_o
 );
   logic [15:0] busy_q;         // cycles the port stays held after this one
-  logic        store_older_q;  // the store has been waiting alone since before the load asked
+  logic        store_older_q;  // the waiting store became ready before the waiting load
 
   logic port_free;
   assign port_free     = (busy_q == '0);
@@ -31,10 +31,12 @@ module tinynpu_port_arbiter (
       if (load_grant_o) busy_q <= load_beats_i - 1'b1;
       else if (store_grant_o) busy_q <= store_beats_i - 1'b1;
       else if (!port_free) busy_q <= busy_q - 1'b1;
-      // Age of the waiting requests: a store that asks while no load does is
-      // older than any load asking later; a load asking first keeps priority.
-      if (!store_req_i || store_grant_o) store_older_q <= 1'b0;
-      else if (!load_req_i) store_older_q <= 1'b1;
+      // Age of the waiting requests, per instruction: a store left waiting is
+      // older than the next load request when no load was waiting with it,
+      // or when the waiting load was just granted (the next load request is
+      // another instruction, ready one cycle later at the earliest); while
+      // both wait, the order stays as it was.
+      store_older_q <= store_req_i && !store_grant_o && (!load_req_i || load_grant_o || store_older_q);
     end
   end
 endmodule
