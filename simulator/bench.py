@@ -122,8 +122,8 @@ def run_bench(args: argparse.Namespace) -> int:
         print(json.dumps(out))
         return 0
     for r in runs:
-        races = "on " if r["races_checked"] else "off"
-        print(f"{r['schedule']:6s} races={races} {r['instructions']:>8,} instr {r['cycles']:>12,} cycles "
+        flag = "on " if r["races_checked"] else "off"
+        print(f"{r['schedule']:6s} races={flag} {r['instructions']:>8,} instr {r['cycles']:>12,} cycles "
               f"{r['wall_seconds']:7.3f} s {r['instructions_per_second']:>9,.0f} instr/s "
               f"{r['cycles_per_second']:>12,.0f} cycles/s | numpy f32 {r['numpy_float32_seconds'] * 1e3:6.1f} ms "
               f"-> {r['ratio_to_numpy']:6.1f}x | peak RSS {r['peak_rss_bytes'] / 2**20:5.0f} MiB = "

@@ -110,21 +110,50 @@ def _ceil_div(a: np.ndarray, b: int) -> np.ndarray:
     return -(-a // b)
 
 
+_DECODE_CHUNK = 1 << 16  # instructions decoded per numpy pass: bounds the temporaries
+
+
 def decode_program(isa: Isa, cfg: ArchConfig, words: Sequence[int]) -> Decoded:
-    """Decode ``words`` and check them statically.
+    """Decode ``words`` and check them statically, in chunks so temporaries stay small.
 
     Raises:
         SimFault: an undecodable word, or an instruction whose operands are out
             of range, misaligned or not allowed in this config.
     """
+    for instr in isa.instructions:
+        if instr.mnemonic not in OPERANDS:
+            raise SpecError(f"{isa.source}: the simulator has no semantics for instruction "
+                            f"{instr.mnemonic!r}.")
+    n = len(words)
+    # Narrow columns keep a 786K-instruction program small; sums are taken in int64 by numpy.
+    out: dict[str, np.ndarray] = {
+        "op": np.zeros(n, np.int16), "unit": np.zeros(n, np.int8), "wait": np.zeros(n, np.int8),
+        "signal": np.zeros(n, np.int8), "operands": np.zeros((n, N_OPERANDS), np.uint32),
+        "occ": np.zeros(n, np.int64), "lat": np.zeros(n, np.int64), "beats": np.zeros(n, np.int32),
+        "dram_read": np.zeros(n, np.int32), "dram_write": np.zeros(n, np.int32), "macs": np.zeros(n, np.int64),
+    }
+    n_exec = n
+    for base in range(0, n, _DECODE_CHUNK):
+        chunk = words[base:base + _DECODE_CHUNK]
+        checked = n_exec == n  # chunks after the first halt are never dispatched: not checked
+        part, halt_at = _decode_chunk(isa, cfg, chunk, base, checked)
+        for key, arr in part.items():
+            out[key][base:base + len(chunk)] = arr
+        if checked and halt_at >= 0:
+            n_exec = base + halt_at + 1
+    signed = tuple((ins.index, OPERANDS[ins.mnemonic].index(f.name), f.width)
+                   for ins in isa.instructions for f in ins.fields if f.signed)
+    return Decoded(n=n, n_exec=n_exec, signed=signed, **out)
+
+
+def _decode_chunk(isa: Isa, cfg: ArchConfig, words: Sequence[int], base: int,
+                  checked: bool) -> tuple[dict[str, np.ndarray], int]:
+    """Columns of one chunk and the chunk-local index of its first halt (-1 if none)."""
     n = len(words)
     wb = isa.word_bytes
     lo, hi = _split(words)
     table = np.full(256, -1, dtype=np.int64)
     for instr in isa.instructions:
-        if instr.mnemonic not in OPERANDS:
-            raise SpecError(f"{isa.source}: the simulator has no semantics for instruction "
-                            f"{instr.mnemonic!r}.")
         table[instr.match & 0xFF] = instr.index
     op = table[(lo & np.uint64(0xFF)).astype(np.int64)]
     ok = op >= 0
@@ -134,7 +163,8 @@ def decode_program(isa: Isa, cfg: ArchConfig, words: Sequence[int]) -> Decoded:
         tlo, thi = np.uint64(instr.match & _MASK64), np.uint64(instr.match >> 64)
         ok &= ~sel | (((lo & mlo) == tlo) & ((hi & mhi) == thi))
     halts = np.flatnonzero(op == isa.by_mnemonic["halt"].index)
-    n_exec = int(halts[0]) + 1 if len(halts) else n
+    halt_at = int(halts[0]) if len(halts) else -1
+    n_check = (halt_at + 1 if halt_at >= 0 else n) if checked else 0
     operands = np.zeros((n, N_OPERANDS), dtype=np.int64)
     wait = np.zeros(n, dtype=np.int64)
     signal = np.zeros(n, dtype=np.int64)
@@ -151,7 +181,7 @@ def decode_program(isa: Isa, cfg: ArchConfig, words: Sequence[int]) -> Decoded:
                 signal[sel] = vals
             else:
                 operands[sel, OPERANDS[instr.mnemonic].index(field.name)] = vals
-    bad = np.flatnonzero(~ok[:n_exec])
+    bad = np.flatnonzero(~ok[:n_check])
     if len(bad):
         i = int(bad[0])
         try:
@@ -159,19 +189,16 @@ def decode_program(isa: Isa, cfg: ArchConfig, words: Sequence[int]) -> Decoded:
             reason = "the word does not decode"
         except SpecError as exc:
             reason = exc.message
-        raise SimFault(f"instruction {i} (pc 0x{i * wb:x}): undecodable word: {reason}", index=i)
+        raise SimFault(f"instruction {base + i} (pc 0x{(base + i) * wb:x}): undecodable word: {reason}",
+                       index=base + i)
     unit_of = np.array([isa.unit_ids[i.unit] for i in isa.instructions], dtype=np.int64)
     unit = unit_of[np.maximum(op, 0)]
     cols = _Columns(isa, cfg, op, operands, n)
-    _static_checks(isa, cfg, cols, unit, wait, signal, n_exec, words)
-    signed = tuple((ins.index, OPERANDS[ins.mnemonic].index(f.name), f.width)
-                   for ins in isa.instructions for f in ins.fields if f.signed)
-    # Narrow columns keep a 786K-instruction program small; sums are taken in int64 by numpy.
-    return Decoded(n=n, n_exec=n_exec, op=op.astype(np.int16), unit=unit.astype(np.int8),
-                   wait=wait.astype(np.int8), signal=signal.astype(np.int8), signed=signed,
-                   operands=operands.astype(np.uint32),
-                   occ=cols.occ, lat=cols.lat, beats=cols.beats, dram_read=cols.dram_read, dram_write=cols.dram_write,
-                   macs=cols.macs)
+    _static_checks(isa, cfg, cols, unit, wait, signal, n_check, base)
+    part = {"op": op, "unit": unit, "wait": wait, "signal": signal, "operands": operands.astype(np.uint32),
+            "occ": cols.occ, "lat": cols.lat, "beats": cols.beats, "dram_read": cols.dram_read,
+            "dram_write": cols.dram_write, "macs": cols.macs}
+    return part, halt_at
 
 
 class _Columns:
@@ -222,8 +249,11 @@ class _Columns:
 
 
 def _static_checks(isa: Isa, cfg: ArchConfig, cols: _Columns, unit: np.ndarray, wait: np.ndarray,
-                   signal: np.ndarray, n_exec: int, words: Sequence[int]) -> None:
-    """Raise the fault of the lowest-index instruction (below ``n_exec``) that breaks a static rule."""
+                   signal: np.ndarray, n_exec: int, base: int) -> None:
+    """Raise the fault of the lowest-index instruction (below ``n_exec``) that breaks a static rule.
+
+    Indices are chunk-local; ``base`` turns them into program indices for the message.
+    """
     first: list[tuple[int, str]] = []
     tile = cfg.tile
     rows_of = {s.id: cfg.rows(s.config_key) for s in isa.scopes}
@@ -276,18 +306,17 @@ def _static_checks(isa: Isa, cfg: ArchConfig, cols: _Columns, unit: np.ndarray, 
             ob = np.where(v["narrow"] != 0, 1, acc_eb)
             _dram_checks(check, cfg, idx, v, ob, val, "writes")
         if mn == "tmm":
-            for scope, base, count in (("acc", "acc", v["m"] * v["n"]), ("a", "a", v["m"] * v["k"]),
-                                       ("b", "b", v["n"] * v["k"])):
+            for scope, count in (("acc", v["m"] * v["n"]), ("a", v["m"] * v["k"]), ("b", v["n"] * v["k"])):
                 srows = cfg.rows(isa.scope_by_name[scope].config_key)
 
-                def msg(i: int, scope: str = scope, base: str = base, srows: int = srows) -> str:
+                def msg(i: int, scope: str = scope, srows: int = srows) -> str:
                     m, nn, k = val(i, "m"), val(i, "n"), val(i, "k")
                     cnt = {"acc": m * nn, "a": m * k, "b": nn * k}[scope]
-                    return (f"{scope} tiles {val(i, base)}..{val(i, base) + cnt - 1} "
-                            f"(rows {val(i, base) * tile}.."
-                            f"{(val(i, base) + cnt) * tile - 1}) are out of range ({scope} has {srows} rows)")
+                    first_tile = val(i, scope)  # the tmm field is named after its scope
+                    return (f"{scope} tiles {first_tile}..{first_tile + cnt - 1} (rows {first_tile * tile}.."
+                            f"{(first_tile + cnt) * tile - 1}) are out of range ({scope} has {srows} rows)")
 
-                check(idx, (v[base] + count) * tile > srows, msg)
+                check(idx, (v[scope] + count) * tile > srows, msg)
         if instr.timing == "alu":
             check(idx, v["dst"] + v["rows"] > acc_rows,
                   lambda i: f"accumulator rows {val(i, 'dst')}..{val(i, 'dst') + val(i, 'rows') - 1} "
@@ -311,7 +340,7 @@ def _static_checks(isa: Isa, cfg: ArchConfig, cols: _Columns, unit: np.ndarray, 
     if first:
         i, reason = min(first)
         mnem = isa.instructions[int(cols.op[i])].mnemonic
-        raise SimFault(f"{where(i, mnem, isa.word_bytes)}: {reason}.", index=i)
+        raise SimFault(f"{where(base + i, mnem, isa.word_bytes)}: {reason}.", index=base + i)
 
 
 def _dram_checks(check: Callable[..., None], cfg: ArchConfig, idx: np.ndarray, v: dict[str, np.ndarray],

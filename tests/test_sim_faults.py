@@ -140,3 +140,19 @@ def test_write_tensor_checks_shape_and_values() -> None:
     assert m.read_tensor("F")[0, 0] == np.float32(0.1)
     with pytest.raises(TinyNpuError, match="outside"):
         m.read_dram(DEFAULT.dram_bytes - 1, 2)
+
+
+def test_faults_in_later_decode_chunks_name_the_program_index() -> None:
+    zero = ISA.encode("zero", {"scope": scope("a"), "sp_row": 0, "rows": 1})
+    bad = ISA.encode("load", {"scope": scope("acc"), "sp_row": 0, "dram": 2, "rows": 1})
+    halt = ISA.encode("halt", {})
+    n = 70_000  # beyond one decode chunk
+    prog = program([HALT])
+    make = type(prog)
+    words = (zero,) * n + (bad, halt)
+    with pytest.raises(SimFault, match=f"instruction {n} \\(pc 0x{n * 16:x}, load\\)"):
+        Machine(DEFAULT, ISA).load(make(words=words, tensors=(), config_name=prog.config_name,
+                                        build_hash=prog.build_hash))
+    words = (zero,) * n + (halt, 0xF)  # undecodable, but after the halt
+    m = Machine(DEFAULT, ISA)
+    m.load(make(words=words, tensors=(), config_name=prog.config_name, build_hash=prog.build_hash))
