@@ -1,0 +1,86 @@
+"""The generated Verilog header, the RTL's decode assumptions, and the Verilator lint."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shutil
+import subprocess
+
+import pytest
+from tinynpu.isa import Instruction, load_config, load_isa
+from tinynpu.isa.gen_verilog import RTL_HEADER_PATH, generate_verilog
+from tinynpu.rtl.cosim import INCLUDE_DIR, RTL_DIR
+
+
+def test_committed_header_is_not_stale() -> None:
+    isa = load_isa()
+    expected = generate_verilog(isa, load_config("default", isa))
+    assert RTL_HEADER_PATH.read_text(encoding="utf-8") == expected, (
+        "rtl/generated/tinynpu_isa.vh is stale: run `python -m tinynpu.isa.gen_verilog`")
+
+
+def test_header_carries_isa_and_config_values() -> None:
+    isa = load_isa()
+    cfg = load_config("default", isa)
+    text = generate_verilog(isa, cfg)
+    params = dict(re.findall(r"localparam int (\w+) = (-?\d+);", text))
+    for instr in isa.instructions:
+        name = instr.mnemonic.upper()
+        assert int(params[f"TNPU_{name}_OPCODE"]) == instr.fixed_value("opcode")
+        for f in instr.fields:
+            assert int(params[f"TNPU_{name}_{f.name.upper()}_LSB"]) == f.lsb
+            assert int(params[f"TNPU_{name}_{f.name.upper()}_W"]) == f.width
+    assert int(params["TNPU_DRAM_LATENCY"]) == cfg.dram_latency_cycles
+    assert int(params["TNPU_QUEUE_DEPTH"]) == cfg.queue_depth
+    assert int(params["TNPU_ACC_ROWS"]) == cfg.rows("acc")
+    assert int(params["TNPU_TOKEN_MAX"]) == cfg.token_max_count
+    for unit in isa.units:
+        assert int(params[f"TNPU_UNIT_{unit.name.upper()}"]) == unit.id
+
+
+def test_generator_is_a_pure_function_of_its_inputs() -> None:
+    isa = load_isa()
+    cfg = load_config("default", isa)
+    assert generate_verilog(isa, cfg) == generate_verilog(isa, cfg)
+    other = dataclasses.replace(cfg, dram_latency_cycles=37, queue_depth=3)
+    text = generate_verilog(isa, other)
+    assert "localparam int TNPU_DRAM_LATENCY = 37;" in text
+    assert "localparam int TNPU_QUEUE_DEPTH = 3;" in text
+
+
+@dataclasses.dataclass(frozen=True)
+class _Positions:
+    field_map: dict[str, tuple[int, int]]
+    instr: Instruction
+
+
+def test_shared_field_positions_the_rtl_relies_on() -> None:
+    """The units decode zero like load, and every ALU op with vadd's wait/signal/rows/dst positions."""
+    isa = load_isa()
+    by = {i.mnemonic: _Positions({f.name: (f.lsb, f.msb) for f in i.fields}, i) for i in isa.instructions}
+    for name in ("scope", "sp_row", "rows", "wait", "signal"):
+        assert by["zero"].field_map[name] == by["load"].field_map[name]
+    for name in ("wait", "signal", "rows", "dram", "stride", "cols"):
+        assert by["store"].field_map[name] == by["load"].field_map[name]
+    alu = [by[i.mnemonic] for i in isa.instructions if i.unit == "alu"]
+    for instr in alu:
+        for name in ("dst", "rows", "wait", "signal"):
+            assert instr.field_map[name] == by["vadd"].field_map[name], (instr.instr.mnemonic, name)
+        assert instr.instr.fixed_value("opcode") == by["vadd"].instr.fixed_value("opcode")
+    assert by["vaddrow"].field_map["src"] == by["vadd"].field_map["src"]
+    assert by["vmin"].field_map["imm"] == by["vmax"].field_map["imm"] == by["vmul"].field_map["imm"]
+    # The dispatcher reads sp_row and rows of store/ALU ops at load's positions.
+    assert by["store"].field_map["sp_row"] == by["load"].field_map["sp_row"]
+    assert by["vadd"].field_map["dst"] == by["load"].field_map["sp_row"]
+
+
+@pytest.mark.skipif(shutil.which("verilator") is None, reason="verilator is not installed")
+def test_verilator_lint_is_clean() -> None:
+    sources = sorted(str(p) for p in RTL_DIR.glob("*.sv"))
+    proc = subprocess.run(
+        ["verilator", "--lint-only", "-Wall", f"-I{INCLUDE_DIR}", "--top-module", "tinynpu_top", *sources],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "%Warning" not in proc.stderr, proc.stderr
