@@ -113,9 +113,9 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
     n_exec = dec.n_exec
     port_units = sorted({int(u) for u in np.unique(dec.unit[:n_exec][dec.beats[:n_exec] > 0])})
 
-    dispatch = array.array("q", bytes(8 * n_exec))
-    start = array.array("q", bytes(8 * n_exec))
-    end = array.array("q", bytes(8 * n_exec))
+    dispatch = array.array("q", [0]) * n_exec
+    start = array.array("q", [0]) * n_exec
+    end = array.array("q", [0]) * n_exec
     stalls: dict[str, dict[str, int]] = {names[u]: {} for u in range(nq)}
     stalls[control_name] = {}
 
