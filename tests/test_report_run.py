@@ -66,9 +66,7 @@ def _check_figures_match_stats(summary: dict[str, Any]) -> None:
         rep = next(r for r in reports.values() if r["cycles"] == data["cycles"])
         for row in data["units"]:
             assert row["busy"] == rep["busy_cycles"][row["unit"]]
-            assert row["stall"] == {
-                c: n for c, n in rep["stall_cycles"].get(row["unit"], {}).items() if n > 0
-            }
+            assert row["stall"] == {c: n for c, n in rep["stall_cycles"].get(row["unit"], {}).items() if n > 0}
 
 
 def test_matmul_report_files_and_data(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -116,9 +114,7 @@ def test_demo_small(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _check_files(summary, out)
     _check_figures_match_stats(summary)
     quantities = {r["quantity"]: r for r in summary["comparison"]}
-    naive, tuned = (
-        next(w for w in summary["workloads"] if w["workload"].endswith(s)) for s in ("(naive)", "64")
-    )
+    naive, tuned = (next(w for w in summary["workloads"] if w["workload"].endswith(s)) for s in ("(naive)", "64"))
     assert quantities["cycles"]["naive"] == f"{naive['cycles']:,}"
     assert quantities["cycles"]["tuned"] == f"{tuned['cycles']:,}"
     assert quantities["verified vs numpy"]["naive"] == "yes" == quantities["verified vs numpy"]["tuned"]
@@ -131,3 +127,41 @@ def test_quick_suite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     _check_figures_match_stats(summary)
     kinds = {row["command"].split()[2] for row in summary["workloads"]}
     assert kinds == {"matmul", "conv2d", "mlp"}
+
+
+def test_cosim_file_is_tabulated(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [
+        {
+            "name": "p",
+            "rtl_cycles": 120,
+            "model_cycles": 117,
+            "outputs_match": True,
+            "instructions_compared": 9,
+            "trace_mismatches": 2,
+        }
+    ]
+    src = tmp_path / "cosim.json"
+    src.write_text(json.dumps(rows))
+    out = tmp_path / "r"
+    summary = _run_json(
+        ["report", "matmul", "--m", "32", "--n", "32", "--k", "32", "--cosim", str(src), "-o", str(out)], capsys
+    )
+    index = (out / "index.md").read_text()
+    assert "| p | 120 | 117 | 3 | 9 | 2 | yes |" in index and "**They differ.**" in index
+    assert summary["cosim"]["rows"] == rows
+
+
+@pytest.mark.rtl
+def test_run_cosim_rows_agree(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tinynpu.report.cosim import unavailable_reason
+
+    reason = unavailable_reason(load_config("default"))
+    if reason:
+        pytest.skip(reason)
+    out = tmp_path / "r"
+    summary = _run_json(["report", "mlp", "--batch", "1", "--run-cosim", "-o", str(out)], capsys)
+    rows = summary["cosim"]["rows"]
+    assert {r["workload"] for r in rows} >= {"matmul 128x128x128", "mlp batch 1"}
+    for r in rows:
+        assert r["rtl_cycles"] == r["model_cycles"] and r["outputs_match"] and r["trace_mismatches"] == 0, r
+    assert "They agree on every program." in (out / "index.md").read_text()

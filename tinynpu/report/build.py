@@ -215,14 +215,26 @@ def write_report(
         fig = F.sim_speed(speed["runs"], numpy_seconds=float(speed["numpy_seconds"]), path=figs_dir / "sim_speed.png")
         figures.append(fig)
         sections.append(Section("Simulator speed", str(speed.get("note", "")), (str(speed["command"]),), (fig,)))
-    if cosim is not None:
-        sections.append(Section("RTL vs. model cycles", cosim_table(cosim["rows"]), (str(cosim["command"]),)))
+    if cosim is not None and cosim.get("rows"):
+        rows_c = cosim["rows"]
+        agree = all(int(r["rtl_cycles"]) == int(r["model_cycles"]) and r.get("outputs_match") for r in rows_c)
+        body = (
+            "The same binaries run on the Verilog RTL (Icarus Verilog, cocotb) and on the Python simulator; "
+            "every output tensor is compared bit for bit and every instruction's (dispatch, start, end) cycle "
+            f"against the simulator's timeline. {'They agree on every program.' if agree else '**They differ.**'}"
+            "\n\n" + cosim_table(rows_c)
+        )
+        commands = tuple(str(r["command"]) for r in rows_c if "command" in r) or (str(cosim["command"]),)
+        sections.append(Section("RTL vs. model cycles", body, commands))
     else:
+        why = cosim.get("skipped", "") if cosim is not None else ""
         sections.append(
             Section(
                 "RTL vs. model cycles",
-                "No co-simulation results were given to this report (pass `--cosim FILE` with the JSON of "
-                "`tinynpu bench cosim --json`, or `--run-cosim`).",
+                "No co-simulation in this report"
+                + (f": {why}" if why else "")
+                + ". (`--run-cosim` co-simulates small workloads on Icarus; `--cosim FILE` tabulates the JSON "
+                "of `tinynpu cosim --json`.)",
             )
         )
     sections.append(Section("Configuration", _config_text(cfg), (command,)))
@@ -252,11 +264,22 @@ def cosim_table(rows: Sequence[Mapping[str, Any]]) -> str:
             int(r["rtl_cycles"]),
             int(r["model_cycles"]),
             int(r["rtl_cycles"]) - int(r["model_cycles"]),
+            str(r.get("instructions_compared", "-")),
+            str(r.get("trace_mismatches", "-")),
             bool(r.get("outputs_match", False)),
         ]
         for r in rows
     ]
-    return table(["program", "RTL cycles", "model cycles", "difference", "outputs match"], body, align="lrrrl")
+    headers = [
+        "program",
+        "RTL cycles",
+        "model cycles",
+        "difference",
+        "instructions compared",
+        "timing mismatches",
+        "outputs match",
+    ]
+    return table(headers, body, align="lrrrrrl")
 
 
 def _config_text(cfg: ArchConfig) -> str:

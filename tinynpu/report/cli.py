@@ -32,8 +32,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--out", type=Path, default=None, help="report directory (default: out/report)")
     p.add_argument("--config", default="default", help="architecture config name or YAML path")
     p.add_argument("--schedule", default="auto", help="matmul schedule: naive or auto (default auto)")
-    p.add_argument("--cosim", type=Path, default=None, help="JSON of `tinynpu bench cosim --json` to tabulate")
-    p.add_argument("--run-cosim", action="store_true", help="run `tinynpu bench cosim --json` for the RTL table")
+    p.add_argument(
+        "--cosim", type=Path, default=None, help="JSON of `tinynpu cosim --json` (one or a list) to tabulate"
+    )
+    p.add_argument(
+        "--run-cosim",
+        action="store_true",
+        help="co-simulate small workloads on the RTL for the RTL-vs-model table (the suite does so by default)",
+    )
+    p.add_argument("--no-cosim", action="store_true", help="no RTL co-simulation, even for the suite")
     p.add_argument(
         "--bench-sim",
         type=Path,
@@ -70,7 +77,9 @@ def _report(args: argparse.Namespace) -> int:
 
     if args.workload and args.suite:
         raise UsageError("tinynpu report: give either a workload (matmul, conv2d, mlp) or --suite, not both.")
-    cosim = _read_cosim(args.cosim) if args.cosim else _run_cosim(args.json) if args.run_cosim else None
+    if args.run_cosim and args.no_cosim:
+        raise UsageError("tinynpu report: --run-cosim and --no-cosim contradict each other; give one.")
+    cosim = _read_cosim(args.cosim) if args.cosim else None
     if args.workload:
         flags = WORKLOAD_FLAGS[args.workload]
         missing = [f"--{f}" for f in flags if getattr(args, f) is None and f not in ("stride", "pad")]
@@ -91,6 +100,7 @@ def _report(args: argparse.Namespace) -> int:
             force=args.force,
             check_races=not args.no_race_check,
             cosim=cosim,
+            run_cosim=args.run_cosim,
         )
     else:
         out = args.out or Path("out/report")
@@ -103,6 +113,7 @@ def _report(args: argparse.Namespace) -> int:
             force=args.force,
             check_races=not args.no_race_check,
             cosim=cosim,
+            run_cosim=not args.no_cosim,
         )
     if args.json:
         print(json.dumps(written.summary, default=str))
@@ -121,7 +132,7 @@ def _read_cosim(path: Path) -> dict[str, Any]:
     from tinynpu.report.reports import read_json_file
 
     data = read_json_file(path, "--cosim")
-    return cosim_rows(data, f"tinynpu bench cosim --json > {path}", str(path))
+    return cosim_rows(data, f"tinynpu cosim ... --json > {path}", str(path))
 
 
 def cosim_rows(data: Any, command: str, origin: str) -> dict[str, Any]:
@@ -141,16 +152,6 @@ def cosim_rows(data: Any, command: str, origin: str) -> dict[str, Any]:
                 f"{origin}: entry {i} lacks 'rtl_cycles'/'model_cycles' (the keys of `tinynpu cosim --json`)."
             )
     return {"rows": data, "command": command}
-
-
-def _run_cosim(quiet: bool) -> dict[str, Any]:
-    from tinynpu.report.reports import run_tool_json
-
-    return cosim_rows(
-        run_tool_json(["bench", "cosim", "--json"], quiet=quiet),
-        "tinynpu bench cosim --json",
-        "tinynpu bench cosim",
-    )
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -114,6 +114,20 @@ def _run_all(
     return results
 
 
+def _cosim(given: dict[str, Any] | None, run: bool, cfg: ArchConfig, quiet: bool) -> dict[str, Any] | None:
+    """Co-simulation rows: the given ones, else a fresh run when asked and possible, else why not."""
+    if given is not None or not run:
+        return given
+    from tinynpu.report.cosim import run_cosim, unavailable_reason
+
+    reason = unavailable_reason(cfg)
+    if reason:
+        return {"rows": [], "skipped": reason}
+    if not quiet:
+        print("co-simulating small workloads on the RTL (Icarus Verilog) ...", file=sys.stderr, flush=True)
+    return run_cosim(cfg)
+
+
 def report_suite(
     out: Path,
     *,
@@ -124,6 +138,7 @@ def report_suite(
     check_races: bool,
     cosim: dict[str, Any] | None,
     bench_sim: Path | None = None,
+    run_cosim: bool = True,
 ) -> Written:
     """The benchmark suite of DESIGN.md (or its quick subset), with every figure.
 
@@ -139,6 +154,8 @@ def report_suite(
         f" --config {config}" if config != "default" else ""
     )
     cmd += " --no-race-check" if not check_races else ""
+    cmd += "" if run_cosim else " --no-cosim"
+    cosim = _cosim(cosim, run_cosim, cfg, quiet)
     speed: dict[str, Any] | None
     if bench_sim is not None:
         cmd += f" --bench-sim {bench_sim}"
@@ -186,6 +203,7 @@ def report_workload(
     force: bool,
     check_races: bool,
     cosim: dict[str, Any] | None,
+    run_cosim: bool = False,
 ) -> Written:
     """One workload: summary, roofline, traffic, cycle breakdown, Gantt (and landscape for matmul)."""
     cfg = load_config(config)
@@ -199,6 +217,8 @@ def report_workload(
     results = _run_all([w], cfg, quiet=quiet, check_races=check_races, featured={w})
     flags = " ".join(f"--{k} {v}" for k, v in sizes.items())
     cmd = f"tinynpu report {kind} {flags}" + (f" --schedule {schedule}" if kind == "matmul" else "") + f" -o {out}"
+    cmd += " --run-cosim" if run_cosim else ""
+    cosim = _cosim(cosim, run_cosim, cfg, quiet)
     land = matmul_landscape(sizes["m"], sizes["n"], sizes["k"], cfg) if kind == "matmul" else None
     intro = (
         f"One workload, {w.label}, compiled, simulated with timing and verified against numpy on the "
