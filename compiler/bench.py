@@ -18,7 +18,7 @@ from typing import Any
 
 from tinynpu.compiler.matmul import compile_matmul
 from tinynpu.compiler.run import run_compiled
-from tinynpu.compiler.search import exhaustive, tune
+from tinynpu.compiler.search import rank, tune, tune_space
 from tinynpu.isa import load_config
 
 SEED = (1024, 1024, 1024)
@@ -47,7 +47,9 @@ def _gemm_row(m: int, n: int, k: int, *, out_dtype: str, check_races: bool, tria
     t0 = time.perf_counter()
     sampled = tune(m, n, k, cfg, in_bytes=1, out_bytes=out_bytes, trials=trials, seed=0)
     search_s = time.perf_counter() - t0
-    full = exhaustive(m, n, k, cfg, in_bytes=1, out_bytes=out_bytes)
+    # The yardstick: the fastest tiling (model cycles) of the whole space tune samples from.
+    fastest = min(r.est.cycles for r in rank(m, n, k, cfg, tune_space(m, n, k, cfg), in_bytes=1,
+                                             out_bytes=out_bytes))
     return {
         "shape": [m, n, k],
         "tiling": compiled.workload["tiling"],
@@ -69,8 +71,8 @@ def _gemm_row(m: int, n: int, k: int, *, out_dtype: str, check_races: bool, tria
         "search_seconds": search_s,
         "search_trials": sampled.trials,
         "search_best_model_cycles": sampled.best.est.cycles,
-        "exhaustive_best_model_cycles": full.est.cycles,
-        "search_gap": sampled.best.est.cycles / full.est.cycles - 1.0,
+        "exhaustive_best_model_cycles": fastest,
+        "search_gap": sampled.best.est.cycles / fastest - 1.0,
     }
 
 
