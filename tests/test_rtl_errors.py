@@ -1,0 +1,83 @@
+"""The RTL's error flag and cause, for every fault a program can trigger, next to the simulator's verdict."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_rtl_cosim import require_rtl  # noqa: I001  (tests/ is on sys.path under pytest)
+from tinynpu.assembler.image import Program
+from tinynpu.isa import load_config, load_isa
+from tinynpu.rtl.cosim import ERROR_CAUSES, RtlJob, RtlResult, run_rtl
+from tinynpu.simulator import Machine
+
+from tinynpu.errors import TinyNpuError
+
+pytestmark = pytest.mark.rtl
+ISA = load_isa()
+CFG = load_config("default", ISA)
+
+
+def enc(mnemonic: str, **fields: int) -> int:
+    return ISA.encode(mnemonic, fields)
+
+
+def raw_field(word: int, mnemonic: str, field: str, value: int) -> int:
+    """Overwrite a field with a value encode() would refuse (the RTL must catch it)."""
+    f = ISA.by_mnemonic[mnemonic].field_map[field]
+    return (word & ~f.mask) | ((value & ((1 << f.width) - 1)) << f.lsb)
+
+
+LOAD = dict(scope=0, sp_row=0, dram=0, stride=16, rows=4)
+CASES: dict[str, tuple[list[int], int, int]] = {
+    # name: (words, expected cause, expected error pc)
+    "undecodable": ([enc("sync"), 0xF, enc("halt")], 1, 1),
+    "reserved_bits": ([enc("load", **LOAD) | (1 << 120), enc("halt")], 1, 0),
+    "rows_zero": ([enc("sync"), enc("sync"), raw_field(enc("load", **LOAD), "load", "rows", 0), enc("halt")], 2, 2),
+    "cols_17": ([raw_field(enc("load", **LOAD), "load", "cols", 17), enc("halt")], 2, 0),
+    "scope_3": ([raw_field(enc("zero", scope=0, sp_row=0, rows=1), "zero", "scope", 3), enc("halt")], 2, 0),
+    "raw_store_with_shift": ([raw_field(enc("store", sp_row=0, dram=0, rows=1), "store", "shift", 3),
+                              enc("halt")], 2, 0),
+    "spad_overrun": ([enc("load", **{**LOAD, "sp_row": CFG.rows("a_reg") - 2}), enc("halt")], 3, 0),
+    "tmm_overrun": ([enc("tmm", acc=CFG.rows("acc") // CFG.tile - 1, a=0, b=0, m=2), enc("halt")], 3, 0),
+    "vadd_overlap": ([enc("vadd", dst=0, src=2, rows=4), enc("halt")], 3, 0),
+    "vaddrow_inside": ([enc("vaddrow", dst=0, src=2, rows=4), enc("halt")], 3, 0),
+    "dram_overrun": ([enc("load", **{**LOAD, "dram": CFG.dram_bytes - 32}), enc("halt")], 4, 0),
+    "misaligned_acc_load": ([enc("load", scope=2, sp_row=0, dram=2, stride=64, rows=1), enc("halt")], 4, 0),
+    "self_wait": ([raw_field(enc("load", **LOAD), "load", "wait", 1), enc("halt")], 5, 0),
+    "no_halt": ([enc("zero", scope=0, sp_row=0, rows=1), enc("sync")], 7, 2),
+    "token_overflow": ([enc("zero", scope=0, sp_row=0, rows=1, signal=2)] * (CFG.token_max_count + 1)
+                       + [enc("halt")], 6, None),
+}
+
+
+@pytest.fixture(scope="module")
+def results() -> dict[str, RtlResult]:
+    require_rtl()
+    jobs = [RtlJob(words=tuple(words), max_cycles=20_000) for words, _, _ in CASES.values()]
+    return dict(zip(CASES, run_rtl(ISA, CFG, jobs), strict=True))
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_rtl_stops_with_the_cause(results: dict[str, RtlResult], name: str) -> None:
+    _, cause, pc = CASES[name]
+    r = results[name]
+    assert r.error and not r.done, r
+    assert r.cause == cause, f"{name}: cause {r.cause} ({r.cause_text}), expected {ERROR_CAUSES[cause]}"
+    if pc is not None:
+        assert r.error_pc == pc
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_simulator_also_faults(name: str) -> None:
+    words, _, _ = CASES[name]
+    machine = Machine(CFG, ISA)
+    with pytest.raises(TinyNpuError):
+        machine.load(Program.build(ISA, CFG, words))
+        machine.run(max_cycles=20_000)
+
+
+def test_a_clean_program_raises_no_error(results: dict[str, RtlResult]) -> None:
+    require_rtl()
+    [r] = run_rtl(ISA, CFG, [RtlJob(words=(enc("zero", scope=0, sp_row=0, rows=3), enc("halt")))])
+    assert r.done and not r.error and r.cycles == 1 + 3 + 1
+    assert np.array_equal(r.trace[0], (0, 1, 4))
