@@ -86,6 +86,60 @@ class _Rows:
                         d.lat[sl].tolist(), d.beats[sl].tolist(), d.values(sl).tolist(), strict=True))
 
 
+class _Ledger:
+    """One channel's signal completions and consume starts, for the exact overflow rule.
+
+    Token j overflows the channel iff token j - max_count was not consumed by
+    cycle e(j).  Only the window those checks can still reach is kept.
+    """
+
+    __slots__ = ("con_base", "con_s", "max", "n_con", "n_sig", "sig_base", "sig_e", "sig_i")
+
+    def __init__(self, max_count: int) -> None:
+        self.max = max_count
+        self.sig_e: list[int] = []
+        self.sig_i: list[int] = []
+        self.con_s: list[int] = []
+        self.sig_base = self.con_base = self.n_sig = self.n_con = 0
+
+    def signal(self, e: int, i: int) -> int:
+        """Record token n_sig completing at ``e`` from instruction ``i``; the overflowing token or -1."""
+        j = self.n_sig
+        self.n_sig += 1
+        self.sig_e.append(e)
+        self.sig_i.append(i)
+        k = j - self.max
+        if 0 <= k < self.n_con and self.con_s[k - self.con_base] > e:
+            return j
+        cut = self.n_sig - self.max - self.con_base  # consumes a later signal can still ask about
+        if cut > 64 + self.max:
+            del self.con_s[:cut]
+            self.con_base += cut
+        return -1
+
+    def consume(self, s: int) -> int:
+        """Record the consume of token n_con at ``s``; the overflowing token or -1."""
+        k = self.n_con
+        self.n_con += 1
+        self.con_s.append(s)
+        j = k + self.max
+        if j < self.n_sig and self.sig_e[j - self.sig_base] < s:
+            return j
+        cut = self.n_con - self.sig_base  # signals no check can reach any more
+        if cut > 64 + self.max:
+            del self.sig_e[:cut]
+            del self.sig_i[:cut]
+            self.sig_base += cut
+        return -1
+
+    def producer(self, j: int) -> int:
+        return self.sig_i[j - self.sig_base]
+
+    def leftover(self) -> int:
+        """At the end: the first token that overflowed because it was never consumed, or -1."""
+        return self.n_con + self.max if self.n_sig - self.n_con > self.max else -1
+
+
 def _bits(mask: int) -> tuple[int, ...]:
     return tuple(b for b in range(mask.bit_length()) if mask >> b & 1)
 
@@ -126,9 +180,7 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
     free_at = [0] * nq
     last_e = [0] * nq
     chan: list[list[deque]] = [[deque() for _ in range(nq)] for _ in range(nq)]
-    sig_e: list[list[list[int]]] = [[[] for _ in range(nq)] for _ in range(nq)]
-    sig_i: list[list[list[int]]] = [[[] for _ in range(nq)] for _ in range(nq)]
-    con_s: list[list[list[int]]] = [[[] for _ in range(nq)] for _ in range(nq)]
+    ledger = [[_Ledger(max_tok) for _ in range(nq)] for _ in range(nq)]
     rows = _Rows(dec)
     chunk_base = -_CHUNK
     chunk: list[tuple] = []
@@ -170,7 +222,7 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
         return t
 
     def overflow(v: int, u: int, j: int, i: int | None = None) -> SimFault:
-        i = sig_i[v][u][j] if i is None else i
+        i = ledger[v][u].producer(j) if i is None else i
         return SimFault(
             f"token channel {names[v]}->{names[u]} overflows: {describe(i)} signals its token "
             f"#{j} while the channel already holds tokens.max_count = {max_tok} unconsumed tokens "
@@ -188,10 +240,9 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
             e_p, clock, _ = chan[v][u].popleft()
             if timing:
                 tok = max(tok, e_p)
-                k = len(con_s[v][u])
-                con_s[v][u].append(s)
-                if len(sig_e[v][u]) > k + max_tok and sig_e[v][u][k + max_tok] < s:
-                    raise overflow(v, u, k + max_tok)
+                j = ledger[v][u].consume(s)
+                if j >= 0:
+                    raise overflow(v, u, j)
             if races is not None:
                 races.join(u, clock)
         if timing:
@@ -232,10 +283,8 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
                 ch = chan[u][w]
                 ch.append((e, clock, i))
                 if timing:
-                    j = len(sig_e[u][w])
-                    sig_e[u][w].append(e)
-                    sig_i[u][w].append(i)
-                    if j >= max_tok and len(con_s[u][w]) > j - max_tok and con_s[u][w][j - max_tok] > e:
+                    j = ledger[u][w].signal(e, i)
+                    if j >= 0:
                         raise overflow(u, w, j)
                 elif len(ch) > max_tok:
                     raise overflow(u, w, len(ch) - 1, i)
@@ -345,8 +394,9 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
     if timing:
         for v in range(nq):
             for u in range(nq):
-                if len(sig_e[v][u]) - len(con_s[v][u]) > max_tok:
-                    raise overflow(v, u, len(con_s[v][u]) + max_tok)
+                j = ledger[v][u].leftover()
+                if j >= 0:
+                    raise overflow(v, u, j)
     executed = pc
     return RunResult(cycles=cycles if timing else 0, executed=executed, dispatch=dispatch, start=start,
                      end=end, stalls=stalls)

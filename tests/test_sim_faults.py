@@ -61,7 +61,10 @@ def test_token_overflow_without_timing() -> None:
 def test_many_tokens_consumed_in_time_do_not_overflow() -> None:
     pair = [("zero", {"scope": scope("a"), "sp_row": 0, "rows": 1, "signal": units("tensor")}),
             ("tmm", {"acc": 0, "a": 1, "b": 0, "wait": units("load")})]
-    machine(pair * (DEFAULT.token_max_count + 10) + [HALT]).run()
+    machine(pair * (3 * DEFAULT.token_max_count) + [HALT]).run()  # long enough to trim the ledgers
+    extra = [pair[0]] * (DEFAULT.token_max_count + 1)
+    with pytest.raises(SimFault, match="overflows"):
+        machine(pair * (3 * DEFAULT.token_max_count) + extra + [HALT]).run()
 
 
 def test_vadd_partial_overlap() -> None:
