@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import logging
 import pickle
 import shutil
 import sys
@@ -151,6 +152,8 @@ def _runner(isa: Isa, cfg: ArchConfig) -> tuple[object, Path]:
 
     build_dir = Path(tempfile.gettempdir()) / f"tinynpu-rtl-{_build_key(isa, cfg)}"
     runner = get_runner("icarus")
+    # The runner warns "Skipping compilation" on every reuse of the build: that is the point here.
+    logging.getLogger(runner.log.name).setLevel(logging.ERROR)
     with _locked(build_dir.with_suffix(".lock")):
         log = build_dir.with_suffix(".log")
         try:
