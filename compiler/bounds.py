@@ -79,8 +79,11 @@ def tiling_space(m: int, n: int, k: int, cfg: ArchConfig, *, bias: bool = False)
                         if mt > bm and nt > bn:  # order matters only with several blocks both ways
                             yield Tiling(bm, bn, bk, "nm", db, accb, "fold")
                         if bk == kt:  # the whole K in one chunk: a panel can stay resident
-                            yield Tiling(bm, bn, bk, "mn", db, accb, "fold", "a")
-                            yield Tiling(bm, bn, bk, "nm", db, accb, "fold", "b")
+                            for pb in (2, 1):
+                                for order, res in (("mn", "a"), ("nm", "b")):
+                                    r = Tiling(bm, bn, bk, order, db, accb, "fold", res, pb)
+                                    if fits(r, cfg, bias=bias):
+                                        yield r
 
 
 def best_tiling_bytes(m: int, n: int, k: int, cfg: ArchConfig, *, in_bytes: int, out_bytes: int,
@@ -99,8 +102,8 @@ def best_tiling_bytes(m: int, n: int, k: int, cfg: ArchConfig, *, in_bytes: int,
     for bm in range(1, min(mt, acc_tiles) + 1):
         for bn in range(1, min(nt, acc_tiles // bm) + 1):
             for t in (Tiling(bm, bn, 1, "mn", False, 1, "fold"),
-                      Tiling(bm, bn, kt, "mn", False, 1, "fold", "a"),
-                      Tiling(bm, bn, kt, "nm", False, 1, "fold", "b")):
+                      Tiling(bm, bn, kt, "mn", False, 1, "fold", "a", 1),
+                      Tiling(bm, bn, kt, "nm", False, 1, "fold", "b", 1)):
                 if not fits(t, cfg, bias=bias):
                     continue
                 bytes_ = tiling_traffic(m, n, k, t, cfg, in_bytes=in_bytes, out_bytes=out_bytes, bias=bias)

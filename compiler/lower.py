@@ -83,8 +83,8 @@ def chunks(m: int, n: int, k: int, t: Tiling, tile: int) -> list[_Chunk]:
         for k0 in range(0, kt, t.bk):
             nk = min(t.bk, kt - k0)
             stream = g % nbuf
-            abuf = panel % nbuf if t.resident == "a" else stream
-            bbuf = panel % nbuf if t.resident == "b" else stream
+            abuf = panel % t.panel_buffers if t.resident == "a" else stream
+            bbuf = panel % t.panel_buffers if t.resident == "b" else stream
             out.append(_Chunk(i0, ni, j0, nj, k0, nk, k0 == 0, k0 + nk >= kt, abuf, bbuf,
                               t.resident != "a" or new_panel, t.resident != "b" or new_panel,
                               b % t.acc_buffers))
@@ -110,8 +110,8 @@ def lower_gemm(emit: Emitter, *, m: int, n: int, k: int, a: OperandA, b: Operand
     e = cfg.tile
     t = tiling
     rows = buffer_rows(t, cfg, bias=bias is not None)
-    a_buf = rows["a_reg"] // (2 if t.double_buffer else 1)
-    b_buf = rows["b_reg"] // (2 if t.double_buffer else 1)
+    a_buf = rows["a_reg"] // t.buffers("a")
+    b_buf = rows["b_reg"] // t.buffers("b")
     acc_buf = rows["acc"] // t.acc_buffers
     bias_row0 = t.bm * t.bn * e  # bias rows follow the block inside each acc buffer
     plan = chunks(m, n, k, t, e)
@@ -120,8 +120,8 @@ def lower_gemm(emit: Emitter, *, m: int, n: int, k: int, a: OperandA, b: Operand
     _zero_edge_rows(emit, m, t.bm, plan, a_buf, "a", is_a=True)
     _zero_edge_rows(emit, n, t.bn, plan, b_buf, "b", is_a=False)
 
-    def loads(ch: _Chunk) -> list[Callable[[], None]]:
-        """The operand loads of one chunk, as deferred calls (so they can be interleaved).
+    def loads(ch: _Chunk, operands: str = "ab") -> list[Callable[[], None]]:
+        """The loads of ``operands`` of one chunk, as deferred calls (so they can be interleaved).
 
         Reduction tile kk of the chunk has its own sub-buffer of ``bm`` (``bn``)
         tiles, so its rows are consecutive GEMM rows: one DMA per operand and kk.
@@ -131,7 +131,7 @@ def lower_gemm(emit: Emitter, *, m: int, n: int, k: int, a: OperandA, b: Operand
             for op, scope, base, r0, nr, total, stride, need in (
                     (a, "a", ch.abuf * a_buf, ch.i0, ch.ni, m, t.bm, ch.load_a),
                     (b, "b", ch.bbuf * b_buf, ch.j0, ch.nj, n, t.bn, ch.load_b)):
-                if not need:
+                if not need or scope not in operands:
                     continue
                 row0 = r0 * e
                 calls.append(_bind(op, emit, scope, base + kk * stride * e, row0, min(nr * e, total - row0),
@@ -159,7 +159,14 @@ def lower_gemm(emit: Emitter, *, m: int, n: int, k: int, a: OperandA, b: Operand
             for call in loads(ch):
                 call()
         nxt = plan[idx + 1] if idx + 1 < len(plan) else None
-        prefetch = loads(nxt) if (nxt is not None and t.double_buffer) else []
+        # Prefetch into the other buffer while this chunk computes; an operand whose next chunk
+        # reuses this chunk's buffer (a single-buffered resident panel) loads after the tmm loop.
+        prefetch: list[Callable[[], None]] = []
+        after: list[Callable[[], None]] = []
+        if nxt is not None and t.double_buffer:
+            reuse = {"a": nxt.abuf == ch.abuf, "b": nxt.bbuf == ch.bbuf}
+            prefetch = loads(nxt, "".join(x for x in "ab" if not reuse[x]))
+            after = loads(nxt, "".join(x for x in "ab" if reuse[x]))
         done = 0
         for j in range(ch.nj):
             acc_j = acc0 + j * t.bm * e
@@ -179,6 +186,8 @@ def lower_gemm(emit: Emitter, *, m: int, n: int, k: int, a: OperandA, b: Operand
             for call in prefetch[done:upto]:
                 call()
             done = upto
+        for call in after:
+            call()
     return issued
 
 

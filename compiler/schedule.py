@@ -50,6 +50,8 @@ class Tiling:
         resident: ``"none"``, ``"a"`` or ``"b"``: that operand's whole panel (block rows x all of
             K) stays in its scope across the inner block loop, loaded once per outer block
             (``compute_at`` at the outer block loop); needs ``bk`` covering K and the matching order.
+        panel_buffers: Buffers of the resident panel (2: the next panel loads while the current
+            one is used); ``double_buffer`` then applies to the streamed operand only.
     """
 
     bm: int
@@ -60,10 +62,17 @@ class Tiling:
     acc_buffers: int = 1
     init: str = "fold"
     resident: str = "none"
+    panel_buffers: int = 2
 
-    def key(self) -> tuple[int, int, int, str, bool, int, str, str]:
+    def key(self) -> tuple[int, int, int, str, bool, int, str, str, int]:
         return (self.bm, self.bn, self.bk, self.order, self.double_buffer, self.acc_buffers, self.init,
-                self.resident)
+                self.resident, self.panel_buffers if self.resident != "none" else 0)
+
+    def buffers(self, operand: str) -> int:
+        """Buffers of ``operand`` ("a" or "b") in its scope."""
+        if self.resident == operand:
+            return self.panel_buffers
+        return 2 if self.double_buffer else 1
 
 
 @dataclass(frozen=True)
@@ -132,8 +141,8 @@ def from_tiling(t: Tiling, cfg: ArchConfig, name: str = "auto") -> Schedule:
         {"op": "decompose_reduction", "loop": "k0", "init": t.init},
         {"op": "tensorize", "loop": "i1", "intrinsic": "tmm16"},
     ]
-    if t.double_buffer:
-        steps += [{"op": "double_buffer", "stage": "A_reg"}, {"op": "double_buffer", "stage": "B_reg"}]
+    steps += [{"op": "double_buffer", "stage": stage} for stage, op in (("A_reg", "a"), ("B_reg", "b"))
+              if t.buffers(op) == 2]
     if t.acc_buffers == 2:
         steps.append({"op": "double_buffer", "stage": "acc"})
     return Schedule(name=name, steps=tuple(steps))
@@ -241,11 +250,15 @@ def apply(schedule: Schedule, *, m: int, n: int, k: int, cfg: ArchConfig, bias: 
             "stage A, B and C in a_reg, b_reg and acc with compute_at, decompose the reduction and tensorize "
             "onto tmm16."
         )
-    if ("A_reg" in double) != ("B_reg" in double):
-        raise UsageError(f"schedule {schedule.name!r}: double_buffer A_reg and B_reg together or not at all.")
+    resident = "a" if at.get("A_reg") == "i0" else "b" if at.get("B_reg") == "j0" else "none"
+    if resident == "none" and ("A_reg" in double) != ("B_reg" in double):
+        raise UsageError(f"schedule {schedule.name!r}: double_buffer A_reg and B_reg together or not at all "
+                         "(unless one of them is a resident panel).")
+    streamed = "B_reg" if resident == "a" else "A_reg"
+    panel = "A_reg" if resident == "a" else "B_reg"
     t = Tiling(bm=inner["i"], bn=inner["j"], bk=inner["k"], order="mn" if order[0] == "i0" else "nm",
-               double_buffer="A_reg" in double, acc_buffers=2 if "acc" in double else 1, init=init or "fold",
-               resident="a" if at.get("A_reg") == "i0" else "b" if at.get("B_reg") == "j0" else "none")
+               double_buffer=streamed in double, acc_buffers=2 if "acc" in double else 1, init=init or "fold",
+               resident=resident, panel_buffers=2 if panel in double else 1)
     if t.resident != "none" and t.bk * e < k:
         raise UsageError(f"schedule {schedule.name!r}: {t.resident.upper()}_reg is computed at the outer block "
                          f"loop (resident), so the k split must cover all of K = {k} in one chunk, not "
@@ -257,9 +270,8 @@ def apply(schedule: Schedule, *, m: int, n: int, k: int, cfg: ArchConfig, bias: 
 def buffer_rows(t: Tiling, cfg: ArchConfig, *, bias: bool = False) -> dict[str, int]:
     """Scratchpad rows the lowering of ``t`` uses, per config key."""
     e = cfg.tile
-    nbuf = 2 if t.double_buffer else 1
     acc_block = t.bm * t.bn * e + (-(-t.bn // e) * e if bias else 0)
-    return {"a_reg": nbuf * t.bm * t.bk * e, "b_reg": nbuf * t.bn * t.bk * e,
+    return {"a_reg": t.buffers("a") * t.bm * t.bk * e, "b_reg": t.buffers("b") * t.bn * t.bk * e,
             "acc": t.acc_buffers * acc_block}
 
 

@@ -84,9 +84,12 @@ def _auto_space(m: int, n: int, k: int, cfg: ArchConfig, *, bias: bool) -> Itera
                     top += 1
                 for bk in sorted(set(chunk_sizes) | {top}):
                     yield Tiling(bm, bn, bk, "mn", True, accb, "fold")
-                if top == kt:  # the whole K fits one chunk: either panel can stay resident
-                    yield Tiling(bm, bn, kt, "mn", True, accb, "fold", "a")
-                    yield Tiling(bm, bn, kt, "nm", True, accb, "fold", "b")
+                # A whole panel (block x all of K) can stay resident, with one or two panel buffers.
+                for pb in (2, 1):
+                    for order, res in (("mn", "a"), ("nm", "b")):
+                        r = Tiling(bm, bn, kt, order, True, accb, "fold", res, pb)
+                        if fits(r, cfg, bias=bias):
+                            yield r
 
 
 def auto_tiling(m: int, n: int, k: int, cfg: ArchConfig, *, in_bytes: int, out_bytes: int,
@@ -107,8 +110,9 @@ def tune_space(m: int, n: int, k: int, cfg: ArchConfig, *, bias: bool = False) -
                 for order in ("mn", "nm"):
                     for db in (True, False):
                         for accb in (1, 2):
-                            for res in ("none", "a" if order == "mn" else "b"):
-                                t = Tiling(bm, bn, bk, order, db, accb, "fold", res)
+                            for res, pb in (("none", 2), ("a" if order == "mn" else "b", 2),
+                                            ("a" if order == "mn" else "b", 1)):
+                                t = Tiling(bm, bn, bk, order, db, accb, "fold", res, pb)
                                 if (res == "none" or bk == kt) and fits(t, cfg, bias=bias):
                                     yield t
 
@@ -174,7 +178,7 @@ def tune(m: int, n: int, k: int, cfg: ArchConfig, *, in_bytes: int, out_bytes: i
         bk = sample_perfect_tile(kt, kt, rng)
         order = rng.choice(("mn", "nm"))
         res = ("a" if order == "mn" else "b") if bk == kt and rng.random() < 0.5 else "none"
-        t = Tiling(bm, bn, bk, order, rng.random() < 0.75, rng.choice((1, 2)), "fold", res)
+        t = Tiling(bm, bn, bk, order, rng.random() < 0.75, rng.choice((1, 2)), "fold", res, rng.choice((1, 2)))
         if t.key() in seen or not fits(t, cfg, bias=bias):
             continue
         seen[t.key()] = Ranked(t, estimate(m, n, k, t, cfg, in_bytes=in_bytes, out_bytes=out_bytes,
@@ -225,7 +229,7 @@ def tune_matmul(m: int, n: int, k: int, *, cfg: ArchConfig, dtype: str = "int8",
 
 def _tiling_json(t: Tiling) -> dict[str, Any]:
     return {"bm": t.bm, "bn": t.bn, "bk": t.bk, "order": t.order, "double_buffer": t.double_buffer,
-            "acc_buffers": t.acc_buffers, "resident": t.resident}
+            "acc_buffers": t.acc_buffers, "resident": t.resident, "panel_buffers": t.panel_buffers}
 
 
 __all__ = ["Ranked", "TuneResult", "auto_tiling", "exhaustive", "pick", "rank", "sample_perfect_tile",

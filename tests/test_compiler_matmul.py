@@ -49,7 +49,7 @@ def tilings(draw: st.DrawFn) -> tuple[int, int, int, Tiling]:
                init=draw(st.sampled_from(["fold", "fill_zero"])))
     if draw(st.booleans()):  # a resident panel: the whole K in one chunk, matching order
         t = Tiling(t.bm, t.bn, -(-k // e), t.order, t.double_buffer, t.acc_buffers, t.init,
-                   "a" if t.order == "mn" else "b")
+                   "a" if t.order == "mn" else "b", draw(st.sampled_from([1, 2])))
     assume(fits(t, CFG))
     return m, n, k, t
 
@@ -97,6 +97,12 @@ def test_seed_1024_compiles_fast_and_is_traffic_optimal() -> None:
     c = compile_matmul(1024, 1024, 1024)
     assert c.model["dram_bytes"] == c.bounds.best_tiling_bytes
     assert c.bounds.padding_ceiling == 1.0
+
+
+def test_every_tiling_replays_from_its_trace() -> None:
+    for t in (Tiling(2, 3, 4), Tiling(1, 1, 1, "nm", False, 2, "fill_zero"),
+              Tiling(2, 2, 5, "mn", True, 1, "fold", "a", 1), Tiling(3, 1, 5, "nm", False, 1, "fold", "b", 2)):
+        assert apply(from_tiling(t, CFG), m=64, n=64, k=80, cfg=CFG) == t
 
 
 def test_trace_save_and_replay_gives_identical_program(tmp_path: Path) -> None:
