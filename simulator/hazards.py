@@ -52,7 +52,8 @@ class RaceChecker:
         self.units = units
         self.clock: list[list[int]] = [[0] * units for _ in range(units)]
         self.remaining = list(remaining)
-        self.users = {r: sorted(u) for r, u in users.items()}
+        # for each resource and unit: the other units using it (the only ones that can race with it)
+        self.others = {r: [[v for v in sorted(u) if v != w] for w in range(units)] for r, u in users.items()}
         self.logs: dict[int, list[deque[_Entry]]] = {r: [deque() for _ in range(units)] for r in users}
         self.names = names
         self.describe = describe
@@ -68,10 +69,7 @@ class RaceChecker:
         return list(self.clock[unit])
 
     def join(self, unit: int, clock: list[int]) -> None:
-        mine = self.clock[unit]
-        for k, t in enumerate(clock):
-            if t > mine[k]:
-                mine[k] = t
+        self.clock[unit] = list(map(max, self.clock[unit], clock))
 
     def sync(self) -> None:
         """A barrier: everything before happens before everything after."""
@@ -84,9 +82,8 @@ class RaceChecker:
         """Record an access to ``[lo, hi)`` of resource ``res`` (rows, or DRAM bytes bounding ``fp``)."""
         clock = self.clock[unit]
         logs = self.logs[res]
-        for v in self.users[res]:
-            if v == unit:
-                continue
+        others = self.others[res][unit]
+        for v in others:
             seen = clock[v]
             for entry in reversed(logs[v]):
                 if entry[0] <= seen:
@@ -98,8 +95,7 @@ class RaceChecker:
         own = logs[unit]
         own.append((clock[unit], lo, hi, write, index, fp))
         if len(own) > _PRUNE_AT:  # pruning in batches keeps the common path to one append
-            bound = min((self.clock[w][unit] for w in self.users[res] if w != unit and self.remaining[w] > 0),
-                        default=clock[unit])
+            bound = min((self.clock[w][unit] for w in others if self.remaining[w] > 0), default=clock[unit])
             while own and own[0][0] <= bound:
                 own.popleft()
 
