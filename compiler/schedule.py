@@ -258,7 +258,7 @@ def apply(schedule: Schedule, *, m: int, n: int, k: int, cfg: ArchConfig, bias: 
     panel = "A_reg" if resident == "a" else "B_reg"
     t = Tiling(bm=inner["i"], bn=inner["j"], bk=inner["k"], order="mn" if order[0] == "i0" else "nm",
                double_buffer=streamed in double, acc_buffers=2 if "acc" in double else 1, init=init or "fold",
-               resident=resident, panel_buffers=2 if panel in double else 1)
+               resident=resident, panel_buffers=2 if panel in double or resident == "none" else 1)
     if t.resident != "none" and t.bk * e < k:
         raise UsageError(f"schedule {schedule.name!r}: {t.resident.upper()}_reg is computed at the outer block "
                          f"loop (resident), so the k split must cover all of K = {k} in one chunk, not "
