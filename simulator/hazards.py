@@ -55,6 +55,7 @@ class RaceChecker:
         # for each resource and unit: the other units using it (the only ones that can race with it)
         self.others = {r: [[v for v in sorted(u) if v != w] for w in range(units)] for r, u in users.items()}
         self.logs: dict[int, list[deque[_Entry]]] = {r: [deque() for _ in range(units)] for r in users}
+        self.prune_at = {r: [_PRUNE_AT] * units for r in users}
         self.names = names
         self.describe = describe
 
@@ -94,10 +95,13 @@ class RaceChecker:
                         self._race(index, entry, write, where)
         own = logs[unit]
         own.append((clock[unit], lo, hi, write, index, fp))
-        if len(own) > _PRUNE_AT:  # pruning in batches keeps the common path to one append
+        limits = self.prune_at[res]
+        if len(own) > limits[unit]:  # pruning in batches keeps the common path to one append
             bound = min((self.clock[w][unit] for w in others if self.remaining[w] > 0), default=clock[unit])
             while own and own[0][0] <= bound:
                 own.popleft()
+            # a log that stays long (its readers synchronize rarely) is pruned geometrically less often
+            limits[unit] = max(_PRUNE_AT, 2 * len(own))
 
     def _confirm(self, res: int, lo: int, hi: int, fp: Footprint | None, entry: _Entry) -> str | None:
         if res != DRAM:
