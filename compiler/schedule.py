@@ -62,11 +62,15 @@ class Tiling:
     acc_buffers: int = 1
     init: str = "fold"
     resident: str = "none"
-    panel_buffers: int = 2
+    panel_buffers: int = 0  # 0: as double_buffer (2 or 1)
+
+    def __post_init__(self) -> None:
+        if self.panel_buffers == 0:  # resolve the default so equal tilings compare equal
+            object.__setattr__(self, "panel_buffers", 2 if self.double_buffer else 1)
 
     def key(self) -> tuple[int, int, int, str, bool, int, str, str, int]:
         return (self.bm, self.bn, self.bk, self.order, self.double_buffer, self.acc_buffers, self.init,
-                self.resident, self.panel_buffers if self.resident != "none" else 0)
+                self.resident, self.panel_buffers)
 
     def buffers(self, operand: str) -> int:
         """Buffers of ``operand`` ("a" or "b") in its scope."""
@@ -258,7 +262,8 @@ def apply(schedule: Schedule, *, m: int, n: int, k: int, cfg: ArchConfig, bias: 
     panel = "A_reg" if resident == "a" else "B_reg"
     t = Tiling(bm=inner["i"], bn=inner["j"], bk=inner["k"], order="mn" if order[0] == "i0" else "nm",
                double_buffer=streamed in double, acc_buffers=2 if "acc" in double else 1, init=init or "fold",
-               resident=resident, panel_buffers=2 if panel in double or resident == "none" else 1)
+               resident=resident,
+               panel_buffers=(2 if panel in double else 1) if resident != "none" else (2 if streamed in double else 1))
     if t.resident != "none" and t.bk * e < k:
         raise UsageError(f"schedule {schedule.name!r}: {t.resident.upper()}_reg is computed at the outer block "
                          f"loop (resident), so the k split must cover all of K = {k} in one chunk, not "
