@@ -138,7 +138,7 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _runner(isa: Isa, cfg: ArchConfig) -> tuple[object, Path]:
+def _runner(isa: Isa, cfg: ArchConfig, toplevel: str = TOPLEVEL) -> tuple[object, Path]:
     """An Icarus runner with the RTL built (once per source version) and its build directory.
 
     The build lives in the system temp directory, keyed by a hash of the sources,
@@ -150,7 +150,7 @@ def _runner(isa: Isa, cfg: ArchConfig) -> tuple[object, Path]:
     check_config(cfg)
     from cocotb_tools.runner import get_runner
 
-    build_dir = Path(tempfile.gettempdir()) / f"tinynpu-rtl-{_build_key(isa, cfg)}"
+    build_dir = Path(tempfile.gettempdir()) / f"tinynpu-rtl-{toplevel}-{_build_key(isa, cfg)}"
     runner = get_runner("icarus")
     # The runner warns "Skipping compilation" on every reuse of the build: that is the point here.
     logging.getLogger(runner.log.name).setLevel(logging.ERROR)
@@ -159,8 +159,9 @@ def _runner(isa: Isa, cfg: ArchConfig) -> tuple[object, Path]:
         try:
             # Built with the runner's wave-dump module; dumping happens only in runs asking for it.
             runner.build(
-                sources=sources(), includes=[INCLUDE_DIR], hdl_toplevel=TOPLEVEL, build_dir=build_dir,
-                parameters={"IMEM_AW": IMEM_AW}, timescale=("1ns", "1ps"), waves=True, log_file=log,
+                sources=sources(), includes=[INCLUDE_DIR], hdl_toplevel=toplevel, build_dir=build_dir,
+                parameters={"IMEM_AW": IMEM_AW} if toplevel == TOPLEVEL else {}, timescale=("1ns", "1ps"),
+                waves=True, log_file=log,
             )
         except (SystemExit, Exception) as exc:  # the runner exits on compiler errors
             raise RtlError(f"building the RTL with Icarus failed ({exc}); see {log}.") from None
@@ -222,3 +223,31 @@ def _tail(log: Path, lines: int = 30) -> str:
         return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return "(no log)"
+
+
+UNITS_TOPLEVEL = "tinynpu_units_tb"
+UNITS_TEST_MODULE = "tinynpu_units_cocotb"
+
+
+def run_unit_benches(isa: Isa, cfg: ArchConfig) -> tuple[int, int, str]:
+    """Run the module-level cocotb benches (MAC array, requantizer) against numpy.
+
+    Returns:
+        (tests run, tests failed, the tail of the simulator log).
+    """
+    from cocotb_tools.check_results import get_results
+
+    runner, build_dir = _runner(isa, cfg, UNITS_TOPLEVEL)
+    if str(TB_DIR) not in sys.path:
+        sys.path.append(str(TB_DIR))
+    with tempfile.TemporaryDirectory(prefix="tinynpu-units-") as tmp:
+        log, xml = Path(tmp) / "sim.log", Path(tmp) / "results.xml"
+        try:
+            runner.test(  # type: ignore[attr-defined]
+                test_module=UNITS_TEST_MODULE, hdl_toplevel=UNITS_TOPLEVEL, build_dir=build_dir, test_dir=tmp,
+                extra_env={"COCOTB_LOG_LEVEL": "WARNING"}, log_file=log, results_xml=str(xml),
+            )
+        except (SystemExit, Exception) as exc:
+            raise RtlError(f"the unit benches did not run ({exc}):\n{_tail(log)}") from None
+        total, failed = get_results(xml)
+        return total, failed, _tail(log, 60)
