@@ -43,9 +43,7 @@ def test_prepare_dir_refuses_a_file(tmp_path: Path) -> None:
         prepare_dir(target, force=False)
 
 
-def test_cli_refuses_foreign_dir_without_traceback(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_cli_refuses_foreign_dir_without_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "notes.txt").write_text("mine")
     assert main(["demo", "-o", str(tmp_path)]) == 2
     err = capsys.readouterr().err
@@ -73,9 +71,7 @@ def test_bad_cosim_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert main(["report", "--quick", "--cosim", str(bad), "-o", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err
     assert f"{bad}:2:3" in err.replace("\n", " ") and "Traceback" not in err
-    assert (
-        main(["report", "--quick", "--cosim", str(tmp_path / "missing.json"), "-o", str(tmp_path / "r")]) == 2
-    )
+    assert main(["report", "--quick", "--cosim", str(tmp_path / "missing.json"), "-o", str(tmp_path / "r")]) == 2
     assert "cannot read" in capsys.readouterr().err
 
 
@@ -110,3 +106,21 @@ def test_comparison_rows_are_computed_from_reports() -> None:
     assert rows["traffic / I/O bound"][1:3] == ("4.00x", "4.00x")
     assert rows["DRAM traffic"][3] == "4.0x less"
     json.dumps(rows)
+
+
+def test_prepare_dir_ignores_empty_figures_of_a_failed_run(tmp_path: Path) -> None:
+    (tmp_path / "figures").mkdir()
+    prepare_dir(tmp_path, force=False)  # no error: nothing of the user's is there
+
+
+def test_speed_from_bench_per_run_numpy() -> None:
+    from tinynpu.report.reports import speed_from_bench
+
+    run = {"schedule": "auto", "races_checked": False, "wall_seconds": 2.0, "instructions": 10, "cycles": 100}
+    new = speed_from_bench({"size": 64, "runs": [dict(run, numpy_float32_seconds=0.5)]}, "c")
+    old = speed_from_bench({"size": 64, "numpy_float32_seconds": 0.25, "runs": [run]}, "c")
+    assert new["runs"][0]["numpy_seconds"] == 0.5 and new["numpy_seconds"] == 0.5
+    assert old["runs"][0]["numpy_seconds"] == 0.25
+    assert new["runs"][0]["label"] == "auto 64^3, races off"
+    with pytest.raises(UsageError, match="lacks the field 'runs'"):
+        speed_from_bench({"size": 64}, "c")

@@ -165,3 +165,13 @@ def test_run_cosim_rows_agree(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     for r in rows:
         assert r["rtl_cycles"] == r["model_cycles"] and r["outputs_match"] and r["trace_mismatches"] == 0, r
     assert "They agree on every program." in (out / "index.md").read_text()
+
+
+@pytest.mark.slow
+def test_demo_1024(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "demo"
+    summary = _run_json(["demo", "-o", str(out)], capsys)
+    _check_files(summary, out)
+    _check_figures_match_stats(summary)
+    cycles = {w["workload"]: w["cycles"] for w in summary["workloads"]}
+    assert cycles["matmul 1024x1024x1024 (naive)"] > 5 * cycles["matmul 1024x1024x1024"]

@@ -47,7 +47,13 @@ def prepare_dir(out: Path, *, force: bool) -> None:
     """
     if out.exists() and not out.is_dir():
         raise UsageError(f"report directory {out} exists and is not a directory; choose another -o.")
-    if out.is_dir() and any(out.iterdir()):
+    # An empty figures/ left by a run that failed early does not count as content.
+    content = (
+        [p for p in out.iterdir() if not (p.name == FIG_DIR and p.is_dir() and not any(p.iterdir()))]
+        if out.is_dir()
+        else []
+    )
+    if content:
         index = out / "index.md"
         ours = index.is_file() and index.read_text(encoding="utf-8", errors="replace").startswith(MARKER)
         if not ours and not force:

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from tinynpu.errors import UsageError
 from tinynpu.isa import load_config
 from tinynpu.report.build import prepare_dir, write_report
@@ -109,7 +111,8 @@ def run_demo(out: Path, *, size: int, config: str, force: bool, as_json: bool) -
         raise UsageError(f"tinynpu demo: --size must be a positive integer, not {size}.")
     cfg = load_config(config)
     prepare_dir(out, force=force)
-    say = (lambda msg: None) if as_json else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    # tqdm.write keeps a progress bar on the terminal intact below the messages.
+    say = (lambda msg: None) if as_json else (lambda msg: tqdm.write(msg, file=sys.stderr))
     tiles = -(-size // cfg.tile)
     say(
         f"tinynpu demo: {size}x{size}x{size} int8 matmul on the '{cfg.name}' config "
