@@ -216,3 +216,24 @@ def test_random_programs_exercise_every_instruction(reports: dict) -> None:
         prog, _ = random_program(ISA, CFG, seed)
         seen |= {ISA.decode(w)[0].mnemonic for w in prog.words}
     assert seen == {i.mnemonic for i in ISA.instructions}
+
+
+@pytest.mark.slow
+def test_bench_sized_matmul_128_agrees() -> None:
+    """The `tinynpu bench cosim` workload, cycle for cycle and bit for bit."""
+    require_rtl()
+    from tinynpu.compiler import compile_matmul
+
+    compiled = compile_matmul(128, 128, 128)
+    inputs = compiled.make_inputs(3)
+    [report] = cosimulate(ISA, CFG, [CosimCase("matmul128", compiled.program, compiled.to_device(inputs))])
+    assert report.agree, report.to_json()
+    np.testing.assert_array_equal(report.outputs["C"], compiled.reference(inputs)["C"])
+
+
+@pytest.mark.slow
+def test_long_random_programs_agree() -> None:
+    require_rtl()
+    cases = [CosimCase(f"long{seed}", *random_program(ISA, CFG, 10_000 + seed, length=400)) for seed in range(20)]
+    bad = [r.to_json() for r in cosimulate(ISA, CFG, cases) if not r.agree]
+    assert not bad, bad[:3]
