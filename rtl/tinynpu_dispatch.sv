@@ -145,7 +145,9 @@ module tinynpu_dispatch #(
   always @* begin
     bad_dram = 1'b0;
     if ((is_load || is_store) && dram_end > 40'(TNPU_DRAM_BYTES)) bad_dram = 1'b1;
-    if (is_load && scope == 2'(TNPU_SCOPE_ACC) && dram[1:0] != 2'b0) bad_dram = 1'b1;
+    // Row addresses must be aligned to the element size (every row: address and stride).
+    if (is_load && ((dram % elem_bytes) != 0 || (32'(stride) % elem_bytes) != 0)) bad_dram = 1'b1;
+    if (is_store && ((dram % out_bytes) != 0 || (32'(stride) % out_bytes) != 0)) bad_dram = 1'b1;
   end
 
   assign bad_self = queued && (wait_m[unit] || signal_m[unit]);

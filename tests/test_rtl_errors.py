@@ -43,6 +43,8 @@ CASES: dict[str, tuple[list[int], int, int]] = {
     "vaddrow_inside": ([enc("vaddrow", dst=0, src=2, rows=4), enc("halt")], 3, 0),
     "dram_overrun": ([enc("load", **{**LOAD, "dram": CFG.dram_bytes - 32}), enc("halt")], 4, 0),
     "misaligned_acc_load": ([enc("load", scope=2, sp_row=0, dram=2, stride=64, rows=1), enc("halt")], 4, 0),
+    "misaligned_acc_stride": ([enc("load", scope=2, sp_row=0, dram=0, stride=6, rows=2), enc("halt")], 4, 0),
+    "misaligned_raw_store": ([enc("store", sp_row=0, dram=2, stride=64, rows=1), enc("halt")], 4, 0),
     "self_wait": ([raw_field(enc("load", **LOAD), "load", "wait", 1), enc("halt")], 5, 0),
     "no_halt": ([enc("zero", scope=0, sp_row=0, rows=1), enc("sync")], 7, 2),
     "token_overflow": ([enc("zero", scope=0, sp_row=0, rows=1, signal=2)] * (CFG.token_max_count + 1)
