@@ -78,12 +78,11 @@ def tiling_space(m: int, n: int, k: int, cfg: ArchConfig, *, bias: bool = False)
                         yield t
                         if mt > bm and nt > bn:  # order matters only with several blocks both ways
                             yield Tiling(bm, bn, bk, "nm", db, accb, "fold")
-                        if bk == kt:  # the whole K in one chunk: a panel can stay resident
-                            for pb in (2, 1):
-                                for order, res in (("mn", "a"), ("nm", "b")):
-                                    r = Tiling(bm, bn, bk, order, db, accb, "fold", res, pb)
-                                    if fits(r, cfg, bias=bias):
-                                        yield r
+                        for pb in (2, 1):  # a panel (block x all of K) resident, 1 or 2 buffers
+                            for order, res in (("mn", "a"), ("nm", "b")):
+                                r = Tiling(bm, bn, bk, order, db, accb, "fold", res, pb)
+                                if fits(r, cfg, bias=bias, k=k):
+                                    yield r
 
 
 def best_tiling_bytes(m: int, n: int, k: int, cfg: ArchConfig, *, in_bytes: int, out_bytes: int,
@@ -96,15 +95,15 @@ def best_tiling_bytes(m: int, n: int, k: int, cfg: ArchConfig, *, in_bytes: int,
     A or B resident when a whole panel (block x all of K) fits its scope.
     """
     e = cfg.tile
-    mt, nt, kt = -(-m // e), -(-n // e), -(-k // e)
+    mt, nt = -(-m // e), -(-n // e)
     acc_tiles = cfg.rows("acc") // e
     best: int | None = None
     for bm in range(1, min(mt, acc_tiles) + 1):
         for bn in range(1, min(nt, acc_tiles // bm) + 1):
             for t in (Tiling(bm, bn, 1, "mn", False, 1, "fold"),
-                      Tiling(bm, bn, kt, "mn", False, 1, "fold", "a", 1),
-                      Tiling(bm, bn, kt, "nm", False, 1, "fold", "b", 1)):
-                if not fits(t, cfg, bias=bias):
+                      Tiling(bm, bn, 1, "mn", False, 1, "fold", "a", 1),
+                      Tiling(bm, bn, 1, "nm", False, 1, "fold", "b", 1)):
+                if not fits(t, cfg, bias=bias, k=k):
                     continue
                 bytes_ = tiling_traffic(m, n, k, t, cfg, in_bytes=in_bytes, out_bytes=out_bytes, bias=bias)
                 best = bytes_ if best is None else min(best, bytes_)

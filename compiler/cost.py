@@ -127,8 +127,10 @@ def estimate(m: int, n: int, k: int, t: Tiling, cfg: ArchConfig, *, in_bytes: in
             per_block += int(max(0.0, stall))
         if not t.double_buffer:
             per_block += store + lat
-        if t.resident != "none" and t.panel_buffers == 1 and (la if t.resident == "a" else lb):
-            # A single panel buffer: the next panel loads only after this row's last tmm.
+        if t.resident != "none" and t.panel_buffers == 1 and (la if t.resident == "a" else lb) \
+                and t.bk >= kt:
+            # A single panel buffer reloaded in one chunk: the next panel loads only after this
+            # row's last tmm (with several chunks, each chunk's slice reloads as soon as it is free).
             rows_p = min(ni * e, m - i0 * e) if t.resident == "a" else min(nj * e, n - j0 * e)
             per_block += load_beats(rows_p, kt, 0) + lat
         total += per_block * count

@@ -109,7 +109,7 @@ def lower_gemm(emit: Emitter, *, m: int, n: int, k: int, a: OperandA, b: Operand
     cfg = emit.cfg
     e = cfg.tile
     t = tiling
-    rows = buffer_rows(t, cfg, bias=bias is not None)
+    rows = buffer_rows(t, cfg, bias=bias is not None, k=k)
     a_buf = rows["a_reg"] // t.buffers("a")
     b_buf = rows["b_reg"] // t.buffers("b")
     acc_buf = rows["acc"] // t.acc_buffers
@@ -117,8 +117,23 @@ def lower_gemm(emit: Emitter, *, m: int, n: int, k: int, a: OperandA, b: Operand
     plan = chunks(m, n, k, t, e)
     issued = 0
 
-    _zero_edge_rows(emit, m, t.bm, plan, a_buf, "a", is_a=True)
-    _zero_edge_rows(emit, n, t.bn, plan, b_buf, "b", is_a=False)
+    def sub(ch: _Chunk, operand: str, kk: int) -> int:
+        """First row of reduction tile kk of chunk ch in ``operand``'s scope.
+
+        Streamed chunks reuse sub-buffers 0..bk-1; a resident panel keeps every
+        reduction tile of K at its own offset.
+        """
+        if operand == "a":
+            return ch.abuf * a_buf + ((ch.k0 if t.resident == "a" else 0) + kk) * t.bm * e
+        return ch.bbuf * b_buf + ((ch.k0 if t.resident == "b" else 0) + kk) * t.bn * e
+
+    _zero_edge_rows(emit, m, plan, lambda ch, kk: sub(ch, "a", kk), "a", is_a=True)
+    _zero_edge_rows(emit, n, plan, lambda ch, kk: sub(ch, "b", kk), "b", is_a=False)
+
+    def overlaps(cur: _Chunk, nxt: _Chunk, op: str, blk: int) -> bool:
+        """Whether ``nxt``'s ``op`` rows overlap the rows ``cur`` reads."""
+        lo, hi = sub(cur, op, 0), sub(cur, op, cur.nk - 1) + blk * e
+        return lo < sub(nxt, op, nxt.nk - 1) + blk * e and sub(nxt, op, 0) < hi
 
     def loads(ch: _Chunk, operands: str = "ab") -> list[Callable[[], None]]:
         """The loads of ``operands`` of one chunk, as deferred calls (so they can be interleaved).
@@ -128,13 +143,12 @@ def lower_gemm(emit: Emitter, *, m: int, n: int, k: int, a: OperandA, b: Operand
         """
         calls: list[Callable[[], None]] = []
         for kk in range(ch.nk):
-            for op, scope, base, r0, nr, total, stride, need in (
-                    (a, "a", ch.abuf * a_buf, ch.i0, ch.ni, m, t.bm, ch.load_a),
-                    (b, "b", ch.bbuf * b_buf, ch.j0, ch.nj, n, t.bn, ch.load_b)):
+            for op, scope, r0, nr, total, need in ((a, "a", ch.i0, ch.ni, m, ch.load_a),
+                                                   (b, "b", ch.j0, ch.nj, n, ch.load_b)):
                 if not need or scope not in operands:
                     continue
                 row0 = r0 * e
-                calls.append(_bind(op, emit, scope, base + kk * stride * e, row0, min(nr * e, total - row0),
+                calls.append(_bind(op, emit, scope, sub(ch, scope, kk), row0, min(nr * e, total - row0),
                                    (ch.k0 + kk) * e))
         return calls
 
@@ -164,14 +178,16 @@ def lower_gemm(emit: Emitter, *, m: int, n: int, k: int, a: OperandA, b: Operand
         prefetch: list[Callable[[], None]] = []
         after: list[Callable[[], None]] = []
         if nxt is not None and t.double_buffer:
-            reuse = {"a": nxt.abuf == ch.abuf, "b": nxt.bbuf == ch.bbuf}
+            # Rows the next chunk writes that this chunk still reads (a single panel buffer
+            # reloaded at the same reduction tiles) must wait for the whole tmm loop.
+            reuse = {"a": overlaps(ch, nxt, "a", t.bm), "b": overlaps(ch, nxt, "b", t.bn)}
             prefetch = loads(nxt, "".join(x for x in "ab" if not reuse[x]))
             after = loads(nxt, "".join(x for x in "ab" if reuse[x]))
         done = 0
         for j in range(ch.nj):
             acc_j = acc0 + j * t.bm * e
             for kk in range(ch.nk):
-                emit.tmm(acc_j, ch.abuf * a_buf + kk * t.bm * e, ch.bbuf * b_buf + (kk * t.bn + j) * e,
+                emit.tmm(acc_j, sub(ch, "a", kk), sub(ch, "b", kk) + j * e,
                          m=ch.ni, n=1, k=1, accumulate=not (ch.first and kk == 0 and t.init == "fold"),
                          comment=f"C[{ch.i0}+{ch.ni} tiles, {ch.j0 + j}] k-tile {ch.k0 + kk}")
             issued += ch.ni * ch.nk * e * e * e
@@ -196,8 +212,8 @@ def _bind(op: OperandA, emit: Emitter, scope: str, sp_row: int, row0: int, rows:
     return lambda: op.load(emit, scope=scope, sp_row=sp_row, row0=row0, rows=rows, k0=k0)
 
 
-def _zero_edge_rows(emit: Emitter, total: int, block: int, plan: list[_Chunk], buf_rows: int, scope: str,
-                    *, is_a: bool) -> None:
+def _zero_edge_rows(emit: Emitter, total: int, plan: list[_Chunk], sub: Callable[[_Chunk, int], int],
+                    scope: str, *, is_a: bool) -> None:
     """Zero, once, the rows past ``total`` of every buffer position an edge tile occupies.
 
     Rows past M (or N) only feed accumulator rows (or columns) that are never
@@ -215,7 +231,7 @@ def _zero_edge_rows(emit: Emitter, total: int, block: int, plan: list[_Chunk], b
         if r0 <= edge < r0 + nr:
             pos = edge - r0
             for kk in range(ch.nk):
-                spans.add(((ch.abuf if is_a else ch.bbuf) * buf_rows + (kk * block + pos) * e + rem, e - rem))
+                spans.add((sub(ch, kk) + pos * e + rem, e - rem))
     for row, n_rows in sorted(spans):
         emit.zero(scope, row, rows=n_rows, comment="edge-tile padding rows")
 

@@ -49,7 +49,8 @@ class Tiling:
         init: ``"fold"`` (first tmm of a block overwrites) or ``"fill_zero"`` (explicit ``zero``).
         resident: ``"none"``, ``"a"`` or ``"b"``: that operand's whole panel (block rows x all of
             K) stays in its scope across the inner block loop, loaded once per outer block
-            (``compute_at`` at the outer block loop); needs ``bk`` covering K and the matching order.
+            (``compute_at`` at the outer block loop, with the matching order); the panel holds all
+            of K while the other operand streams in chunks of ``bk``.
         panel_buffers: Buffers of the resident panel (2: the next panel loads while the current
             one is used); ``double_buffer`` then applies to the streamed operand only.
     """
@@ -65,7 +66,7 @@ class Tiling:
     panel_buffers: int = 0  # 0: as double_buffer (2 or 1)
 
     def __post_init__(self) -> None:
-        if self.panel_buffers == 0:  # resolve the default so equal tilings compare equal
+        if self.panel_buffers == 0 or self.resident == "none":  # one canonical form per tiling
             object.__setattr__(self, "panel_buffers", 2 if self.double_buffer else 1)
 
     def key(self) -> tuple[int, int, int, str, bool, int, str, str, int]:
@@ -264,35 +265,38 @@ def apply(schedule: Schedule, *, m: int, n: int, k: int, cfg: ArchConfig, bias: 
                double_buffer=streamed in double, acc_buffers=2 if "acc" in double else 1, init=init or "fold",
                resident=resident,
                panel_buffers=(2 if panel in double else 1) if resident != "none" else (2 if streamed in double else 1))
-    if t.resident != "none" and t.bk * e < k:
-        raise UsageError(f"schedule {schedule.name!r}: {t.resident.upper()}_reg is computed at the outer block "
-                         f"loop (resident), so the k split must cover all of K = {k} in one chunk, not "
-                         f"{t.bk * e}.")
     check_fits(t, cfg, bias=bias, k=k)
     return t
 
 
-def buffer_rows(t: Tiling, cfg: ArchConfig, *, bias: bool = False) -> dict[str, int]:
-    """Scratchpad rows the lowering of ``t`` uses, per config key."""
+def buffer_rows(t: Tiling, cfg: ArchConfig, *, bias: bool = False, k: int | None = None) -> dict[str, int]:
+    """Scratchpad rows the lowering of ``t`` uses, per config key.
+
+    A resident panel holds all ``ceil(k / tile)`` reduction tiles (``k`` omitted: ``bk`` of them).
+    """
     e = cfg.tile
+    kt = t.bk if k is None else max(t.bk, -(-k // e))
+    ka = kt if t.resident == "a" else t.bk
+    kb = kt if t.resident == "b" else t.bk
     acc_block = t.bm * t.bn * e + (-(-t.bn // e) * e if bias else 0)
-    return {"a_reg": t.buffers("a") * t.bm * t.bk * e, "b_reg": t.buffers("b") * t.bn * t.bk * e,
+    return {"a_reg": t.buffers("a") * t.bm * ka * e, "b_reg": t.buffers("b") * t.bn * kb * e,
             "acc": t.acc_buffers * acc_block}
 
 
-def fits(t: Tiling, cfg: ArchConfig, *, bias: bool = False) -> bool:
-    return all(rows <= cfg.rows(key) for key, rows in buffer_rows(t, cfg, bias=bias).items())
+def fits(t: Tiling, cfg: ArchConfig, *, bias: bool = False, k: int | None = None) -> bool:
+    return all(rows <= cfg.rows(key) for key, rows in buffer_rows(t, cfg, bias=bias, k=k).items())
 
 
 def check_fits(t: Tiling, cfg: ArchConfig, *, bias: bool = False, k: int | None = None) -> None:
     """Raise naming the scope, bytes needed and bytes available if ``t`` does not fit."""
-    for key, rows in buffer_rows(t, cfg, bias=bias).items():
+    for key, rows in buffer_rows(t, cfg, bias=bias, k=k).items():
         have = cfg.rows(key)
         if rows > have:
             per_row = cfg.tile * cfg.elem_bytes(key)
             raise UsageError(
                 f"the schedule's tiles do not fit scope {key!r}: tiling bm={t.bm}, bn={t.bn}, bk={t.bk} "
-                f"tiles (double_buffer={t.double_buffer}, acc_buffers={t.acc_buffers}) needs "
+                f"tiles (double_buffer={t.double_buffer}, acc_buffers={t.acc_buffers}, resident={t.resident}) "
+                "needs "
                 f"{rows * per_row} bytes "
                 f"({rows} rows) but {key} has {have * per_row} bytes ({have} rows) in config {cfg.name!r}."
             )

@@ -85,11 +85,12 @@ def _auto_space(m: int, n: int, k: int, cfg: ArchConfig, *, bias: bool) -> Itera
                 for bk in sorted(set(chunk_sizes) | {top}):
                     yield Tiling(bm, bn, bk, "mn", True, accb, "fold")
                 # A whole panel (block x all of K) can stay resident, with one or two panel buffers.
-                for pb in (2, 1):
-                    for order, res in (("mn", "a"), ("nm", "b")):
-                        r = Tiling(bm, bn, kt, order, True, accb, "fold", res, pb)
-                        if fits(r, cfg, bias=bias):
-                            yield r
+                for bk in sorted(set(chunk_sizes) | {top}):
+                    for pb in (2, 1):
+                        for order, res in (("mn", "a"), ("nm", "b")):
+                            r = Tiling(bm, bn, bk, order, True, accb, "fold", res, pb)
+                            if fits(r, cfg, bias=bias, k=k):
+                                yield r
 
 
 def auto_tiling(m: int, n: int, k: int, cfg: ArchConfig, *, in_bytes: int, out_bytes: int,
@@ -113,7 +114,7 @@ def tune_space(m: int, n: int, k: int, cfg: ArchConfig, *, bias: bool = False) -
                             for res, pb in (("none", 2), ("a" if order == "mn" else "b", 2),
                                             ("a" if order == "mn" else "b", 1)):
                                 t = Tiling(bm, bn, bk, order, db, accb, "fold", res, pb)
-                                if (res == "none" or bk == kt) and fits(t, cfg, bias=bias):
+                                if fits(t, cfg, bias=bias, k=k):
                                     yield t
 
 
@@ -177,9 +178,9 @@ def tune(m: int, n: int, k: int, cfg: ArchConfig, *, in_bytes: int, out_bytes: i
         bn = sample_perfect_tile(nt, max(1, acc_tiles // bm), rng)
         bk = sample_perfect_tile(kt, kt, rng)
         order = rng.choice(("mn", "nm"))
-        res = ("a" if order == "mn" else "b") if bk == kt and rng.random() < 0.5 else "none"
+        res = ("a" if order == "mn" else "b") if rng.random() < 0.5 else "none"
         t = Tiling(bm, bn, bk, order, rng.random() < 0.75, rng.choice((1, 2)), "fold", res, rng.choice((1, 2)))
-        if t.key() in seen or not fits(t, cfg, bias=bias):
+        if t.key() in seen or not fits(t, cfg, bias=bias, k=k):
             continue
         seen[t.key()] = Ranked(t, estimate(m, n, k, t, cfg, in_bytes=in_bytes, out_bytes=out_bytes,
                                            bias=bias))
