@@ -38,7 +38,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _program_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="tinynpu cosim PROGRAM.bin", add_help=False)
+    p = _Parser(prog="tinynpu cosim PROGRAM.bin")
     p.add_argument("program", metavar="PROGRAM.bin")
     p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
     p.add_argument("--config", default=None)
@@ -50,7 +50,7 @@ def _program_parser() -> argparse.ArgumentParser:
 def _workload_parser() -> argparse.ArgumentParser:
     from tinynpu.compiler.cli import _add_workloads
 
-    p = _Parser(prog="tinynpu cosim", add_help=False)
+    p = _Parser(prog="tinynpu cosim")
     for q in _add_workloads(p):
         _common(q)
         q.add_argument("--seed", type=int, default=0, help="seed of the random inputs")

@@ -53,6 +53,7 @@ def test_cosim_program_with_inputs_and_waves(tmp_path: Path, capsys: pytest.Capt
     (["cosim", "missing.bin"], "cannot read the binary"),
     (["cosim", "matmul", "--m", "8"], "required"),
     (["cosim", "PROG", "--bogus"], "unrecognized arguments"),
+    (["cosim", "matmul", "--m", "16", "--n", "16", "--k", "16", "--dtype", "fp32"], "cannot run on the RTL"),
 ])
 def test_cosim_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str],
                             message: str) -> None:
