@@ -144,10 +144,10 @@ def _runner(isa: Isa, cfg: ArchConfig, toplevel: str = TOPLEVEL) -> tuple[object
     The build lives in the system temp directory, keyed by a hash of the sources,
     so every test session and command reuses it.
     """
+    check_config(cfg)
     reason = icarus_missing_reason()
     if reason:
         raise RtlError(reason)
-    check_config(cfg)
     from cocotb_tools.runner import get_runner
 
     build_dir = Path(tempfile.gettempdir()) / f"tinynpu-rtl-{toplevel}-{_build_key(isa, cfg)}"
