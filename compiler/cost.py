@@ -96,22 +96,28 @@ def estimate(m: int, n: int, k: int, t: Tiling, cfg: ArchConfig, *, in_bytes: in
         cache[key] = (cycles, store, loads[0], tau)
         return cache[key]
 
-    blocks = [(ib, jb) for ib in iblocks for jb in jblocks] if t.order == "mn" else \
-             [(ib, jb) for jb in jblocks for ib in iblocks]
+    # Blocks of equal shape cost the same: count them per dimension, O(row + column blocks).
+    # A resident panel is loaded only by the first block of its outer row (column).
+    def groups(bl: list[tuple[int, int]], full: int, total_tiles: int, split_first: bool) -> dict[
+            tuple[int, int, bool], int]:
+        out: dict[tuple[int, int, bool], int] = {}
+        for idx, (s0, nn) in enumerate(bl):
+            key = (s0 if nn < full or s0 + nn == total_tiles else 0, nn, split_first and idx == 0)
+            out[key] = out.get(key, 0) + 1
+        return out
+
     shapes: dict[tuple[int, int, int, int, bool, bool], int] = {}
-    for (i0, ni), (j0, nj) in blocks:
-        # A resident panel is loaded only by the first block of its outer row (column).
-        la = t.resident != "a" or j0 == 0
-        lb = t.resident != "b" or i0 == 0
-        key = (i0 if ni < t.bm or i0 + ni == mt else 0, ni, j0 if nj < t.bn or j0 + nj == nt else 0, nj,
-               la, lb)
-        shapes[key] = shapes.get(key, 0) + 1
+    for (i0, ni, fi), ci in groups(iblocks, t.bm, mt, t.resident == "b").items():
+        for (j0, nj, fj), cj in groups(jblocks, t.bn, nt, t.resident == "a").items():
+            key = (i0, ni, j0, nj, t.resident != "a" or fj, t.resident != "b" or fi)
+            shapes[key] = shapes.get(key, 0) + ci * cj
+    n_blocks = len(iblocks) * len(jblocks)
     total = 0
     compute = mt * nt * kt * interval
     for (i0, ni, j0, nj, la, lb), count in shapes.items():
         cyc, store, _, tau = block(i0, ni, j0, nj, la, lb)
         per_block = cyc
-        if t.acc_buffers == 1 or len(blocks) == 1:
+        if t.acc_buffers == 1 or n_blocks == 1:
             # Column j's store is ready once its last tmm ends and completes after the store
             # unit drained columns 0..j; the next block rewrites column j at (nj + j) * tau0.
             # The worst column sets the stall.
@@ -134,10 +140,9 @@ def estimate(m: int, n: int, k: int, t: Tiling, cfg: ArchConfig, *, in_bytes: in
             rows_p = min(ni * e, m - i0 * e) if t.resident == "a" else min(nj * e, n - j0 * e)
             per_block += load_beats(rows_p, kt, 0) + lat
         total += per_block * count
-    first = blocks[0]
-    _, _, first_load, _ = block(first[0][0], first[0][1], first[1][0], first[1][1])
-    (_, ni_l), (_, nj_l) = blocks[-1]
-    _, last_store, _, tau_l = block(blocks[-1][0][0], ni_l, blocks[-1][1][0], nj_l)
+    _, _, first_load, _ = block(iblocks[0][0], iblocks[0][1], jblocks[0][0], jblocks[0][1])
+    (i_l, ni_l), (j_l, nj_l) = iblocks[-1], jblocks[-1]  # the last block in either order
+    _, last_store, _, tau_l = block(i_l, ni_l, j_l, nj_l)
     # The first tmm waits only for the first reduction tile's loads of chunk 0.
     prologue = first_load // min(t.bk, kt) + lat
     # The last block's column stores drain after its last column's tmm.
