@@ -370,3 +370,11 @@ def test_chained_gemms_through_dram_are_ordered_without_a_barrier() -> None:
     machine.run(check_races=True)
     hid = np.clip(np.maximum((x.astype(np.int64) @ w1.T.astype(np.int64) + 512) >> 10, 0), -128, 127)
     np.testing.assert_array_equal(machine.read_tensor("y"), (hid @ w2.T.astype(np.int64)).astype(np.int32))
+
+
+def test_listing_reassembles_to_the_same_binary() -> None:
+    from tinynpu.assembler import assemble
+
+    c = compile_matmul(50, 40, 70, layout="nn", out_dtype="int8")
+    again = assemble(c.asm(), filename="program.s", isa=load_isa(), cfg=CFG)
+    assert again.to_bytes() == c.program.to_bytes()
