@@ -67,7 +67,7 @@ def prepare_dir(out: Path, *, force: bool) -> None:
 
 
 def _pct(x: float) -> str:
-    return f"{100.0 * x:.1f}%"
+    return f"{100.0 * x:.2f}%"  # two decimals: 99.96% must not print as 100.0%
 
 
 def summary_rows(results: Sequence[Result]) -> list[dict[str, Any]]:
