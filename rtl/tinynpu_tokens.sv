@@ -1,6 +1,10 @@
 // The token channels: one counting semaphore per ordered pair (src -> dst) of
 // distinct queued units.  A token signalled by a completion pulse in cycle
 // e - 1 is visible from cycle e; a start in cycle s consumes at the end of s.
+// The count in cycle t is the tokens signalled with e <= t minus those
+// consumed with s <= t (the register minus this cycle's consumption), and it
+// overflows when that exceeds tokens.max_count: the register has one spare
+// value, so a token arriving in the cycle a start takes one nets out.
 `timescale 1ns / 1ps
 `default_nettype none
 
@@ -17,7 +21,7 @@ module tinynpu_tokens (
 );
   `include "tinynpu_isa.vh"
 
-  logic [TNPU_TOKEN_BITS-1:0] count_q [0:15];  // indexed src*4 + dst; the diagonal stays 0
+  logic [TNPU_TOKEN_BITS:0] count_q [0:15];  // indexed src*4 + dst; the diagonal stays 0
   logic [15:0] overflow;
 
   for (genvar src = 0; src < 4; src++) begin : g_src
@@ -26,9 +30,7 @@ module tinynpu_tokens (
       logic sig, cons;
       assign sig  = (src != dst) && signal_i[src*4+dst];
       assign cons = (src != dst) && consume_i[dst*4+src];
-      // A consumption in the same edge came from a token visible a cycle
-      // earlier, so the channel holds max - 1 + 1 tokens and does not overflow.
-      assign overflow[Ch] = sig && !cons && (count_q[Ch] == TNPU_TOKEN_BITS'(TNPU_TOKEN_MAX));
+      assign overflow[Ch] = (count_q[Ch] - (TNPU_TOKEN_BITS + 1)'(cons)) > (TNPU_TOKEN_BITS + 1)'(TNPU_TOKEN_MAX);
       assign avail_o[dst*4+src] = (count_q[Ch] != '0);
       always @(posedge clk_i or negedge rst_ni) begin
         if (!rst_ni) count_q[Ch] <= '0;
