@@ -99,3 +99,21 @@ def test_bench_sim_json(capsys: pytest.CaptureFixture[str]) -> None:
     for r in out["runs"]:
         assert r["verified"] and r["numpy_float32_seconds"] > 0 and r["peak_rss_bytes"] > 0
         assert r["ratio_to_numpy"] == r["wall_seconds"] / r["numpy_float32_seconds"]
+
+
+def test_sim_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prog = _write_program(tmp_path, COPY)
+    assert main(["sim", str(prog), "--trace", str(tmp_path / "t.json"), "--no-timing"]) == 2
+    assert "--trace needs timing" in capsys.readouterr().err
+    assert main(["sim", str(prog), "--output", f"Z={tmp_path / 'z.npy'}"]) == 2
+    assert "no tensor 'Z'" in capsys.readouterr().err
+    assert main(["sim", str(prog), "--config", "fp32"]) == 2
+    assert "built for config" in capsys.readouterr().err
+    victim = tmp_path / "trace.json"
+    victim.write_text("not a trace")
+    assert main(["sim", str(prog), "--trace", str(victim)]) == 2
+    assert victim.read_text() == "not a trace"
+    with pytest.raises(SystemExit) as exc:  # argparse rejects it before the handler runs
+        main(["sim", str(prog), "--max-cycles", "0"])
+    assert exc.value.code == 2
+    assert "positive integer" in capsys.readouterr().err
