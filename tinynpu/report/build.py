@@ -246,7 +246,7 @@ def write_report(
     sections.append(Section("Configuration", _config_text(cfg), (command,)))
     index = out / "index.md"
     index.write_text(render(title, intro, sections, index_dir=out), encoding="utf-8")
-    summary = {
+    summary: dict[str, Any] = {
         "index": str(index),
         "config": cfg.name,
         "command": command,
