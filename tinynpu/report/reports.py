@@ -18,6 +18,7 @@ from tinynpu.report.suite import (
     Result,
     Workload,
     conv2d,
+    for_config,
     matmul,
     mlp,
     progress,
@@ -154,7 +155,7 @@ def report_suite(
     """
     cfg = load_config(config)
     prepare_dir(out, force=force)
-    workloads = suite_workloads(quick=quick)
+    workloads = [for_config(w, config, cfg) for w in suite_workloads(quick=quick)]
     seed = [w for w in workloads if w.kind == "matmul"][:2]  # the seed (or quick head) tuned + naive
     results = _run_all(workloads, cfg, quiet=quiet, check_races=check_races, featured=set(seed))
     cmd = f"tinynpu report --suite{' --quick' if quick else ''} -o {out}" + (
@@ -221,6 +222,7 @@ def report_workload(
         w = conv2d([sizes[f] for f in ("n", "c", "h", "w", "k", "r", "s", "stride", "pad")], group="")
     else:
         w = mlp(sizes["batch"])
+    w = for_config(w, config, cfg)
     results = _run_all([w], cfg, quiet=quiet, check_races=check_races, featured={w})
     flags = " ".join(f"--{k} {v}" for k, v in sizes.items())
     cmd = f"tinynpu report {kind} {flags}" + (f" --schedule {schedule}" if kind == "matmul" else "") + f" -o {out}"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import numpy as np
@@ -46,12 +46,16 @@ class Workload:
         params: Sizes as the compiler entry point takes them.
         schedule: ``naive`` or ``auto`` (matmul; the others always compile ``auto``).
         group: Suite section it belongs to (e.g. ``DeepBench``).
+        dtype: ``int8`` or ``fp32``, as the compiler's entry points take it.
+        config: The config name or path as the user gave it (for the printed commands).
     """
 
     kind: str
     params: tuple[tuple[str, int], ...]
     schedule: str = "auto"
     group: str = ""
+    dtype: str = "int8"
+    config: str = "default"
 
     @property
     def label(self) -> str:
@@ -68,7 +72,10 @@ class Workload:
         """The CLI command that reproduces this workload's numbers."""
         flags = " ".join(f"--{k} {v}" for k, v in self.params)
         sched = f" --schedule {self.schedule}" if self.kind == "matmul" else ""
-        return f"tinynpu run {self.kind} {flags}{sched} --json"
+        extra = (f" --dtype {self.dtype}" if self.dtype != "int8" else "") + (
+            f" --config {self.config}" if self.config != "default" else ""
+        )
+        return f"tinynpu run {self.kind} {flags}{sched}{extra} --json"
 
     def compile(self, cfg: ArchConfig) -> Any:
         """Compile with the compiler's public entry points."""
@@ -76,7 +83,7 @@ class Workload:
         if self.kind == "matmul":
             from tinynpu.compiler import compile_matmul
 
-            return compile_matmul(p["m"], p["n"], p["k"], schedule=self.schedule, cfg=cfg)
+            return compile_matmul(p["m"], p["n"], p["k"], dtype=self.dtype, schedule=self.schedule, cfg=cfg)
         if self.kind == "conv2d":
             from tinynpu.compiler.conv2d import compile_conv2d
 
@@ -94,7 +101,12 @@ class Workload:
             )
         from tinynpu.compiler.mlp import compile_mlp
 
-        return compile_mlp(p["batch"], cfg=cfg)
+        return compile_mlp(p["batch"], dtype=self.dtype, cfg=cfg)
+
+
+def for_config(w: Workload, config: str, cfg: ArchConfig) -> Workload:
+    """``w`` on config ``config`` (as the user named it), with the dtype that config computes in."""
+    return replace(w, dtype="fp32" if cfg.input_dtype == "float32" else "int8", config=config)
 
 
 def matmul(m: int, n: int, k: int, *, schedule: str = "auto", group: str = "") -> Workload:
