@@ -66,7 +66,7 @@ ISA_CASES = [
      "- mnemonic: vaddrow", ["encodings of 'vadd' and 'vaddrow' overlap"]),
     ("uncovered-bits", "{name: reserved, lsb: 4, msb: 127, value: 0}",
      "{name: reserved, lsb: 4, msb: 126, value: 0}",
-     "- mnemonic: halt", ["halt: encoding bits 127", "covered by no field"]),
+     "- mnemonic: halt", ["halt: encoding bit(s) 127 covered by no field"]),
     ("bits-used-twice", "{name: reserved, lsb: 68, msb: 127, value: 0}",
      "{name: reserved, lsb: 67, msb: 127, value: 0}", "{name: reserved, lsb: 67",
      ["tmm: bit 67 of 'reserved' is already used by 'accumulate'"]),
