@@ -191,10 +191,11 @@ def write_report(
         path=figs_dir / "roofline.png",
     )
     figures.append(roof)
-    sections.append(Section("Roofline", "", (), (roof,)))
+    from_summary = "One point per run of the Summary table; the commands listed there reproduce every number."
+    sections.append(Section("Roofline", from_summary, (), (roof,)))
     traffic = F.traffic([(r.label, r.report) for r in results], path=figs_dir / "traffic.png")
     figures.append(traffic)
-    sections.append(Section("DRAM traffic", "", (), (traffic,)))
+    sections.append(Section("DRAM traffic", from_summary.replace("point", "group of bars"), (), (traffic,)))
     for r in featured:
         slug = _slug(r.label)
         unit = F.unit_breakdown(r.report, label=r.label, path=figs_dir / f"units_{slug}.png")
@@ -202,7 +203,18 @@ def write_report(
         if r.timeline:
             figs.append(F.gantt(r.timeline, label=r.label, path=figs_dir / f"gantt_{slug}.png"))
         figures += figs
-        sections.append(Section(f"Where the cycles go: {r.label}", "", (r.workload.command,), tuple(figs)))
+        sim_dir = f"out/{slug}"
+        body = (
+            "`tinynpu run` reports the busy cycles; the stall causes and the per-instruction timeline come from "
+            "the simulator itself (`tinynpu sim --json` and `--trace`, a Perfetto trace of the same timeline), "
+            "on the same program; timing does not depend on the data."
+        )
+        commands = (
+            r.workload.command,
+            r.workload.command.replace("tinynpu run", "tinynpu compile").replace(" --json", f" -o {sim_dir} --force"),
+            f"tinynpu sim {sim_dir}/program.bin --json --trace {sim_dir}/trace.json",
+        )
+        sections.append(Section(f"Where the cycles go: {r.label}", body, commands, tuple(figs)))
     if landscape is not None:
         kwargs = {k: v for k, v in landscape.items() if k != "command"}
         fig = F.landscape(**kwargs, path=figs_dir / "landscape.png")
