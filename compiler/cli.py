@@ -149,9 +149,11 @@ def format_report(r: dict[str, Any]) -> str:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from tinynpu.compiler.run import run_compiled
+    from tinynpu.isa import load_config
 
     compiled = compile_from_args(args)
-    report = run_compiled(compiled, seed=args.seed, check_races=not args.no_race_check)
+    cfg = load_config(args.config) if args.config else None
+    report = run_compiled(compiled, cfg=cfg, seed=args.seed, check_races=not args.no_race_check)
     if args.json:
         print(json.dumps(report))
     else:

@@ -209,6 +209,7 @@ def compile_matmul(m: int, n: int, k: int, *, dtype: str = "int8", schedule: str
         program=program, comments=comments,
         workload={"kind": "matmul", "m": m, "n": n, "k": k, "dtype": dtype, "layout": layout,
                   "out_dtype": out_dtype, "shift": shift, "relu": relu, "config": cfg.name,
+                  "config_path": str(cfg.source),
                   "tiling": {"bm": tiling.bm, "bn": tiling.bn, "bk": tiling.bk, "order": tiling.order,
                              "double_buffer": tiling.double_buffer, "acc_buffers": tiling.acc_buffers,
                              "init": tiling.init, "resident": tiling.resident,

@@ -25,7 +25,8 @@ class VerificationError(TinyNpuError):
 def _config_for(compiled: Compiled, cfg: ArchConfig | None) -> ArchConfig:
     if cfg is not None:
         return cfg
-    return load_config(compiled.workload.get("config", "default"))
+    # A config loaded from a YAML file is found again by its path, a built-in one by its name.
+    return load_config(compiled.workload.get("config_path") or compiled.workload.get("config", "default"))
 
 
 def run_compiled(compiled: Compiled, *, cfg: ArchConfig | None = None, seed: int = 0,
