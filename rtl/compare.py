@@ -128,6 +128,8 @@ def _compare(isa: Isa, case: CosimCase, model: _ModelRun, rtl: RtlResult) -> Cos
         rtl_error = f"{ERROR_CAUSES.get(rtl.cause, rtl.cause)} at instruction {rtl.error_pc}"
     elif rtl.timed_out:
         rtl_error = f"no halt within {case.max_cycles} cycles"
+    elif rtl.late_responses:
+        rtl_error = f"the bench's DRAM model answered {rtl.late_responses} requests late (a bench timing fault)"
     mismatched = tuple(name for name, raw in model.outputs.items() if rtl_out.get(name) != raw)
     trace: list[TraceMismatch] = []
     for index, _unit, mnemonic, d, s, e in model.timeline:

@@ -79,3 +79,10 @@ def test_random_programs_are_valid_and_race_free(seed: int) -> None:
     machine.write_tensor("mem", inputs["mem"])
     stats = machine.run(check_races=True)
     assert stats.cycles > 0 and stats.instructions_total == len(program.words)
+
+
+def test_a_late_dram_response_is_a_bench_fault() -> None:
+    case = _case()
+    rtl = _rtl_like_model(case)
+    report = _compare(ISA, case, _run_model(ISA, CFG, case), RtlResult(**{**rtl.__dict__, "late_responses": 2}))
+    assert not report.agree and "late" in (report.rtl_error or "")
