@@ -16,6 +16,7 @@ import sys
 import time
 from typing import Any
 
+from tinynpu.compiler.conv2d import RESNET50_CONVS, compile_conv2d
 from tinynpu.compiler.matmul import compile_matmul
 from tinynpu.compiler.run import run_compiled
 from tinynpu.compiler.search import rank, tune, tune_space
@@ -25,11 +26,6 @@ SEED = (1024, 1024, 1024)
 GEMMS = [SEED, (1760, 128, 1760), (2560, 64, 2560), (3072, 1500, 1024), (35, 8457, 2560), (7680, 128, 2560),
          (512, 2304, 768), (512, 3072, 768), (512, 768, 3072), (512, 512, 64)]
 QUICK_GEMMS = [(256, 256, 256), (100, 300, 200), (512, 512, 64)]
-CONVS = [(1, 3, 224, 224, 64, 7, 7, 2, 3), (1, 64, 56, 56, 64, 1, 1, 1, 0),
-         (1, 64, 56, 56, 64, 3, 3, 1, 1), (1, 64, 56, 56, 256, 1, 1, 1, 0),
-         (1, 256, 56, 56, 128, 1, 1, 2, 0), (1, 128, 28, 28, 128, 3, 3, 1, 1),
-         (1, 1024, 14, 14, 256, 1, 1, 1, 0), (1, 256, 14, 14, 256, 3, 3, 1, 1),
-         (1, 512, 7, 7, 512, 3, 3, 1, 1), (1, 512, 7, 7, 2048, 1, 1, 1, 0)]
 QUICK_CONVS = [(1, 3, 32, 32, 16, 3, 3, 1, 1), (1, 64, 14, 14, 64, 1, 1, 1, 0)]
 
 TARGETS = {"gemm_util_over_ceiling": 0.90, "gemm_traffic_over_best": 1.10, "seed_util": 0.95,
@@ -76,12 +72,11 @@ def _gemm_row(m: int, n: int, k: int, *, out_dtype: str, check_races: bool, tria
     }
 
 
-def _conv_row(shape: tuple[int, ...], *, check_races: bool) -> dict[str, Any]:
-    from tinynpu.compiler.conv2d import compile_conv2d
-
+def _conv_row(shape: tuple[int, ...], *, out_dtype: str, check_races: bool) -> dict[str, Any]:
     n, c, h, w, k, r, s, stride, pad = shape
     cfg = load_config("default")
-    compiled = compile_conv2d(n, c, h, w, k, r, s, stride=stride, pad=pad)
+    compiled = compile_conv2d(n, c, h, w, k, r, s, stride=stride, pad=pad,
+                              out_dtype=None if out_dtype == "int32" else out_dtype)
     report = run_compiled(compiled, check_races=check_races)
     p = (h + 2 * pad - r) // stride + 1
     q = (w + 2 * pad - s) // stride + 1
@@ -127,17 +122,10 @@ def run_bench(*, quick: bool = False, as_json: bool = False, check_races: bool =
             "traffic_over_best": rows[0]["traffic_over_best"], "compile_seconds": rows[0]["compile_seconds"],
             "compile_cpu_seconds": rows[0]["compile_cpu_seconds"]}
     convs: list[dict[str, Any]] = []
-    conv_note = ""
-    try:
-        import tinynpu.compiler.conv2d as conv_mod
-
-        if not hasattr(conv_mod, "compile_conv2d"):
-            raise ImportError("compile_conv2d missing")
-        for conv_shape in QUICK_CONVS if quick else CONVS:
-            log(f"conv2d {conv_shape} ...")
-            convs.append(_conv_row(conv_shape, check_races=check_races))
-    except ImportError as exc:
-        conv_note = f"conv2d suite skipped: {exc}"
+    resnet = [tuple(sh.kwargs().values()) for sh in RESNET50_CONVS]
+    for conv_shape in QUICK_CONVS if quick else resnet:
+        log(f"conv2d {conv_shape} ...")
+        convs.append(_conv_row(conv_shape, out_dtype=out_dtype, check_races=check_races))
     g_ok = all(r["util_over_ceiling"] >= TARGETS["gemm_util_over_ceiling"]
                and r["traffic_over_best"] <= TARGETS["gemm_traffic_over_best"] for r in rows)
     s_ok = (seed["utilization"] >= TARGETS["seed_util"]
@@ -155,7 +143,6 @@ def run_bench(*, quick: bool = False, as_json: bool = False, check_races: bool =
         "gemm": rows,
         "seed": seed,
         "conv": convs,
-        "conv_note": conv_note,
         "targets": TARGETS,
         "met": {"gemm": g_ok, "seed": s_ok, "search": search_ok, "conv": c_ok if convs else None},
     }
@@ -200,8 +187,6 @@ def _print_table(r: dict[str, Any]) -> None:
                   f"{c['traffic_over_io_bound']:6.3f} {c['host_traffic_bytes'] / 2**10:6.1f}Ki")
         print(f"(conv I/O bound: {r['conv'][0]['io_bound_kind']}; "
               "conv ceiling = the im2col-equivalent GEMM's)")
-    elif r["conv_note"]:
-        print(f"\n{r['conv_note']}")
     met = r["met"]
     print(f"\ntargets (issue 4): GEMM util >= 90% of ceiling and traffic <= 1.1x best: {met['gemm']}; "
           f"seed util >= 95%, traffic <= 1.05x, compile <= 1 s: {met['seed']}; "
