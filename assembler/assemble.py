@@ -17,9 +17,8 @@ from tinynpu.assembler.expr import Cursor, describe, parse_expr
 from tinynpu.assembler.image import DTYPES, ROLES, Program, Tensor
 from tinynpu.assembler.lexer import Pos, Token, tokenize
 from tinynpu.assembler.syntax import SP_KINDS, Operand, Syntax, syntax_table
-from tinynpu.isa import ArchConfig, Field, Instruction, Isa
-
 from tinynpu.errors import AsmError, SpecError
+from tinynpu.isa import ArchConfig, Field, Instruction, Isa
 
 # Scratchpad fields that address one row whatever `rows` says (isa.yaml:
 # vaddrow's src is "the broadcast row"); every other sp_row field spans `rows` rows.

@@ -8,10 +8,9 @@ from pathlib import Path
 from tinynpu.assembler.assemble import assemble
 from tinynpu.assembler.disasm import disassemble
 from tinynpu.assembler.image import Program, write_output
+from tinynpu.errors import UsageError
 from tinynpu.isa import load_config, load_isa
 from tinynpu.isa.spec import DEFAULT_ISA_PATH
-
-from tinynpu.errors import UsageError
 
 # First bytes of every disassembly: an existing file starting with them is ours to replace.
 DISASM_MAGIC = b"; tinynpu program"

@@ -11,9 +11,8 @@ from collections.abc import Mapping, Sequence
 
 from tinynpu.assembler.image import HEADER_BYTES, Program, Tensor
 from tinynpu.assembler.syntax import Operand, syntax_table
-from tinynpu.isa import ArchConfig, Field, Instruction, Isa, build_hash, load_config
-
 from tinynpu.errors import AsmError, SpecError, TinyNpuError
+from tinynpu.isa import ArchConfig, Field, Instruction, Isa, build_hash, load_config
 
 
 def _default_tile(isa: Isa) -> int:

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from tinynpu.assembler.lexer import Pos, Token
-
 from tinynpu.errors import AsmError
 
 

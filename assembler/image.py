@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from tinynpu.isa import ArchConfig, Isa, build_hash
 
 from tinynpu.errors import AsmError
+from tinynpu.isa import ArchConfig, Isa, build_hash
 
 MAGIC = b"TNPU"
 FORMAT_VERSION = 1

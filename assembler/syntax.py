@@ -14,9 +14,8 @@ import functools
 import re
 from dataclasses import dataclass
 
-from tinynpu.isa import Field, Instruction, Isa
-
 from tinynpu.errors import SpecError
+from tinynpu.isa import Field, Instruction, Isa
 
 SP_KINDS = ("sp_row", "sp_tile")
 

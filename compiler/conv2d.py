@@ -60,6 +60,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
+
 from tinynpu.assembler.image import Program, Tensor
 from tinynpu.compiler.bounds import roofline_cycles
 from tinynpu.compiler.compiled import Bounds, Compiled
@@ -70,9 +71,8 @@ from tinynpu.compiler.operands import DenseOutput, Emitter
 from tinynpu.compiler.quant import calibrate_shift, requantize
 from tinynpu.compiler.schedule import Schedule, Tiling, apply, fits, from_tiling, naive
 from tinynpu.compiler.search import auto_tiling
-from tinynpu.isa import ArchConfig, load_isa
-
 from tinynpu.errors import UsageError
+from tinynpu.isa import ArchConfig, load_isa
 
 LAYOUTS = ("direct", "rowpack")
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
+
 from tinynpu.assembler.image import Program, Tensor
 from tinynpu.compiler.bounds import best_tiling_bytes, matmul_io_lower_bound, roofline_cycles
 from tinynpu.compiler.compiled import Arrays, Bounds, Compiled
@@ -15,9 +16,8 @@ from tinynpu.compiler.lower import lower_gemm
 from tinynpu.compiler.operands import DenseOperand, DenseOutput, Emitter
 from tinynpu.compiler.schedule import Schedule, apply, from_tiling, naive
 from tinynpu.compiler.search import auto_tiling
-from tinynpu.isa import ArchConfig, load_config, load_isa
-
 from tinynpu.errors import UsageError
+from tinynpu.isa import ArchConfig, load_config, load_isa
 
 DTYPES = {"int8": "int8", "fp32": "float32"}
 _ALIGN = 64  # DRAM tensors start on 64-byte boundaries (a whole number of DMA beats)

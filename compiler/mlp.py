@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
+
 from tinynpu.assembler.image import Program, Tensor
 from tinynpu.compiler.bounds import best_tiling_bytes, roofline_cycles, tiling_space, tiling_traffic
 from tinynpu.compiler.compiled import Bounds, Compiled
@@ -40,9 +41,8 @@ from tinynpu.compiler.operands import DenseOperand, DenseOutput, Emitter
 from tinynpu.compiler.quant import calibrate_shift, linear_int32, mlp_fp32_reference, mlp_int8_reference
 from tinynpu.compiler.schedule import Tiling, from_tiling
 from tinynpu.compiler.search import pick, rank
-from tinynpu.isa import ArchConfig, load_isa
-
 from tinynpu.errors import UsageError
+from tinynpu.isa import ArchConfig, load_isa
 
 IN_FEATURES = 784
 HIDDEN = 128

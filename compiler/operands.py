@@ -20,9 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from tinynpu.isa import ArchConfig, Isa
-
 from tinynpu.errors import UsageError
+from tinynpu.isa import ArchConfig, Isa
 
 # Scratchpad id in the ISA -> config key, and the unit that runs each mnemonic.
 _SCOPE_KEY = {"a": "a_reg", "b": "b_reg", "acc": "acc"}

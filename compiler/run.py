@@ -12,10 +12,10 @@ import time
 from typing import Any
 
 import numpy as np
-from tinynpu.compiler.compiled import Compiled
-from tinynpu.isa import ArchConfig, load_config, load_isa
 
+from tinynpu.compiler.compiled import Compiled
 from tinynpu.errors import TinyNpuError
+from tinynpu.isa import ArchConfig, load_config, load_isa
 
 
 class VerificationError(TinyNpuError):

@@ -28,9 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tinynpu.isa import ArchConfig, load_isa
-
 from tinynpu.errors import UsageError
+from tinynpu.isa import ArchConfig, load_isa
 
 Step = dict[str, Any]
 

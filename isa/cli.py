@@ -9,11 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from tinynpu.assembler.image import write_output
+from tinynpu.errors import UsageError
 from tinynpu.isa.config import CONFIG_DIR, ArchConfig, build_hash, load_config
 from tinynpu.isa.gen_markdown import ISA_MD_PATH, MARKER, generate_markdown
 from tinynpu.isa.spec import DEFAULT_ISA_PATH, Isa, load_isa
-
-from tinynpu.errors import UsageError
 
 DOC_CONFIGS = ("default", "fp32")
 

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-from tinynpu.isa.yamlsrc import KeyPath, YamlSource, format_key_path, load_yaml
 
 from tinynpu.errors import SpecError
+from tinynpu.isa.yamlsrc import KeyPath, YamlSource, format_key_path, load_yaml
 
 ISA_DIR = Path(__file__).resolve().parent
 DEFAULT_ISA_PATH = ISA_DIR / "isa.yaml"

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tinynpu.isa import load_config
 
 from tinynpu.errors import TinyNpuError, UsageError
+from tinynpu.isa import load_config
 
 SCHEDULES = ("naive", "auto")
 

@@ -9,12 +9,12 @@ import sys
 from pathlib import Path
 
 import numpy as np
+
 from tinynpu.assembler.image import Program, write_output
+from tinynpu.errors import UsageError
 from tinynpu.isa import load_config, load_isa
 from tinynpu.simulator.machine import Machine
 from tinynpu.simulator.stats import Stats
-
-from tinynpu.errors import UsageError
 
 NPY_MAGIC = b"\x93NUMPY"
 

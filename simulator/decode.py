@@ -15,10 +15,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from tinynpu.isa import ArchConfig, Isa
-from tinynpu.simulator.faults import SimFault, where
 
 from tinynpu.errors import SpecError
+from tinynpu.isa import ArchConfig, Isa
+from tinynpu.simulator.faults import SimFault, where
 
 # Operand order each semantic handler takes (by ISA field name; the bit
 # positions come from the ISA).  This is the simulator's calling convention,

@@ -25,6 +25,7 @@ from collections import deque
 from collections.abc import Callable
 
 import numpy as np
+
 from tinynpu.simulator.faults import SimFault
 
 DRAM = -1  # resource id of DRAM; scratchpads use their scope ids

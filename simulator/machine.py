@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import TextIO
 
 import numpy as np
+
 from tinynpu.assembler.image import Program
+from tinynpu.errors import UsageError
 from tinynpu.isa import ArchConfig, Isa, load_isa
 from tinynpu.simulator.decode import Decoded, decode_program
 from tinynpu.simulator.faults import SimFault, where
@@ -26,8 +28,6 @@ from tinynpu.simulator.semantics import State
 from tinynpu.simulator.stats import Stats, build_stats
 from tinynpu.simulator.timing import schedule
 from tinynpu.simulator.trace import write_log, write_trace
-
-from tinynpu.errors import UsageError
 
 
 class Machine:

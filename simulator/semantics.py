@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
+
 from tinynpu.isa import ArchConfig, Isa
 
 Handler = Callable[[list[int]], None]

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
 from tinynpu.assembler.image import Program
 from tinynpu.isa import ArchConfig, Isa
 from tinynpu.simulator.decode import OPERANDS, Decoded

@@ -51,6 +51,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from tinynpu.isa import ArchConfig, Isa
 from tinynpu.simulator.decode import Decoded
 from tinynpu.simulator.faults import SimFault, where

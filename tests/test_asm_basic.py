@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tinynpu.assembler import Program, assemble, disassemble, format_instruction
 from tinynpu.isa import ArchConfig, Isa, load_config, load_isa
 

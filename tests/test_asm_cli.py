@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from tinynpu.assembler import Program
-from tinynpu.isa.gen_markdown import ISA_MD_PATH
 
+from tinynpu.assembler import Program
 from tinynpu.cli import main
+from tinynpu.isa.gen_markdown import ISA_MD_PATH
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SEED_32 = EXAMPLES / "seed_32.s"

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tinynpu.assembler import Program, assemble, disassemble
-from tinynpu.isa import ArchConfig, Isa, load_config, load_isa
 
+from tinynpu.assembler import Program, assemble, disassemble
 from tinynpu.errors import AsmError
+from tinynpu.isa import ArchConfig, Isa, load_config, load_isa
 
 BAD_DIR = Path(__file__).parent / "bad"
 

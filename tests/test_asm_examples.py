@@ -8,6 +8,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+
 from tinynpu.assembler import Program, assemble
 from tinynpu.isa import Isa, load_config, load_isa
 

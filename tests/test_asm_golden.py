@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from tinynpu.assembler import assemble, disassemble
 from tinynpu.isa import load_config, load_isa
 

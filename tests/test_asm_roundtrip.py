@@ -6,6 +6,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from tinynpu.assembler import Program, assemble, disassemble, format_instruction
 from tinynpu.assembler.image import Tensor
 from tinynpu.isa import ArchConfig, Field, Instruction, load_config, load_isa

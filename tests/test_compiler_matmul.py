@@ -9,16 +9,16 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+
 from tinynpu.assembler.image import Program, Tensor
 from tinynpu.compiler import Schedule, Tiling, compile_matmul, run_compiled
 from tinynpu.compiler.bounds import best_tiling_bytes, matmul_io_lower_bound, tiling_traffic
 from tinynpu.compiler.lower import Bias, lower_gemm
 from tinynpu.compiler.operands import DenseOperand, DenseOutput, Emitter
 from tinynpu.compiler.schedule import apply, fits, from_tiling, naive
+from tinynpu.errors import TinyNpuError, UsageError
 from tinynpu.isa import load_config, load_isa
 from tinynpu.simulator import Machine
-
-from tinynpu.errors import TinyNpuError, UsageError
 
 CFG = load_config("default")
 FP = load_config("fp32")

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from tinynpu.compiler.conv2d import (
     RESNET50_CONVS,
     ConvLayout,
@@ -20,9 +21,8 @@ from tinynpu.compiler.conv2d import (
     choose_layout,
     conv2d_reference,
 )
-from tinynpu.isa import load_config
-
 from tinynpu.errors import TinyNpuError, UsageError
+from tinynpu.isa import load_config
 
 CFG = load_config("default")
 T = CFG.tile

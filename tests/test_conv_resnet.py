@@ -10,6 +10,7 @@ final report / ``bench compiler``).
 from __future__ import annotations
 
 import pytest
+
 from tinynpu.compiler.conv2d import RESNET50_CONVS, ConvShape, compile_conv2d
 from tinynpu.compiler.run import run_compiled
 from tinynpu.isa import load_config

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from tinynpu.compiler.conv2d import (
     ConvLayout,
     ConvShape,
@@ -18,9 +19,8 @@ from tinynpu.compiler.conv2d import (
     conv2d_reference,
 )
 from tinynpu.compiler.run import run_compiled
-from tinynpu.isa import load_config
-
 from tinynpu.errors import TinyNpuError, UsageError
+from tinynpu.isa import load_config
 
 conv_args = st.tuples(
     st.integers(1, 2), st.integers(1, 12), st.integers(1, 9), st.integers(1, 9), st.integers(1, 20),

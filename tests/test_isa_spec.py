@@ -10,11 +10,11 @@ import re
 from pathlib import Path
 
 import pytest
+
+from tinynpu.errors import SpecError
 from tinynpu.isa import load_config, load_isa
 from tinynpu.isa.config import CONFIG_DIR
 from tinynpu.isa.spec import DEFAULT_ISA_PATH
-
-from tinynpu.errors import SpecError
 
 ISA_TEXT = DEFAULT_ISA_PATH.read_text(encoding="utf-8")
 CFG_TEXT = (CONFIG_DIR / "default.yaml").read_text(encoding="utf-8")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from tinynpu.compiler.mlp import CLASSES, HIDDEN, IN_FEATURES, compile_mlp, min_traffic_bytes, mlp_data
 from tinynpu.compiler.quant import linear_int32, requantize
-from tinynpu.isa import load_config, load_isa
-
 from tinynpu.errors import UsageError
+from tinynpu.isa import load_config, load_isa
 
 
 def decoded(batch: int, dtype: str = "int8") -> list[tuple[str, dict[str, int]]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from tinynpu.compiler.quant import (
     calibrate_shift,
     linear_int32,
@@ -12,7 +13,6 @@ from tinynpu.compiler.quant import (
     requantize,
     round_shift,
 )
-
 from tinynpu.errors import UsageError
 
 

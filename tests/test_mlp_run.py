@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from tinynpu.compiler.mlp import compile_mlp, mlp_data
 from tinynpu.compiler.quant import mlp_int8_reference
 from tinynpu.compiler.run import run_compiled

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from test_sim_support import HALT, load, program, scope, units
-from tinynpu.assembler.image import Tensor
 
+from tinynpu.assembler.image import Tensor
 from tinynpu.cli import main
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from test_sim_support import DEFAULT, FP32, HALT, ISA, SYNC, load, machine, program, scope, units
+
 from tinynpu.simulator import Machine, SimFault
 
 
@@ -125,7 +126,6 @@ def test_program_for_another_config_is_refused() -> None:
 
 def test_write_tensor_checks_shape_and_values() -> None:
     from tinynpu.assembler.image import Tensor
-
     from tinynpu.errors import TinyNpuError
 
     tensors = [Tensor("X", 0, (4, 4), "int8"), Tensor("F", 64, (2, 2), "float32")]

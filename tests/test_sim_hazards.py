@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from test_sim_support import HALT, SYNC, load, machine, scope, units
+
 from tinynpu.simulator import SimFault
 
 TMM = ("tmm", {"acc": 0, "a": 0, "b": 0})

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from test_sim_support import ISA
+
 from tinynpu.assembler.assemble import assemble
 from tinynpu.isa import load_config
 from tinynpu.simulator import Machine

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
 from tinynpu.assembler.image import Program, Tensor
 from tinynpu.isa import ArchConfig, load_config, load_isa
 from tinynpu.simulator import Machine
