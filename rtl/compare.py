@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from tinynpu.assembler.image import Program
+from tinynpu.errors import TinyNpuError
 from tinynpu.isa import ArchConfig, Isa
 from tinynpu.rtl.cosim import RtlJob, RtlResult, run_rtl
-
-from tinynpu.errors import TinyNpuError
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tinynpu.isa import ArchConfig, Isa
-
 from tinynpu.errors import TinyNpuError, UsageError
+from tinynpu.isa import ArchConfig, Isa
 
 RTL_DIR = Path(__file__).resolve().parent
 TB_DIR = RTL_DIR / "tb"

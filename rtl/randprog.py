@@ -18,6 +18,7 @@ import random
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from tinynpu.assembler.image import Program, Tensor
 from tinynpu.isa import ArchConfig, Isa
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from tinynpu.assembler.image import Program, Tensor
 from tinynpu.isa import load_config, load_isa
 from tinynpu.rtl.compare import CosimCase, _compare, _run_model

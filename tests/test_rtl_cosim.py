@@ -14,6 +14,7 @@ import os
 
 import numpy as np
 import pytest
+
 from tinynpu.assembler.image import Program, Tensor
 from tinynpu.isa import load_config, load_isa
 from tinynpu.rtl.compare import CosimCase, CosimReport, cosimulate

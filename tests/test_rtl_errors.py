@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from test_rtl_cosim import require_rtl  # noqa: I001  (tests/ is on sys.path under pytest)
+
 from tinynpu.assembler.image import Program
+from tinynpu.errors import TinyNpuError
 from tinynpu.isa import load_config, load_isa
 from tinynpu.rtl.cosim import ERROR_CAUSES, RtlJob, RtlResult, run_rtl
 from tinynpu.simulator import Machine
-
-from tinynpu.errors import TinyNpuError
 
 pytestmark = pytest.mark.rtl
 ISA = load_isa()

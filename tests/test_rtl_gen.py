@@ -8,6 +8,7 @@ import shutil
 import subprocess
 
 import pytest
+
 from tinynpu.isa import Instruction, load_config, load_isa
 from tinynpu.isa.gen_verilog import RTL_HEADER_PATH, generate_verilog
 from tinynpu.rtl.cosim import INCLUDE_DIR, RTL_DIR

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from test_rtl_cosim import CFG, ISA, require_rtl
+
 from tinynpu.rtl.cosim import run_unit_benches
 
 pytestmark = pytest.mark.rtl
