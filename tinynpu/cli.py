@@ -12,7 +12,6 @@ import argparse
 import importlib
 import importlib.util
 import sys
-import textwrap
 from collections.abc import Sequence
 
 from tinynpu.errors import TinyNpuError
@@ -56,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.handler(args) or 0)
     except TinyNpuError as exc:
-        print(textwrap.fill(f"tinynpu: error: {exc.message}", width=100), file=sys.stderr)
+        print(f"tinynpu: error: {exc.message}", file=sys.stderr)  # one paragraph, unwrapped: greppable
         return exc.exit_code
     except BrokenPipeError:  # e.g. `tinynpu sim ... --json | head`: the reader left; not an error of ours
         sys.stderr.close()
