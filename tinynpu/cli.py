@@ -34,7 +34,11 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="tinynpu", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = _Parser(
+        prog="tinynpu",
+        description="tinynpu: a YAML-defined ML-accelerator ISA, its assembler, simulator, RTL co-simulation "
+        "and tiling compiler. Every command that prints figures takes --json.",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
     bench = sub.add_parser("bench", help="measured benchmarks (ratios against baselines run in the same process)")
     bench_sub = bench.add_subparsers(dest="bench", required=True, metavar="WHAT", parser_class=_Parser)
