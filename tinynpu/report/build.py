@@ -209,7 +209,7 @@ def write_report(
             "the simulator itself (`tinynpu sim --json` and `--trace`, a Perfetto trace of the same timeline), "
             "on the same program; timing does not depend on the data."
         )
-        commands = (
+        commands: tuple[str, ...] = (
             r.workload.command,
             r.workload.command.replace("tinynpu run", "tinynpu compile").replace(" --json", f" -o {sim_dir} --force"),
             f"tinynpu sim {sim_dir}/program.bin --json --trace {sim_dir}/trace.json",

@@ -550,7 +550,7 @@ def landscape(
         title=f"Tile-size search landscape: {label}",
         caption=(
             f"Cycles of {label} for each ({y_name}, {x_name}) tile size, from {source}; 'n/a' tilings do not "
-            "fit the scratchpads. Bold: the least cycles in the grid."
+            "fit the scratchpads. Bold: the least cycles in the grid; framed: the marked choice."
         ),
         data={
             "x_name": x_name,
