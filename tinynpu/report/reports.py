@@ -14,7 +14,6 @@ from tinynpu.isa import ArchConfig, load_config
 from tinynpu.report.build import Written, prepare_dir, write_report
 from tinynpu.report.landscape import matmul_landscape
 from tinynpu.report.suite import (
-    SEED_GEMM,
     Result,
     Workload,
     conv2d,
@@ -247,4 +246,4 @@ def report_workload(
     )
 
 
-__all__ = ["SEED_GEMM", "report_suite", "report_workload"]
+__all__ = ["report_suite", "report_workload"]
