@@ -10,14 +10,17 @@ bounds and alignment, and the wait/signal units.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from tinynpu.assembler.expr import Cursor, describe, parse_expr
+from tinynpu.assembler.fastline import FAST_LINE, eval_sum, split_line
 from tinynpu.assembler.image import DTYPES, ROLES, Program, Tensor
 from tinynpu.assembler.lexer import Pos, Token, tokenize
 from tinynpu.assembler.syntax import SP_KINDS, Operand, Syntax, syntax_table
-from tinynpu.errors import AsmError, SpecError
+from tinynpu.errors import AsmError
 from tinynpu.isa import ArchConfig, Field, Instruction, Isa
 
 # Scratchpad fields that address one row whatever `rows` says (isa.yaml:
@@ -29,17 +32,24 @@ _TILE_EXTENT = {"acc": ("m", "n"), "a": ("m", "k"), "b": ("n", "k")}
 _UNITS_NONE = "none"
 
 
-@dataclass(frozen=True)
-class Statement:
-    """One tokenized line that is not blank: a directive or an instruction."""
+class Statement(NamedTuple):
+    """One line that is not blank: a directive or an instruction.
+
+    A named tuple rather than a frozen dataclass: a large program has one per
+    line and tuple construction is several times faster.  ``tokens`` is
+    ``None`` for an instruction line that matched the fast-path pattern
+    (:data:`_FAST_LINE`); it is tokenized only if the fast path gives up.
+    """
 
     file: str
     line: int
-    tokens: list[Token]
-    index: int  # index of the next instruction when this line is reached
+    tokens: list[Token] | None
+    next_index: int  # index of the next instruction when this line is reached
+    text: str
 
     def cursor(self) -> Cursor:
-        return Cursor(self.tokens, self.file, self.line)
+        tokens = self.tokens if self.tokens is not None else tokenize(self.text, self.file, self.line)
+        return Cursor(tokens, self.file, self.line)
 
 
 @dataclass
@@ -58,6 +68,10 @@ class _State:
     later: dict[str, Pos] = field(default_factory=dict)  # .equ/.tensor names defined further down
     tensors: list[Tensor] = field(default_factory=list)
     words: list[int] = field(default_factory=list)
+    plans: dict[str, _EncodePlan] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.plans = _encode_plans(self.isa)
 
     def lookup(self, name: str, where: Pos) -> int:
         sym = self.symbols.get(name) or self.labels.get(name)
@@ -87,13 +101,18 @@ def assemble(source: str, *, filename: str = "<source>", isa: Isa, cfg: ArchConf
     state = _State(isa, cfg)
     statements = _pass1(source, filename, state)
     table = syntax_table(isa)
+    fast = _fast_table(isa)
+    words = state.words
     for stmt in statements:
+        if stmt.tokens is None:
+            word = _fast_instruction(stmt, fast, state)
+            words.append(word if word is not None else _instruction(stmt.cursor(), table, state))
+            continue
         cur = stmt.cursor()
-        tok = cur.tok
-        if tok.kind == "directive":
+        if cur.tok.kind == "directive":
             _directive(cur, state)
         else:
-            state.words.append(_instruction(cur, table, state))
+            words.append(_instruction(cur, table, state))
     try:
         return Program.build(isa, cfg, state.words, state.tensors)
     except AsmError as exc:
@@ -142,6 +161,10 @@ def _pass1(source: str, filename: str, state: _State) -> list[Statement]:
     statements: list[Statement] = []
     index = 0
     for file, line, text in _read_lines(source, filename, stack):
+        if FAST_LINE.fullmatch(text):  # an instruction line without labels: tokens only if needed
+            statements.append(Statement(file, line, None, index, text))
+            index += 1
+            continue
         tokens = tokenize(text, file, line)
         # Leading labels: `name:` (several may share a line, an instruction may follow).
         while (len(tokens) >= 2 and tokens[0].kind == "ident" and tokens[1].kind == "op"
@@ -155,7 +178,7 @@ def _pass1(source: str, filename: str, state: _State) -> list[Statement]:
             tokens = tokens[2:]
         if tokens[0].kind == "end":
             continue
-        stmt = Statement(file, line, tokens, index)
+        stmt = Statement(file, line, tokens, index, text)
         if tokens[0].kind == "directive":
             if tokens[0].text in (".equ", ".tensor") and tokens[1].kind == "ident":
                 state.later.setdefault(tokens[1].text, Pos(file, line, tokens[1].col))
@@ -254,8 +277,7 @@ def _tensor(cur: Cursor, state: _State) -> None:
 
 # ---------------------------------------------------------------- instructions
 
-@dataclass
-class _Value:
+class _Value(NamedTuple):
     value: int
     pos: Pos
     scope: str | None = None  # for scratchpad operands: the scope named by the prefix
@@ -378,41 +400,195 @@ def _units(cur: Cursor, state: _State, instr: Instruction, fld: Field) -> int:
             return mask
 
 
+# ---------------------------------------------------------------- fast path
+
+@dataclass(frozen=True)
+class _FastOperand:
+    """What the fast path needs of one positional operand."""
+
+    field: str  # the field that takes the operand's number
+    bracket: bool
+    scopes: dict[str, int] | None  # a scratchpad operand: the scope names it allows -> scope id
+    scope_field: str | None  # the field that encodes the named scope, if not fixed
+
+
+@dataclass(frozen=True)
+class _FastSyntax:
+    """Per-mnemonic layout for the fast path, computed once per ISA."""
+
+    instruction: Instruction
+    operands: tuple[_FastOperand, ...]
+    options: dict[str, Field]
+
+
+@functools.lru_cache(maxsize=16)
+def _fast_table(isa: Isa) -> dict[str, _FastSyntax]:
+    table: dict[str, _FastSyntax] = {}
+    for mnemonic, syntax in syntax_table(isa).items():
+        operands = tuple(
+            _FastOperand(
+                field=op.value_field.name,
+                bracket=op.bracket,
+                scopes=({s: isa.scope_by_name[s].id for s in op.allowed_scopes(isa)}
+                        if op.address is not None else None),
+                scope_field=op.scope_field.name if op.scope_field is not None else None,
+            )
+            for op in syntax.operands
+        )
+        table[mnemonic] = _FastSyntax(syntax.instruction, operands, syntax.option_map)
+    return table
+
+
+def _fast_instruction(stmt: Statement, table: dict[str, _FastSyntax], state: _State) -> int | None:
+    """Encode a line :data:`FAST_LINE` matched, or ``None`` to leave it to the full parser.
+
+    The values and the checks in :func:`_encode` are the full parser's; only
+    the reading differs.  Any doubt (a shape the layout does not expect, an
+    unknown name) and any error returns ``None``: the full parser then reads
+    the line again and reports the problem with its exact column, so this path
+    never makes a message (the positions it records are the mnemonic's).
+    """
+    mnemonic, col, items = split_line(stmt.text)
+    fast = table.get(mnemonic)
+    if fast is None or len(items) < len(fast.operands):
+        return None
+    at = Pos(stmt.file, stmt.line, col)
+
+    def lookup(name: str) -> int:
+        return state.lookup(name, at)
+
+    values: dict[str, _Value] = {}
+    try:
+        for op, item in zip(fast.operands, items, strict=False):  # items beyond are options
+            if op.scopes is not None:  # scope[row]
+                scope, bracket, row = item.partition("[")
+                scope = scope.rstrip()
+                sid = op.scopes.get(scope)
+                if sid is None or not bracket:
+                    return None
+                values[op.field] = _Value(eval_sum(row[:-1].strip(), lookup), at, scope)
+                if op.scope_field is not None:
+                    values[op.scope_field] = _Value(sid, at)
+            elif op.bracket:  # [sum]
+                if item[0] != "[":
+                    return None
+                values[op.field] = _Value(eval_sum(item[1:-1].strip(), lookup), at)
+            else:  # sum
+                if "[" in item or "=" in item:
+                    return None
+                values[op.field] = _Value(eval_sum(item, lookup), at)
+        for item in items[len(fast.operands):]:  # key=value
+            key, eq, text = item.partition("=")
+            fld = fast.options.get(key.rstrip())
+            if not eq or fld is None or fld.name in values:
+                return None
+            text = text.lstrip()
+            if fld.kind == "units":
+                mask = _fast_units(text, fld, fast.instruction, state.isa)
+                if mask is None:
+                    return None
+                values[fld.name] = _Value(mask, at)
+            elif "|" in text:
+                return None
+            else:
+                values[fld.name] = _Value(eval_sum(text, lookup), at)
+        return _encode(fast.instruction, values, state, at)
+    except AsmError:
+        return None
+
+
+def _fast_units(text: str, fld: Field, instr: Instruction, isa: Isa) -> int | None:
+    """The mask of ``load|tensor``, or ``None`` for anything :func:`_units` would reject."""
+    mask = 0
+    for name in text.split("|"):
+        name = name.strip()
+        if name in (_UNITS_NONE, "0"):
+            continue
+        uid = isa.unit_ids.get(name)
+        if uid is None or name == instr.unit or uid >= fld.width:
+            return None
+        mask |= 1 << uid
+    return mask
+
+
+class _FieldPlan(NamedTuple):
+    """A field with the numbers :func:`_encode` needs, computed once (``Field.lo``/``hi`` are properties)."""
+
+    field: Field
+    name: str
+    default: int | None
+    lo: int
+    hi: int
+    tile: bool  # written as a row, encoded as a tile index
+    bits: int  # (1 << width) - 1
+    lsb: int
+
+
+@dataclass(frozen=True)
+class _EncodePlan:
+    """Per-mnemonic encoding layout: the word's fixed bits and every field's range, mask and shift."""
+
+    match: int
+    fields: tuple[_FieldPlan, ...]
+    scratchpad: tuple[Field, ...]  # fields checked against scratchpad capacity
+    dram: Field | None  # the DRAM address field, if any
+    dram_scratchpad: Field | None  # the scratchpad field that gives the DRAM element size
+
+
+@functools.lru_cache(maxsize=16)
+def _encode_plans(isa: Isa) -> dict[str, _EncodePlan]:
+    plans: dict[str, _EncodePlan] = {}
+    for instr in isa.instructions:
+        fields = tuple(_FieldPlan(f, f.name, f.default, f.lo, f.hi, f.kind == "sp_tile", (1 << f.width) - 1,
+                                  f.lsb) for f in instr.fields)
+        scratchpad = tuple(f for f in instr.fields if f.kind in SP_KINDS)
+        dram = next((f for f in instr.fields if f.kind == "dram_addr"), None)
+        plans[instr.mnemonic] = _EncodePlan(instr.match, fields, scratchpad, dram,
+                                            scratchpad[0] if dram is not None else None)
+    return plans
+
+
 def _encode(instr: Instruction, values: dict[str, _Value], state: _State, at: Pos) -> int:
     cfg = state.cfg
+    plan = state.plans[instr.mnemonic]
     # Defaults and missing fields first, so the checks below see every value.
     full: dict[str, int] = {}
-    for fld in instr.fields:
-        if fld.name in values:
-            full[fld.name] = values[fld.name].value
-        elif fld.default is not None:
-            full[fld.name] = fld.default
+    for fp in plan.fields:
+        val = values.get(fp.name)
+        if val is not None:
+            full[fp.name] = val.value
+        elif fp.default is not None:
+            full[fp.name] = fp.default
         else:
-            raise AsmError(f"{at}: {instr.mnemonic} needs {fld.name}=... ({fld.summary}); it has no default.")
-    encoded = dict(full)
-    for fld in instr.fields:
-        pos = values[fld.name].pos if fld.name in values else at
-        value = full[fld.name]
-        if fld.kind == "sp_tile":
-            if value % cfg.tile:
-                raise AsmError(f"{pos}: {instr.mnemonic} {fld.name}: scratchpad row {value} is not "
-                               f"aligned to a tile; tile addresses must be multiples of {cfg.tile}.")
-            encoded[fld.name] = value // cfg.tile
-        if not fld.lo <= encoded[fld.name] <= fld.hi:
+            raise AsmError(f"{at}: {instr.mnemonic} needs {fp.name}=... ({fp.field.summary}); it has no default.")
+    # Range checks in field order, encoding as we go: the word is what isa.encode would build
+    # (fixed bits | each value masked to its width at its lsb) from values already checked here.
+    word = plan.match
+    tile = cfg.tile
+    for fp in plan.fields:
+        value = encoded = full[fp.name]
+        if fp.tile:
+            if value % tile:
+                pos = values[fp.name].pos if fp.name in values else at
+                raise AsmError(f"{pos}: {instr.mnemonic} {fp.name}: scratchpad row {value} is not "
+                               f"aligned to a tile; tile addresses must be multiples of {tile}.")
+            encoded = value // tile
+        if not fp.lo <= encoded <= fp.hi:
+            pos = values[fp.name].pos if fp.name in values else at
+            fld = fp.field
             shown = f"{fld.lo}..{fld.hi}"
             if fld.kind == "sp_tile":
-                shown = f"rows {fld.lo * cfg.tile}..{fld.hi * cfg.tile} (multiples of {cfg.tile})"
+                shown = f"rows {fld.lo * tile}..{fld.hi * tile} (multiples of {tile})"
             raise AsmError(f"{pos}: {instr.mnemonic} {fld.name}={value} is out of range: the field "
                            f"({fld.width} bits, {fld.kind}) holds {shown}.")
-    for fld in instr.fields:
-        if fld.kind in SP_KINDS:
-            _check_scratchpad(instr, fld, values[fld.name], full, state)
-    _check_dram(instr, values, full, state, at)
+        word |= (encoded & fp.bits) << fp.lsb
+    for fld in plan.scratchpad:
+        _check_scratchpad(instr, fld, values[fld.name], full, state)
+    if plan.dram is not None:
+        assert plan.dram_scratchpad is not None
+        _check_dram(instr, plan.dram, plan.dram_scratchpad, values, full, state, at)
     _check_rules(instr, values, full, state, at)
-    try:
-        return state.isa.encode(instr.mnemonic, encoded)
-    except SpecError as exc:  # every range was checked above; keep the position if one slipped through
-        raise AsmError(f"{at}: {exc.message}") from None
+    return word
 
 
 def _scope_of(fld: Field, val: _Value) -> str:
@@ -444,13 +620,9 @@ def _check_scratchpad(instr: Instruction, fld: Field, val: _Value, full: dict[st
                        f"(0..{capacity - 1}) of scratchpad {scope} ({key}) in config {cfg.name!r}.")
 
 
-def _check_dram(instr: Instruction, values: dict[str, _Value], full: dict[str, int], state: _State,
-                at: Pos) -> None:
-    dram_field = next((f for f in instr.fields if f.kind == "dram_addr"), None)
-    if dram_field is None:
-        return
+def _check_dram(instr: Instruction, dram_field: Field, sp: Field, values: dict[str, _Value],
+                full: dict[str, int], state: _State, at: Pos) -> None:
     cfg = state.cfg
-    sp = next(f for f in instr.fields if f.kind in SP_KINDS)
     key = state.isa.scope_by_name[_scope_of(sp, values[sp.name])].config_key
     elem = 1 if full.get("narrow") else cfg.elem_bytes(key)
     addr, rows = full[dram_field.name], full.get("rows", 1)
