@@ -57,6 +57,7 @@ class RaceChecker:
         self.others = {r: [[v for v in sorted(u) if v != w] for w in range(units)] for r, u in users.items()}
         self.logs: dict[int, list[deque[_Entry]]] = {r: [deque() for _ in range(units)] for r in users}
         self.prune_at = {r: [_PRUNE_AT] * units for r in users}
+        self._res = {r: (self.logs[r], self.others[r], self.prune_at[r]) for r in users}  # one lookup per access
         self.names = names
         self.describe = describe
 
@@ -70,24 +71,30 @@ class RaceChecker:
         """The clock a signal from ``unit``'s current instruction carries."""
         return list(self.clock[unit])
 
+    # Clocks are updated in place: the scheduler keeps references to these lists.
     def join(self, unit: int, clock: list[int]) -> None:
-        self.clock[unit] = list(map(max, self.clock[unit], clock))
+        mine = self.clock[unit]
+        mine[:] = map(max, mine, clock)
 
     def sync(self) -> None:
         """A barrier: everything before happens before everything after."""
         joined = [max(col) for col in zip(*self.clock, strict=True)]
-        self.clock = [list(joined) for _ in range(self.units)]
+        for mine in self.clock:
+            mine[:] = joined
 
     # --- accesses -----------------------------------------------------------------------------------
     def access(self, unit: int, index: int, res: int, lo: int, hi: int, write: bool,
                fp: Footprint | None = None) -> None:
         """Record an access to ``[lo, hi)`` of resource ``res`` (rows, or DRAM bytes bounding ``fp``)."""
         clock = self.clock[unit]
-        logs = self.logs[res]
-        others = self.others[res][unit]
+        logs, others_of, limits = self._res[res]
+        others = others_of[unit]
         for v in others:
+            log = logs[v]
             seen = clock[v]
-            for entry in reversed(logs[v]):
+            if not log or log[-1][0] <= seen:  # the common case: everything v did is ordered before
+                continue
+            for entry in reversed(log):
                 if entry[0] <= seen:
                     break
                 if (write or entry[3]) and lo < entry[2] and entry[1] < hi:
@@ -96,7 +103,6 @@ class RaceChecker:
                         self._race(index, entry, write, where)
         own = logs[unit]
         own.append((clock[unit], lo, hi, write, index, fp))
-        limits = self.prune_at[res]
         if len(own) > limits[unit]:  # pruning in batches keeps the common path to one append
             bound = min((self.clock[w][unit] for w in others if self.remaining[w] > 0), default=clock[unit])
             while own and own[0][0] <= bound:

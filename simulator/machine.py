@@ -166,48 +166,69 @@ class Machine:
 
 
 def _make_accesses(isa: Isa, cfg: ArchConfig) -> Callable[[RaceChecker, Sequence], None]:
-    """The race checker's view of each instruction: which rows and bytes it reads and writes."""
+    """The race checker's view of each instruction: which rows and bytes it reads and writes.
+
+    One small function per opcode (looked up by index: this runs for every instruction).
+    """
     t = cfg.tile
     ids = {s.name: s.id for s in isa.scopes}
     acc, a_id, b_id = ids["acc"], ids["a"], ids["b"]
     eb = {s.id: cfg.elem_bytes(s.config_key) for s in isa.scopes}
     acc_eb = eb[acc]
-    kind = {i.index: i.mnemonic for i in isa.instructions}
+
+    def load(access: Callable[..., None], i: int, u: int, x: list[int]) -> None:
+        scope, row, addr, stride, rows, cols = x[:6]
+        fp = (addr, stride, rows, cols * eb[scope])
+        last = addr + (rows - 1) * stride  # hazards.bounds, inlined
+        access(u, i, DRAM, min(addr, last), max(addr, last) + fp[3], False, fp)
+        access(u, i, scope, row, row + rows, True)
+
+    def zero(access: Callable[..., None], i: int, u: int, x: list[int]) -> None:
+        scope, row, rows = x[:3]
+        access(u, i, scope, row, row + rows, True)
+
+    def store(access: Callable[..., None], i: int, u: int, x: list[int]) -> None:
+        row, addr, stride, rows, cols, narrow = x[:6]
+        access(u, i, acc, row, row + rows, False)
+        fp = (addr, stride, rows, cols * (1 if narrow else acc_eb))
+        lo, hi = bounds(fp)
+        access(u, i, DRAM, lo, hi, True, fp)
+
+    def tmm(access: Callable[..., None], i: int, u: int, x: list[int]) -> None:
+        c0, a0, b0, m, n, k = x[:6]
+        access(u, i, a_id, a0 * t, (a0 + m * k) * t, False)
+        access(u, i, b_id, b0 * t, (b0 + n * k) * t, False)
+        access(u, i, acc, c0 * t, (c0 + m * n) * t, True)
+
+    def vadd(access: Callable[..., None], i: int, u: int, x: list[int]) -> None:
+        dst, src, rows = x[:3]
+        if src != dst:
+            access(u, i, acc, src, src + rows, False)
+        access(u, i, acc, dst, dst + rows, True)
+
+    def vaddrow(access: Callable[..., None], i: int, u: int, x: list[int]) -> None:
+        dst, src, rows = x[:3]
+        if src != dst:
+            access(u, i, acc, src, src + 1, False)
+        access(u, i, acc, dst, dst + rows, True)
+
+    def in_place(access: Callable[..., None], i: int, u: int, x: list[int]) -> None:
+        dst, _, rows = x[:3]
+        access(u, i, acc, dst, dst + rows, True)
+
+    def nothing(access: Callable[..., None], i: int, u: int, x: list[int]) -> None:
+        pass
+
+    known = {"load": load, "zero": zero, "store": store, "tmm": tmm, "vadd": vadd, "vaddrow": vaddrow,
+             "vmax": in_place, "vmin": in_place, "vmul": in_place, "vshr": in_place, "halt": nothing,
+             "sync": nothing}
+    for ins in isa.instructions:
+        if ins.mnemonic not in known:
+            raise SimFault(f"the race checker does not know instruction {ins.mnemonic!r}.")
+    table = [known[ins.mnemonic] for ins in sorted(isa.instructions, key=lambda ins: ins.index)]
 
     def accesses(rc: RaceChecker, entry: Sequence) -> None:
-        i, op, u, x = entry[0], entry[1], entry[2], entry[8]
-        mn = kind[op]
-        acc_ = rc.access
-        if mn == "load":
-            scope, row, addr, stride, rows, cols = x[:6]
-            fp = (addr, stride, rows, cols * eb[scope])
-            lo, hi = bounds(fp)
-            acc_(u, i, DRAM, lo, hi, False, fp)
-            acc_(u, i, scope, row, row + rows, True)
-        elif mn == "zero":
-            scope, row, rows = x[:3]
-            acc_(u, i, scope, row, row + rows, True)
-        elif mn == "store":
-            row, addr, stride, rows, cols, narrow = x[:6]
-            acc_(u, i, acc, row, row + rows, False)
-            fp = (addr, stride, rows, cols * (1 if narrow else acc_eb))
-            lo, hi = bounds(fp)
-            acc_(u, i, DRAM, lo, hi, True, fp)
-        elif mn == "tmm":
-            c0, a0, b0, m, n, k = x[:6]
-            acc_(u, i, a_id, a0 * t, (a0 + m * k) * t, False)
-            acc_(u, i, b_id, b0 * t, (b0 + n * k) * t, False)
-            acc_(u, i, acc, c0 * t, (c0 + m * n) * t, True)
-        elif mn in ("vadd", "vaddrow"):
-            dst, src, rows = x[:3]
-            if src != dst:
-                acc_(u, i, acc, src, src + (rows if mn == "vadd" else 1), False)
-            acc_(u, i, acc, dst, dst + rows, True)
-        elif mn in ("vmax", "vmin", "vmul", "vshr"):
-            dst, _, rows = x[:3]
-            acc_(u, i, acc, dst, dst + rows, True)
-        elif mn not in ("halt", "sync"):
-            raise SimFault(f"the race checker does not know instruction {mn!r}.")
+        table[entry[1]](rc.access, entry[0], entry[2], entry[8])
 
     return accesses
 

@@ -36,6 +36,10 @@ class State:
             s.id: np.zeros((cfg.rows(s.config_key), cfg.tile), dtype=cfg.dtype(s.config_key))
             for s in isa.scopes
         }
+        # byte views of the scratchpads (a DMA copies bytes) and element sizes, indexed by scope id
+        self._sp_bytes = {sid: sp.view(np.uint8) for sid, sp in self.sp.items()}
+        self._eb = {sid: sp.itemsize for sid, sp in self.sp.items()}
+        self._grids: dict[int, np.ndarray] = {}
         self.acc = self.sp[isa.scope_by_name["acc"].id]
         self.a = self.sp[isa.scope_by_name["a"].id]
         self.b = self.sp[isa.scope_by_name["b"].id]
@@ -50,18 +54,26 @@ class State:
         }
 
     def _dram_view(self, addr: int, stride: int, rows: int, row_bytes: int) -> np.ndarray:
-        if stride >= row_bytes and addr + rows * stride <= self.dram_bytes:
-            # a plain slice + reshape is several times cheaper than as_strided
-            return self.dram[addr:addr + rows * stride].reshape(rows, stride)[:, :row_bytes]
+        if stride >= row_bytes:
+            # DRAM seen as rows of `stride` bytes (one cached view per stride): a 2-D slice of it
+            # is the footprint whenever no row straddles the view's row boundary, and slicing a
+            # ready view is several times cheaper than slice + reshape or as_strided.
+            grid = self._grids.get(stride)
+            if grid is None:
+                grid = self._grids[stride] = self.dram[:self.dram_bytes // stride * stride].reshape(-1, stride)
+            r0, c0 = divmod(addr, stride)
+            if c0 + row_bytes <= stride and r0 + rows <= len(grid):
+                return grid[r0:r0 + rows, c0:c0 + row_bytes]
+            if addr + rows * stride <= self.dram_bytes:
+                return self.dram[addr:addr + rows * stride].reshape(rows, stride)[:, :row_bytes]
         return as_strided(self.dram[addr:], shape=(rows, row_bytes), strides=(stride, 1))
 
     def load(self, x: list[int]) -> None:
         scope, sp_row, addr, stride, rows, cols = x[:6]
-        dst = self.sp[scope][sp_row:sp_row + rows]
-        eb = dst.itemsize
-        dst.view(np.uint8)[:, :cols * eb] = self._dram_view(addr, stride, rows, cols * eb)
+        rb = cols * self._eb[scope]
+        self._sp_bytes[scope][sp_row:sp_row + rows, :rb] = self._dram_view(addr, stride, rows, rb)
         if cols < self.tile:
-            dst[:, cols:] = 0
+            self.sp[scope][sp_row:sp_row + rows, cols:] = 0
 
     def zero(self, x: list[int]) -> None:
         scope, sp_row, rows = x[:3]

@@ -79,12 +79,18 @@ class _Rows:
     def __init__(self, dec: Decoded) -> None:
         self.dec = dec
 
-    def get(self, base: int, _: int) -> list[tuple]:
+    def get(self, base: int, _: int) -> list[list]:
+        """Entries ``[i, op, unit, wait, signal, occ, lat, beats, operands, dispatch, ready]``.
+
+        The last two slots are filled in by the scheduler (ready -1: not known yet).
+        """
         d = self.dec
         sl = slice(base, min(base + _CHUNK, d.n))
-        return list(zip(range(base, sl.stop), d.op[sl].tolist(), d.unit[sl].tolist(),
-                        d.wait[sl].tolist(), d.signal[sl].tolist(), d.occ[sl].tolist(),
-                        d.lat[sl].tolist(), d.beats[sl].tolist(), d.values(sl).tolist(), strict=True))
+        n = sl.stop - base
+        return list(map(list, zip(range(base, sl.stop), d.op[sl].tolist(), d.unit[sl].tolist(),
+                                  d.wait[sl].tolist(), d.signal[sl].tolist(), d.occ[sl].tolist(),
+                                  d.lat[sl].tolist(), d.beats[sl].tolist(), d.values(sl).tolist(),
+                                  [0] * n, [-1] * n, strict=True)))
 
 
 class _Ledger:
@@ -184,7 +190,7 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
     ledger = [[_Ledger(max_tok) for _ in range(nq)] for _ in range(nq)]
     rows = _Rows(dec)
     chunk_base = -_CHUNK
-    chunk: list[tuple] = []
+    chunk: list[list] = []
     pc = 0
     d_prev = -1
     max_e = 0
@@ -195,10 +201,21 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
     def describe(i: int) -> str:
         return where(i, mnem[int(dec.op[i])], wb)
 
-    def add_stall(unit: str, cause: str, n: int) -> None:
-        if n > 0:
-            st = stalls[unit]
-            st[cause] = st.get(cause, 0) + n
+    # The per-instruction work below is the simulator's hot path: state lives in locals and lists
+    # indexed by unit, optional features are bound once, and the stall attribution and the race
+    # checker's clock updates are inlined (each is a few list operations).
+    stall_of = [stalls[names[u]] for u in range(nq)]
+    control_stalls = stalls[control_name]
+    rc_clock = races.clock if races is not None else None
+    rc_remaining = races.remaining if races is not None else None
+    rc_join = races.join if races is not None else None
+    rc_token = races.token if races is not None else None
+    chan_in = [[chan[v][u] for v in range(nq)] for u in range(nq)]  # chan_in[u][v] = chan[v][u]
+    ledger_in = [[ledger[v][u] for v in range(nq)] for u in range(nq)]
+    wait_bits = [[(v, chan_in[u][v], ledger_in[u][v]) for v in bits[m]] for u in range(nq)
+                 for m in range(1 << nq)]  # index u << nq | mask
+    sig_bits = [[(w, chan[u][w], ledger[u][w]) for w in bits[m]] for u in range(nq) for m in range(1 << nq)]
+    access_of = accesses if races is not None else None
 
     def ready(entry: list) -> int:
         """Earliest start ignoring the port, or -1 if a token is missing.
@@ -209,8 +226,9 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
             return entry[10]
         u = entry[2]
         t = entry[9] + 1
-        if free_at[u] > t:
-            t = free_at[u]
+        f = free_at[u]
+        if f > t:
+            t = f
         for v in bits[entry[3]]:
             ch = chan[v][u]
             if not ch:
@@ -232,33 +250,45 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
     def start_instr(entry: list, s: int) -> None:
         nonlocal max_e, port_free
         i, op, u, wait, sig, occ, lat, beats, x, d, _ = entry
+        if rc_clock is not None:
+            rc_clock[u][u] += 1  # RaceChecker.begin: a new epoch of unit u
+            rc_remaining[u] -= 1
         if timing:
-            base = max(d + 1, free_at[u])
+            base = d + 1
+            f = free_at[u]
+            if f > base:
+                base = f
             tok = 0
-        if races is not None:
-            races.begin(u, i)
-        for v in bits[wait]:
-            e_p, clock, _ = chan[v][u].popleft()
-            if timing:
-                tok = max(tok, e_p)
-                j = ledger[v][u].consume(s)
-                if j >= 0:
-                    raise overflow(v, u, j)
-            if races is not None:
-                races.join(u, clock)
-        if timing:
+            if wait:
+                for v, ch, led in wait_bits[u << nq | wait]:
+                    e_p, clock, _ = ch.popleft()
+                    if e_p > tok:
+                        tok = e_p
+                    j = led.consume(s)
+                    if j >= 0:
+                        raise overflow(v, u, j)
+                    if rc_join is not None:
+                        rc_join(u, clock)
             if s > base:  # attribute the wait: tokens first, then loads in flight, then the port
-                unit = names[u]
-                add_stall(unit, "token", tok - base)
-                hi = max(base, tok)
+                st = stall_of[u]
+                if tok > base:
+                    st["token"] = st.get("token", 0) + tok - base
+                    hi = tok
+                else:
+                    hi = base
                 if waits_prev[op]:
-                    add_stall(unit, "in_flight_loads", last_e[u] - hi)
-                    hi = max(hi, last_e[u])
-                if beats:
-                    add_stall(unit, "dram_port", s - hi)
+                    le = last_e[u]
+                    if le > hi:
+                        st["in_flight_loads"] = st.get("in_flight_loads", 0) + le - hi
+                        hi = le
+                if beats and s > hi:
+                    st["dram_port"] = st.get("dram_port", 0) + s - hi
             if beats:
                 port_free = s + beats
-            e = max(s + lat, last_e[u])
+            e = s + lat
+            le = last_e[u]
+            if le > e:
+                e = le
             if e > limit:
                 raise SimFault(f"the program did not halt within the cycle limit of {limit} cycles: "
                                f"{describe(i)} would complete at cycle {e} (raise --max-cycles or "
@@ -272,19 +302,23 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
                 max_e = e
         else:
             e = 0
+            if wait:
+                for _v, ch, _led in wait_bits[u << nq | wait]:
+                    _, clock, _ = ch.popleft()
+                    if rc_join is not None:
+                        rc_join(u, clock)
         n_sched[u] += 1
-        if races is not None:
-            accesses(races, entry)
+        if access_of is not None:
+            access_of(races, entry)
         h = handlers[op]
         if h is not None:
             h(x)
         if sig:
-            clock = races.token(u) if races is not None else None
-            for w in bits[sig]:
-                ch = chan[u][w]
+            clock = rc_token(u) if rc_token is not None else None
+            for w, ch, led in sig_bits[u << nq | sig]:
                 ch.append((e, clock, i))
                 if timing:
-                    j = ledger[u][w].signal(e, i)
+                    j = led.signal(e, i)
                     if j >= 0:
                         raise overflow(u, w, j)
                 elif len(ch) > max_tok:
@@ -305,7 +339,7 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
                     break
                 d = d_prev + 1
                 if timing and max_e > d:
-                    add_stall(control_name, "sync", max_e - d)
+                    control_stalls["sync"] = control_stalls.get("sync", 0) + max_e - d
                     d = max_e
                 if races is not None:
                     races.sync()
@@ -328,24 +362,29 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
                 if k >= 0:
                     sk = starts[u][k - (n_sched[u] - len(starts[u]))] + 1
                     if sk > d:
-                        add_stall(control_name, "queue_full", sk - d)
+                        control_stalls["queue_full"] = control_stalls.get("queue_full", 0) + sk - d
                         d = sk
                 if d > limit:
                     raise SimFault(f"the program did not halt within the cycle limit of {limit} cycles "
                                    f"(dispatching {describe(pc)} at cycle {d}).", index=pc)
                 dispatch[pc] = d
-            pend[u].append([*row, d, -1])
+            row[9] = d
+            pend[u].append(row)
             n_disp[u] += 1
             d_prev = d
             pc += 1
             progress = True
         # 2. units that do not use the DRAM port start whenever they are ready
-        for u in range(nq):
-            q = pend[u]
-            while q and not q[0][7]:
-                r = ready(q[0])
-                if r < 0:
+        for q in pend:
+            while q:
+                head = q[0]
+                if head[7]:
                     break
+                r = head[10]
+                if r < 0:
+                    r = ready(head)
+                    if r < 0:
+                        break
                 start_instr(q.popleft(), r)
                 progress = True
         # 3. the DRAM port: the user ready first wins it
@@ -356,10 +395,13 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
                 q = pend[u]
                 if not q:
                     continue
-                if not q[0][7]:
+                head = q[0]
+                if not head[7]:
                     blocked = True
                     continue
-                r = ready(q[0])
+                r = head[10]
+                if r < 0:
+                    r = ready(head)
                 if r < 0:
                     blocked = True
                 elif not timing:

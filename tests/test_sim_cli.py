@@ -11,6 +11,7 @@ from test_sim_support import HALT, load, program, scope, units
 
 from tinynpu.assembler.image import Tensor
 from tinynpu.cli import main
+from tinynpu.isa import load_config
 
 
 def _write_program(tmp: Path, instrs) -> Path:
@@ -95,10 +96,18 @@ def test_bench_sim_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "sim", "--json", "--size", "32"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert {(r["schedule"], r["races_checked"]) for r in out["runs"]} == {
-        ("naive", True), ("naive", False), ("auto", True), ("auto", False)}
+        ("naive", True), ("naive", False), ("auto", True), ("auto", False), ("loads", True), ("loads", False)}
     for r in out["runs"]:
         assert r["verified"] and r["numpy_float32_seconds"] > 0 and r["peak_rss_bytes"] > 0
         assert r["ratio_to_numpy"] == r["wall_seconds"] / r["numpy_float32_seconds"]
+        assert r["instructions_per_second_over_target"] == (
+            r["instructions_per_second"] / out["targets"]["dma_heavy_instructions_per_second_min"])
+        assert r["peak_rss_over_image"] == r["peak_rss_bytes"] / r["image_bytes"]
+    loads = next(r for r in out["runs"] if r["schedule"] == "loads")
+    assert loads["instructions"] == 3 * (32 // load_config("default").tile) ** 3 + 1  # the loads and the halt
+    assert [line.split(":")[0] for line in out["summary"]] == [
+        "target tiled <= 10x numpy", "target DMA-heavy (naive) >= 1,000,000 instr/s",
+        "target DMA-heavy (loads) >= 1,000,000 instr/s", "target peak RSS <= 2x DRAM+program"]
 
 
 def test_sim_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
