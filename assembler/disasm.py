@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from tinynpu.assembler.image import HEADER_BYTES, Program, Tensor
-from tinynpu.assembler.syntax import Operand, syntax_table
+from tinynpu.assembler.syntax import Operand, Syntax, syntax_table
 from tinynpu.errors import AsmError, SpecError, TinyNpuError
 from tinynpu.isa import ArchConfig, Field, Instruction, Isa, build_hash, load_config
 
@@ -21,11 +21,19 @@ def _default_tile(isa: Isa) -> int:
     return load_config("default", isa).tile
 
 
-def _dram_text(addr: int, tensors: Sequence[Tensor]) -> str:
-    for t in tensors:
-        if t.addr <= addr < t.addr + t.nbytes:
-            off = addr - t.addr
-            return t.name if off == 0 else f"{t.name} + 0x{off:x}"
+Spans = Sequence[tuple[int, int, str]]  # (first byte, end byte, name) of each manifest tensor
+
+
+def _spans(tensors: Sequence[Tensor]) -> list[tuple[int, int, str]]:
+    # Tensor.nbytes goes through numpy; work it out once per program, not once per address.
+    return [(t.addr, t.addr + t.nbytes, t.name) for t in tensors]
+
+
+def _dram_text(addr: int, spans: Spans) -> str:
+    for start, end, name in spans:
+        if start <= addr < end:
+            off = addr - start
+            return name if off == 0 else f"{name} + 0x{off:x}"
     return f"0x{addr:x}"
 
 
@@ -34,18 +42,17 @@ def _units_text(isa: Isa, mask: int) -> str:
     return "|".join(names) if names else "none"
 
 
-def _value_text(isa: Isa, fld: Field, value: int, tile: int, tensors: Sequence[Tensor]) -> str:
+def _value_text(isa: Isa, fld: Field, value: int, tile: int, spans: Spans) -> str:
     if fld.kind == "units":
         return _units_text(isa, value)
     if fld.kind == "dram_addr":
-        return _dram_text(value, tensors)
+        return _dram_text(value, spans)
     if fld.kind == "sp_tile":
         return str(value * tile)
     return str(value)
 
 
-def _operand_text(isa: Isa, op: Operand, fields: Mapping[str, int], tile: int,
-                  tensors: Sequence[Tensor]) -> str:
+def _operand_text(isa: Isa, op: Operand, fields: Mapping[str, int], tile: int, spans: Spans) -> str:
     if op.address is not None:
         if op.address.scope is not None:
             scope = op.address.scope
@@ -55,20 +62,19 @@ def _operand_text(isa: Isa, op: Operand, fields: Mapping[str, int], tile: int,
             if sid not in isa.scope_by_id:
                 raise AsmError(f"{op.scope_field.name}={sid} names no scratchpad.")
             scope = isa.scope_by_id[sid].name
-        return f"{scope}[{_value_text(isa, op.address, fields[op.address.name], tile, tensors)}]"
-    text = _value_text(isa, op.value_field, fields[op.value_field.name], tile, tensors)
+        return f"{scope}[{_value_text(isa, op.address, fields[op.address.name], tile, spans)}]"
+    text = _value_text(isa, op.value_field, fields[op.value_field.name], tile, spans)
     return f"[{text}]" if op.bracket else text
 
 
-def _format(isa: Isa, instr: Instruction, fields: Mapping[str, int], tile: int,
-            tensors: Sequence[Tensor] = ()) -> str:
-    syntax = syntax_table(isa)[instr.mnemonic]
-    parts = [_operand_text(isa, op, fields, tile, tensors) for op in syntax.operands]
+def _format(isa: Isa, syntax: Syntax, fields: Mapping[str, int], tile: int, spans: Spans = ()) -> str:
+    parts = [_operand_text(isa, op, fields, tile, spans) for op in syntax.operands]
     for fld in syntax.options:
         value = fields[fld.name]
         if fld.default is None or value != fld.default:
-            parts.append(f"{fld.name}={_value_text(isa, fld, value, tile, tensors)}")
-    return f"{instr.mnemonic} {', '.join(parts)}" if parts else instr.mnemonic
+            parts.append(f"{fld.name}={_value_text(isa, fld, value, tile, spans)}")
+    mnemonic = syntax.instruction.mnemonic
+    return f"{mnemonic} {', '.join(parts)}" if parts else mnemonic
 
 
 def format_instruction(isa: Isa, instr: Instruction, fields: Mapping[str, int], *,
@@ -81,7 +87,8 @@ def format_instruction(isa: Isa, instr: Instruction, fields: Mapping[str, int], 
         fields: Its field values as :meth:`Isa.decode` returns them (tiles as tile indices).
         cfg: The config, for the tile edge of ``sp_tile`` operands (default: the built-in default config).
     """
-    return _format(isa, instr, fields, cfg.tile if cfg is not None else _default_tile(isa))
+    syntax = syntax_table(isa)[instr.mnemonic]
+    return _format(isa, syntax, fields, cfg.tile if cfg is not None else _default_tile(isa))
 
 
 def _resolve_cfg(program: Program, isa: Isa) -> ArchConfig:
@@ -119,13 +126,20 @@ def disassemble(program: Program, isa: Isa, *, comments: Mapping[int, str] | Non
         lines.append(f".tensor {t.name}, 0x{t.addr:x}, {t.dtype}, [{shape}], {t.role}")
     if program.tensors:
         lines.append("")
+    # Looked up once here: syntax_table's cache hashes the whole Isa on every call.
+    table = syntax_table(isa)
+    spans = _spans(program.tensors)
+    # Generated programs repeat many words (every tmm of a tile loop): format each distinct word once.
+    seen: dict[int, str] = {}
     for index, word in enumerate(program.words):
-        try:
-            instr, fields = isa.decode(word)
-        except SpecError as exc:
-            offset = HEADER_BYTES + index * isa.word_bytes
-            raise AsmError(f"instruction {index} (byte {offset}): {exc.message}") from None
-        text = _format(isa, instr, fields, cfg.tile, program.tensors)
+        text = seen.get(word)
+        if text is None:
+            try:
+                instr, fields = isa.decode(word)
+            except SpecError as exc:
+                offset = HEADER_BYTES + index * isa.word_bytes
+                raise AsmError(f"instruction {index} (byte {offset}): {exc.message}") from None
+            text = seen[word] = _format(isa, table[instr.mnemonic], fields, cfg.tile, spans)
         note = " ".join(comments.get(index, "").split())  # one line, or it would not reassemble
         lines.append(f"    {text}" + (f"  ; {note}" if note else ""))
     return "\n".join(lines) + "\n"
