@@ -69,6 +69,7 @@ class _State:
     tensors: list[Tensor] = field(default_factory=list)
     words: list[int] = field(default_factory=list)
     plans: dict[str, _EncodePlan] = field(init=False)
+    fast_items: dict[tuple[str, int, str], _Filled] = field(default_factory=dict)  # see _fast_instruction
 
     def __post_init__(self) -> None:
         self.plans = _encode_plans(self.isa)
@@ -439,6 +440,13 @@ def _fast_table(isa: Isa) -> dict[str, _FastSyntax]:
     return table
 
 
+# Items (``rows=16``, ``acc[0]``, ``wait=load|tensor``) repeat on most lines of a generated program,
+# so their values are remembered; bounded because DRAM operands (``[A + 0x1230]``) rarely repeat.
+_ITEM_CACHE_SIZE = 4096
+
+_Filled = tuple[tuple[str, _Value], ...]  # the (field, value) pairs one item fills
+
+
 def _fast_instruction(stmt: Statement, table: dict[str, _FastSyntax], state: _State) -> int | None:
     """Encode a line :data:`FAST_LINE` matched, or ``None`` to leave it to the full parser.
 
@@ -446,55 +454,77 @@ def _fast_instruction(stmt: Statement, table: dict[str, _FastSyntax], state: _St
     the reading differs.  Any doubt (a shape the layout does not expect, an
     unknown name) and any error returns ``None``: the full parser then reads
     the line again and reports the problem with its exact column, so this path
-    never makes a message (the positions it records are the mnemonic's).
+    never makes a message.  That is why the positions in its values are
+    placeholders (the mnemonic of the line where the item was first read) and
+    why an item's values may be reused: a symbol, once defined, keeps its value.
     """
     mnemonic, col, items = split_line(stmt.text)
     fast = table.get(mnemonic)
-    if fast is None or len(items) < len(fast.operands):
+    nops = len(fast.operands) if fast is not None else 0
+    if fast is None or len(items) < nops:
         return None
     at = Pos(stmt.file, stmt.line, col)
+    cache = state.fast_items
+    values: dict[str, _Value] = {}
+    try:
+        for slot, item in enumerate(items):
+            key = (mnemonic, min(slot, nops), item)  # every option shares the slot after the operands
+            filled = cache.get(key)
+            if filled is None:
+                filled = _fast_item(fast, slot, item, state, at)
+                if filled is None:
+                    return None
+                if len(cache) < _ITEM_CACHE_SIZE:
+                    cache[key] = filled
+            for name, value in filled:
+                if name in values:  # an option given twice
+                    return None
+                values[name] = value
+        return _encode(fast.instruction, values, state, at)
+    except AsmError:
+        return None
+
+
+def _fast_item(fast: _FastSyntax, slot: int, item: str, state: _State, at: Pos) -> _Filled | None:
+    """What item ``slot`` of a fast line fills, or ``None`` if the full parser must read the line.
+
+    Raises:
+        AsmError: an undefined symbol (the caller then leaves the line to the full parser).
+    """
 
     def lookup(name: str) -> int:
         return state.lookup(name, at)
 
-    values: dict[str, _Value] = {}
-    try:
-        for op, item in zip(fast.operands, items, strict=False):  # items beyond are options
-            if op.scopes is not None:  # scope[row]
-                scope, bracket, row = item.partition("[")
-                scope = scope.rstrip()
-                sid = op.scopes.get(scope)
-                if sid is None or not bracket:
-                    return None
-                values[op.field] = _Value(eval_sum(row[:-1].strip(), lookup), at, scope)
-                if op.scope_field is not None:
-                    values[op.scope_field] = _Value(sid, at)
-            elif op.bracket:  # [sum]
-                if item[0] != "[":
-                    return None
-                values[op.field] = _Value(eval_sum(item[1:-1].strip(), lookup), at)
-            else:  # sum
-                if "[" in item or "=" in item:
-                    return None
-                values[op.field] = _Value(eval_sum(item, lookup), at)
-        for item in items[len(fast.operands):]:  # key=value
-            key, eq, text = item.partition("=")
-            fld = fast.options.get(key.rstrip())
-            if not eq or fld is None or fld.name in values:
+    if slot < len(fast.operands):
+        op = fast.operands[slot]
+        if op.scopes is not None:  # scope[row]
+            scope, bracket, row = item.partition("[")
+            scope = scope.rstrip()
+            sid = op.scopes.get(scope)
+            if sid is None or not bracket:
                 return None
-            text = text.lstrip()
-            if fld.kind == "units":
-                mask = _fast_units(text, fld, fast.instruction, state.isa)
-                if mask is None:
-                    return None
-                values[fld.name] = _Value(mask, at)
-            elif "|" in text:
+            value = _Value(eval_sum(row[:-1].strip(), lookup), at, scope)
+            if op.scope_field is None:
+                return ((op.field, value),)
+            return ((op.field, value), (op.scope_field, _Value(sid, at)))
+        if op.bracket:  # [sum]
+            if item[0] != "[":
                 return None
-            else:
-                values[fld.name] = _Value(eval_sum(text, lookup), at)
-        return _encode(fast.instruction, values, state, at)
-    except AsmError:
+            return ((op.field, _Value(eval_sum(item[1:-1].strip(), lookup), at)),)
+        if "[" in item or "=" in item:  # a plain sum is wanted
+            return None
+        return ((op.field, _Value(eval_sum(item, lookup), at)),)
+    key, eq, text = item.partition("=")  # key=value
+    fld = fast.options.get(key.rstrip())
+    if not eq or fld is None:
         return None
+    text = text.lstrip()
+    if fld.kind == "units":
+        mask = _fast_units(text, fld, fast.instruction, state.isa)
+        return None if mask is None else ((fld.name, _Value(mask, at)),)
+    if "|" in text:
+        return None
+    return ((fld.name, _Value(eval_sum(text, lookup), at)),)
 
 
 def _fast_units(text: str, fld: Field, instr: Instruction, isa: Isa) -> int | None:
@@ -609,12 +639,15 @@ def _check_scratchpad(instr: Instruction, fld: Field, val: _Value, full: dict[st
         for d in dims:
             tiles *= full.get(d, 1)
         extent = tiles * cfg.tile
-        dims_text = " * ".join(f"{d}={full.get(d, 1)}" for d in dims)
-        what = f"{tiles} tile{'s' if tiles != 1 else ''} ({dims_text})"
     else:
         extent = 1 if (instr.mnemonic, fld.name) in _SINGLE_ROW else full.get("rows", 1)
-        what = f"{extent} row{'s' if extent != 1 else ''}"
     if row < 0 or row + extent > capacity:
+        # The description is built only here: this check runs for every scratchpad operand.
+        if fld.kind == "sp_tile":
+            dims_text = " * ".join(f"{d}={full.get(d, 1)}" for d in dims)
+            what = f"{tiles} tile{'s' if tiles != 1 else ''} ({dims_text})"
+        else:
+            what = f"{extent} row{'s' if extent != 1 else ''}"
         raise AsmError(f"{val.pos}: {instr.mnemonic} {fld.operand or fld.name}: {scope}[{row}] spanning "
                        f"{what} reaches row {row + extent - 1}, beyond the {capacity} rows "
                        f"(0..{capacity - 1}) of scratchpad {scope} ({key}) in config {cfg.name!r}.")
