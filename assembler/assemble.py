@@ -38,7 +38,7 @@ class Statement(NamedTuple):
     A named tuple rather than a frozen dataclass: a large program has one per
     line and tuple construction is several times faster.  ``tokens`` is
     ``None`` for an instruction line that matched the fast-path pattern
-    (:data:`_FAST_LINE`); it is tokenized only if the fast path gives up.
+    (:data:`.fastline.FAST_LINE`); it is tokenized only if the fast path gives up.
     """
 
     file: str
@@ -84,7 +84,7 @@ class _State:
         raise AsmError(f"{where}: undefined symbol {name!r}.")
 
 
-def assemble(source: str, *, filename: str = "<source>", isa: Isa, cfg: ArchConfig) -> Program:
+def assemble(source: str, *, filename: str = "<source>", isa: Isa, cfg: ArchConfig, fast: bool = True) -> Program:
     """Assemble ``source`` for ``(isa, cfg)``.
 
     Args:
@@ -92,6 +92,9 @@ def assemble(source: str, *, filename: str = "<source>", isa: Isa, cfg: ArchConf
         filename: Name used in messages and as the base of relative ``.include`` paths.
         isa: The loaded ISA.
         cfg: The architecture config the program is built for.
+        fast: Read plain instruction lines without the tokenizer (see :mod:`.fastline`).  The result
+            and every message are the same either way; ``False`` (the full parser for every line)
+            is there for the tests and ``tinynpu bench asm`` that compare the two.
 
     Returns:
         The program image (words, tensor manifest, build hash).
@@ -100,13 +103,13 @@ def assemble(source: str, *, filename: str = "<source>", isa: Isa, cfg: ArchConf
         AsmError: the first problem, as ``file:line:col: what was expected``.
     """
     state = _State(isa, cfg)
-    statements = _pass1(source, filename, state)
+    statements = _pass1(source, filename, state, fast)
     table = syntax_table(isa)
-    fast = _fast_table(isa)
+    fast_table = _fast_table(isa)
     words = state.words
     for stmt in statements:
         if stmt.tokens is None:
-            word = _fast_instruction(stmt, fast, state)
+            word = _fast_instruction(stmt, fast_table, state)
             words.append(word if word is not None else _instruction(stmt.cursor(), table, state))
             continue
         cur = stmt.cursor()
@@ -155,14 +158,14 @@ def _read_lines(source: str, filename: str, stack: tuple[Path, ...]) -> list[tup
     return out
 
 
-def _pass1(source: str, filename: str, state: _State) -> list[Statement]:
+def _pass1(source: str, filename: str, state: _State, fast: bool) -> list[Statement]:
     stack: tuple[Path, ...] = ()
     if not filename.startswith("<"):
         stack = (Path(filename).resolve(),)
     statements: list[Statement] = []
     index = 0
     for file, line, text in _read_lines(source, filename, stack):
-        if FAST_LINE.fullmatch(text):  # an instruction line without labels: tokens only if needed
+        if fast and FAST_LINE.fullmatch(text):  # an instruction line without labels: tokens only if needed
             statements.append(Statement(file, line, None, index, text))
             index += 1
             continue

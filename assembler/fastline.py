@@ -23,8 +23,8 @@ _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 # this accepts, int(text, 0) reads with the same value as the lexer.
 _NUM = r"(?:0[xX][0-9a-fA-F]+|0[bB][01]+|[1-9][0-9]*|0)(?![A-Za-z0-9_])"
 _TERM = rf"(?:{_IDENT}|{_NUM})"
-_SUM = rf"{_TERM}(?:\s*[-+]\s*{_TERM})*"
-_VALUE = rf"{_TERM}(?:\s*[-+|]\s*{_TERM})*"  # '|' for unit masks such as load|tensor
+_SUM = rf"(?:-\s*)?{_TERM}(?:\s*[-+]\s*{_TERM})*"  # a leading '-' for negative immediates
+_VALUE = rf"(?:-\s*)?{_TERM}(?:\s*[-+|]\s*{_TERM})*"  # '|' for unit masks such as load|tensor
 _ITEM = rf"(?:{_IDENT}\s*=\s*{_VALUE}|{_IDENT}\s*\[\s*{_SUM}\s*\]|\[\s*{_SUM}\s*\]|{_SUM})"
 
 FAST_LINE = re.compile(rf"\s*{_IDENT}(?:\s+{_ITEM}(?:\s*,\s*{_ITEM})*)?\s*(?:[;#].*)?")
@@ -50,16 +50,19 @@ def split_line(text: str) -> tuple[str, int, list[str]]:
     return m.group(2), len(m.group(1)) + 1, items
 
 
+def _term(text: str, lookup: Lookup) -> int:
+    return int(text, 0) if text[0].isdigit() else lookup(text)
+
+
 def eval_sum(text: str, lookup: Lookup) -> int:
-    """Value of a ``term (+|- term)*`` sum from a FAST_LINE line; ``lookup`` resolves symbols."""
+    """Value of a ``[-] term (+|- term)*`` sum from a FAST_LINE line; ``lookup`` resolves symbols."""
     if "+" not in text and "-" not in text:  # a single literal or symbol: the common case
-        return int(text, 0) if text[0].isdigit() else lookup(text)
+        return _term(text, lookup)
     parts = _SUM_SPLIT.split(text)
-    first = parts[0]
-    value = int(first, 0) if first[0].isdigit() else lookup(first)
+    # An empty first part is a leading '-': 0 - x is the full parser's unary -x, which binds tightest.
+    value = _term(parts[0], lookup) if parts[0] else 0
     for i in range(1, len(parts), 2):
-        term = parts[i + 1]
-        rhs = int(term, 0) if term[0].isdigit() else lookup(term)
+        rhs = _term(parts[i + 1], lookup)
         value = value + rhs if parts[i] == "+" else value - rhs
     return value
 
