@@ -125,11 +125,12 @@ def decode_program(isa: Isa, cfg: ArchConfig, words: Sequence[int]) -> Decoded:
             raise SpecError(f"{isa.source}: the simulator has no semantics for instruction "
                             f"{instr.mnemonic!r}.")
     n = len(words)
-    # Narrow columns keep a 786K-instruction program small; sums are taken in int64 by numpy.
+    # Narrow columns keep a 786K-instruction program small (occupancy <= latency, checked below to
+    # fit int32); sums are taken in int64 by numpy.
     out: dict[str, np.ndarray] = {
         "op": np.zeros(n, np.int16), "unit": np.zeros(n, np.int8), "wait": np.zeros(n, np.int8),
         "signal": np.zeros(n, np.int8), "operands": np.zeros((n, N_OPERANDS), np.uint32),
-        "occ": np.zeros(n, np.int64), "lat": np.zeros(n, np.int64), "beats": np.zeros(n, np.int32),
+        "occ": np.zeros(n, np.int32), "lat": np.zeros(n, np.int32), "beats": np.zeros(n, np.int32),
         "dram_read": np.zeros(n, np.int32), "dram_write": np.zeros(n, np.int32), "macs": np.zeros(n, np.int64),
     }
     n_exec = n
@@ -137,6 +138,9 @@ def decode_program(isa: Isa, cfg: ArchConfig, words: Sequence[int]) -> Decoded:
         chunk = words[base:base + _DECODE_CHUNK]
         checked = n_exec == n  # chunks after the first halt are never dispatched: not checked
         part, halt_at = _decode_chunk(isa, cfg, chunk, base, checked)
+        if len(chunk) and int(part["lat"].max()) > np.iinfo(out["lat"].dtype).max:
+            raise SpecError(f"{isa.source}: config {cfg.name!r} gives an instruction of this program a latency "
+                            f"of {int(part['lat'].max())} cycles, beyond the simulator's int32 columns.")
         for key, arr in part.items():
             out[key][base:base + len(chunk)] = arr
         if checked and halt_at >= 0:

@@ -86,9 +86,11 @@ class RaceChecker:
     def access(self, unit: int, index: int, res: int, lo: int, hi: int, write: bool,
                fp: Footprint | None = None) -> None:
         """Record an access to ``[lo, hi)`` of resource ``res`` (rows, or DRAM bytes bounding ``fp``)."""
-        clock = self.clock[unit]
         logs, others_of, limits = self._res[res]
         others = others_of[unit]
+        if not others:  # no other unit ever touches res: nothing can race with this, nor read its log
+            return
+        clock = self.clock[unit]
         for v in others:
             log = logs[v]
             seen = clock[v]

@@ -173,6 +173,8 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
     depth, max_tok = cfg.queue_depth, cfg.token_max_count
     n_exec = dec.n_exec
     port_units = sorted({int(u) for u in np.unique(dec.unit[:n_exec][dec.beats[:n_exec] > 0])})
+    # queues that can ever hold an instruction not using the port (step 2 below looks only at these)
+    free_units = sorted({int(u) for u in np.unique(dec.unit[:n_exec][dec.beats[:n_exec] == 0]) if u < nq})
 
     dispatch = array.array("q", [0]) * n_exec
     start = array.array("q", [0]) * n_exec
@@ -188,6 +190,8 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
     last_e = [0] * nq
     chan: list[list[deque]] = [[deque() for _ in range(nq)] for _ in range(nq)]
     ledger = [[_Ledger(max_tok) for _ in range(nq)] for _ in range(nq)]
+    free_queues = [pend[u] for u in free_units]
+    several_ports = len(port_units) > 1
     rows = _Rows(dec)
     chunk_base = -_CHUNK
     chunk: list[list] = []
@@ -375,7 +379,7 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
             pc += 1
             progress = True
         # 2. units that do not use the DRAM port start whenever they are ready
-        for q in pend:
+        for q in free_queues:
             while q:
                 head = q[0]
                 if head[7]:
@@ -389,7 +393,7 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
                 progress = True
         # 3. the DRAM port: the user ready first wins it
         if port_units:
-            best: tuple[int, int] | None = None
+            best_r = best_u = -1
             blocked = False
             for u in port_units:
                 q = pend[u]
@@ -407,20 +411,20 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
                 elif not timing:
                     start_instr(q.popleft(), 0)
                     progress = True
-                elif best is None or r < best[0]:
-                    best = (r, u)
-            if best is not None:
-                r, u = best
+                elif best_u < 0 or r < best_r:
+                    best_r, best_u = r, u
+            if best_u >= 0:
+                r, u = best_r, best_u
                 # Safe when nothing else could claim the port earlier: an unknown head could, and so
                 # could an instruction not dispatched yet (ready no earlier than d_prev + 2).
                 unknown_future = False
-                if pc < n_exec and not halted:
+                if several_ports and pc < n_exec and not halted:
                     for v in port_units:
                         if v != u and not pend[v]:
                             unknown_future = True
                 safe = not blocked and (not unknown_future or r < d_prev + 2)
                 if safe or not progress:
-                    start_instr(pend[u].popleft(), max(r, port_free))
+                    start_instr(pend[u].popleft(), r if r > port_free else port_free)
                     progress = True
         if progress:
             continue
