@@ -73,4 +73,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     dis.set_defaults(handler=_disasm)
 
 
-__all__ = ["register"]
+def _positive(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {value}")
+    return value
+
+
+def register_bench(bench_subparsers: argparse._SubParsersAction) -> None:
+    """Add ``bench asm``."""
+    from tinynpu.assembler.bench import run_bench
+
+    p = bench_subparsers.add_parser("asm", help="assembler speed: the fast path vs the full parser on FILE.s")
+    p.add_argument("source", metavar="FILE.s", help="assembly source (e.g. from examples/seed.py)")
+    p.add_argument("--config", default="default", metavar="NAME|FILE", help="architecture config (default)")
+    p.add_argument("--repeat", type=_positive, default=1, help="runs of each; the best time counts (default 1)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(handler=run_bench)
+
+
+__all__ = ["register", "register_bench"]

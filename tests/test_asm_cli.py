@@ -172,3 +172,18 @@ def test_isa_check_bad_config_file(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _run(capsys, "isa", "check", "--config", str(bad))
     assert code == 2
     assert f"{bad}:16:3 (at dram.bytes): schema violation" in err and "-5 is less than the minimum" in err
+
+
+def test_bench_asm(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "bench", "asm", str(SEED_32), "--json")
+    assert code == 0
+    result = json.loads(out)  # exactly one JSON object
+    assert result["instructions"] == 33 and result["identical_words"] is True
+    assert result["asm_speedup"] == pytest.approx(result["asm_full_parser_s"] / result["asm_fast_s"], rel=0.05)
+    code, out, _ = _run(capsys, "bench", "asm", str(SEED_32))
+    assert code == 0 and "speed-up" in out
+    code, _, err = _run(capsys, "bench", "asm", str(tmp_path / "missing.s"))
+    assert code != 0 and "missing.s: cannot read the assembly source" in err
+    (tmp_path / "bad.s").write_text("halt\nnope\n")
+    code, _, err = _run(capsys, "bench", "asm", str(tmp_path / "bad.s"))
+    assert code != 0 and "bad.s:2:1: unknown mnemonic 'nope'" in err

@@ -1,0 +1,76 @@
+"""``tinynpu bench asm``: assembler speed, the fast path against the full parser in the same run.
+
+The baseline is ``assemble(..., fast=False)``: every line through the lexer,
+cursor and expression parser.  Both readings must give the same words; the
+benchmark checks that before it reports a ratio.  Disassembly time is
+reported alongside (no baseline: it has a single implementation).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tinynpu.assembler.assemble import assemble
+from tinynpu.assembler.disasm import disassemble
+from tinynpu.errors import AsmError, UsageError
+from tinynpu.isa import load_config, load_isa
+
+
+def _best(repeat: int, run: Callable[[], object]) -> float:
+    """Best wall time of ``repeat`` calls (the least disturbed by other work on the machine)."""
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    """Handler of ``tinynpu bench asm``."""
+    src = Path(args.source)
+    try:
+        text = src.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or exc
+        raise UsageError(f"{src}: cannot read the assembly source: {reason}.") from None
+    isa = load_isa()
+    cfg = load_config(args.config, isa)
+    fast = assemble(text, filename=str(src), isa=isa, cfg=cfg, fast=True)
+    full = assemble(text, filename=str(src), isa=isa, cfg=cfg, fast=False)
+    if fast.words != full.words:  # never report a speed-up for a different result
+        raise AsmError(f"{src}: the fast path and the full parser assemble different words; "
+                       "this is an assembler bug.")
+    fast_s = _best(args.repeat, lambda: assemble(text, filename=str(src), isa=isa, cfg=cfg, fast=True))
+    full_s = _best(args.repeat, lambda: assemble(text, filename=str(src), isa=isa, cfg=cfg, fast=False))
+    disasm_s = _best(args.repeat, lambda: disassemble(fast, isa, cfg=cfg))
+    n = len(fast.words)
+    result = {
+        "source": str(src),
+        "config": cfg.name,
+        "instructions": n,
+        "repeat": args.repeat,
+        "asm_fast_s": round(fast_s, 6),
+        "asm_full_parser_s": round(full_s, 6),
+        "asm_speedup": round(full_s / fast_s, 2),
+        "asm_fast_us_per_instruction": round(fast_s / n * 1e6, 2) if n else None,
+        "asm_full_parser_us_per_instruction": round(full_s / n * 1e6, 2) if n else None,
+        "disasm_s": round(disasm_s, 6),
+        "identical_words": True,
+    }
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(f"{src}: {n} instructions, config {cfg.name}, best of {args.repeat}")
+    print(f"  asm, fast path      {fast_s:8.3f} s  ({result['asm_fast_us_per_instruction']} us/instruction)")
+    print(f"  asm, full parser    {full_s:8.3f} s  ({result['asm_full_parser_us_per_instruction']} us/instruction)")
+    print(f"  speed-up            {full_s / fast_s:8.2f} x  (same words)")
+    print(f"  disasm              {disasm_s:8.3f} s")
+    return 0
+
+
+__all__ = ["run_bench"]
