@@ -69,10 +69,13 @@ class _State:
     tensors: list[Tensor] = field(default_factory=list)
     words: list[int] = field(default_factory=list)
     plans: dict[str, _EncodePlan] = field(init=False)
+    capacity: dict[str, tuple[str, int]] = field(init=False)  # scope name -> (config key, rows)
     fast_items: dict[tuple[str, int, str], _Filled] = field(default_factory=dict)  # see _fast_instruction
 
     def __post_init__(self) -> None:
         self.plans = _encode_plans(self.isa)
+        # Every scratchpad operand is checked against its capacity: look each up once.
+        self.capacity = {s.name: (s.config_key, self.cfg.rows(s.config_key)) for s in self.isa.scopes}
 
     def lookup(self, name: str, where: Pos) -> int:
         sym = self.symbols.get(name) or self.labels.get(name)
@@ -633,8 +636,7 @@ def _check_scratchpad(instr: Instruction, fld: Field, val: _Value, full: dict[st
                       state: _State) -> None:
     cfg = state.cfg
     scope = _scope_of(fld, val)
-    key = state.isa.scope_by_name[scope].config_key
-    capacity = cfg.rows(key)
+    key, capacity = state.capacity[scope]
     row = val.value
     if fld.kind == "sp_tile":
         dims = _TILE_EXTENT.get(fld.name, ())
