@@ -121,6 +121,8 @@ def test_speed_from_bench_per_run_numpy() -> None:
     old = speed_from_bench({"size": 64, "numpy_float32_seconds": 0.25, "runs": [run]}, "c")
     assert new["runs"][0]["numpy_seconds"] == 0.5 and new["numpy_seconds"] == 0.5
     assert old["runs"][0]["numpy_seconds"] == 0.25
-    assert new["runs"][0]["label"] == "auto 64^3, races off"
+    assert new["runs"][0]["label"] == "auto 64^3 matmul, races off"
+    stream = speed_from_bench({"size": 64, "runs": [dict(run, schedule="loads", numpy_float32_seconds=0.5)]}, "c")
+    assert stream["runs"][0]["label"] == "loads stream (10 instr), races off"
     with pytest.raises(UsageError, match="lacks the field 'runs'"):
         speed_from_bench({"size": 64}, "c")

@@ -66,7 +66,7 @@ def speed_from_bench(data: Mapping[str, Any], command: str) -> dict[str, Any]:
             numpy_s = r.get("numpy_float32_seconds", data.get("numpy_float32_seconds"))
             runs.append(
                 {
-                    "label": f"{r['schedule']} {size}^3, races {'on' if r['races_checked'] else 'off'}",
+                    "label": _bench_label(r, size),
                     "wall_seconds": float(r["wall_seconds"]),
                     "instructions": int(r["instructions"]),
                     "cycles": int(r["cycles"]),
@@ -83,6 +83,14 @@ def speed_from_bench(data: Mapping[str, Any], command: str) -> dict[str, Any]:
         "same size timed in that process; each ratio is against its own process's numpy time."
     )
     return {"runs": runs, "numpy_seconds": min(r["numpy_seconds"] for r in runs), "command": command, "note": note}
+
+
+def _bench_label(run: Mapping[str, Any], size: int) -> str:
+    races = f"races {'on' if run['races_checked'] else 'off'}"
+    if run["schedule"] in ("naive", "auto"):
+        return f"{run['schedule']} {size}^3 matmul, {races}"
+    # Other runs are synthetic instruction streams (e.g. back-to-back DMA loads), not a matmul.
+    return f"{run['schedule']} stream ({int(run['instructions']):,} instr), {races}"
 
 
 def read_json_file(path: Path, flag: str) -> Any:
