@@ -110,7 +110,7 @@ def _ceil_div(a: np.ndarray, b: int) -> np.ndarray:
     return -(-a // b)
 
 
-_DECODE_CHUNK = 1 << 16  # instructions decoded per numpy pass: bounds the temporaries
+_DECODE_CHUNK = 1 << 14  # instructions decoded per numpy pass: small temporaries keep the heap compact
 
 
 def decode_program(isa: Isa, cfg: ArchConfig, words: Sequence[int]) -> Decoded:

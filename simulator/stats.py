@@ -85,38 +85,55 @@ class Stats:
         }
 
 
+_STATS_CHUNK = 1 << 16
+
+
 def build_stats(isa: Isa, cfg: ArchConfig, program: Program, dec: Decoded, *, executed: int, cycles: int,
                 stalls: dict[str, dict[str, int]], timing: bool, races: bool, wall: float,
                 dispatch: array.array, start: array.array, end: array.array) -> Stats:
     sl = slice(0, executed)
-    op, unit, x = dec.op[sl], dec.unit[sl], dec.operands[sl]
+    op, unit = dec.op[sl], dec.unit[sl]
     mnems = tuple(i.mnemonic for i in isa.instructions)
     counts = np.bincount(op, minlength=len(mnems))
     units = tuple(u.name for u in sorted(isa.units, key=lambda u: u.id))
-    busy = np.bincount(unit, weights=dec.occ[sl], minlength=len(units))
+    busy = np.zeros(len(units), dtype=np.int64)
     traffic = {t.name: {"read": 0, "write": 0} for t in program.tensors}
-    if program.tensors:
-        ts = sorted(program.tensors, key=lambda t: t.addr)
-        starts = np.array([t.addr for t in ts], dtype=np.int64)
-        ends = np.array([t.addr + t.nbytes for t in ts], dtype=np.int64)
-        for kind, col, mnem in (("read", dec.dram_read[sl], "load"), ("write", dec.dram_write[sl], "store")):
-            sel = np.flatnonzero(col > 0)
-            addr = x[sel, OPERANDS[mnem].index("dram")].astype(np.int64)
-            k = np.searchsorted(starts, addr, side="right") - 1
-            ok = (k >= 0) & (addr < ends[np.maximum(k, 0)])
-            per = np.bincount(k[ok], weights=col[sel][ok], minlength=len(ts))
-            for t, v in zip(ts, per.tolist(), strict=False):
-                traffic[t.name][kind] = int(v)
+    ts = sorted(program.tensors, key=lambda t: t.addr)
+    starts = np.array([t.addr for t in ts], dtype=np.int64)
+    ends = np.array([t.addr + t.nbytes for t in ts], dtype=np.int64)
+    sp_rd: dict[str, int] = {}
+    sp_wr: dict[str, int] = {}
+    # In chunks: every figure is an exact integer sum, and small temporaries keep the peak memory
+    # of a long program's run at its columns.
+    for base in range(0, executed, _STATS_CHUNK):
+        ch = slice(base, min(base + _STATS_CHUNK, executed))
+        x = dec.operands[ch]
+        busy += np.bincount(dec.unit[ch], weights=dec.occ[ch], minlength=len(units)).astype(np.int64)
+        if ts:
+            for kind, col, mnem in (("read", dec.dram_read[ch], "load"), ("write", dec.dram_write[ch], "store")):
+                sel = np.flatnonzero(col > 0)
+                addr = x[sel, OPERANDS[mnem].index("dram")].astype(np.int64)
+                k = np.searchsorted(starts, addr, side="right") - 1
+                ok = (k >= 0) & (addr < ends[np.maximum(k, 0)])
+                per = np.bincount(k[ok], weights=col[sel][ok], minlength=len(ts))
+                for t, v in zip(ts, per.tolist(), strict=False):
+                    traffic[t.name][kind] += int(v)
+        for name, rw in _scratchpad(isa, cfg, dec.op[ch], x).items():
+            sp_rd[name] = sp_rd.get(name, 0) + rw["read_bytes"]
+            sp_wr[name] = sp_wr.get(name, 0) + rw["write_bytes"]
+    if not sp_rd:  # nothing executed: the zero figures, by scope
+        for name, rw in _scratchpad(isa, cfg, op, dec.operands[sl]).items():
+            sp_rd[name], sp_wr[name] = rw["read_bytes"], rw["write_bytes"]
     return Stats(
         cycles=cycles,
         instructions_total=executed,
         by_mnemonic={m: int(c) for m, c in zip(mnems, counts.tolist(), strict=False) if c},
         busy_cycles={u: int(b) for u, b in zip(units, busy.tolist(), strict=False)},
         stall_cycles=stalls,
-        dram_read_bytes=int(dec.dram_read[sl].sum()),
-        dram_write_bytes=int(dec.dram_write[sl].sum()),
+        dram_read_bytes=int(dec.dram_read[sl].sum(dtype=np.int64)),
+        dram_write_bytes=int(dec.dram_write[sl].sum(dtype=np.int64)),
         tensor_traffic=traffic,
-        scratchpad=_scratchpad(isa, cfg, op, x),
+        scratchpad={name: {"read_bytes": sp_rd[name], "write_bytes": sp_wr[name]} for name in sp_rd},
         macs=int(dec.macs[sl].sum()),
         macs_per_cycle=cfg.macs_per_cycle,
         config=cfg.name,

@@ -58,7 +58,7 @@ from tinynpu.simulator.faults import SimFault, where
 from tinynpu.simulator.hazards import RaceChecker
 from tinynpu.simulator.semantics import State
 
-_CHUNK = 1 << 15
+_CHUNK = 1 << 12
 
 
 @dataclass
@@ -176,9 +176,12 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
     # queues that can ever hold an instruction not using the port (step 2 below looks only at these)
     free_units = sorted({int(u) for u in np.unique(dec.unit[:n_exec][dec.beats[:n_exec] == 0]) if u < nq})
 
-    dispatch = array.array("q", [0]) * n_exec
-    start = array.array("q", [0]) * n_exec
-    end = array.array("q", [0]) * n_exec
+    # Every recorded cycle is at most limit + 1 (a later one faults first), so 4-byte columns do
+    # whenever the limit allows: the timeline is the run's largest per-instruction record.
+    code = "I" if array.array("I").itemsize == 4 and limit + 1 < 1 << 32 else "q"
+    dispatch = array.array(code, [0]) * n_exec
+    start = array.array(code, [0]) * n_exec
+    end = array.array(code, [0]) * n_exec
     stalls: dict[str, dict[str, int]] = {names[u]: {} for u in range(nq)}
     stalls[control_name] = {}
 
