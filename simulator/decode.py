@@ -51,12 +51,12 @@ class Decoded:
         op: index into ``isa.instructions``.
         unit: unit id.
         wait, signal: token masks (0 for control instructions).
-        operands: ``(n, N_OPERANDS)`` uint32 raw field bits in :data:`OPERANDS` order (signed
-            fields in two's complement; :meth:`values` gives them signed).
+        lo, hi: the words' low and high 64 bits (operands are extracted from them per slice by
+            :meth:`values`: two uint64 columns are smaller than a column per operand).
         occ, lat: timing-class occupancy and latency.
         beats: DRAM-port beats (0 for instructions that do not use the port).
         dram_read, dram_write: DRAM bytes moved.
-        macs: MACs issued.
+        plan: per opcode, the ``(operand column, lsb, msb, signed)`` of each operand field.
     """
 
     n: int
@@ -65,24 +65,40 @@ class Decoded:
     unit: np.ndarray
     wait: np.ndarray
     signal: np.ndarray
-    operands: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
     occ: np.ndarray
     lat: np.ndarray
     beats: np.ndarray
     dram_read: np.ndarray
     dram_write: np.ndarray
-    macs: np.ndarray
-    signed: tuple[tuple[int, int, int], ...]  # (op, operand column, field width) of signed fields
+    plan: tuple[tuple[int, tuple[tuple[int, int, int, bool], ...]], ...]
 
     def values(self, sl: slice) -> np.ndarray:
-        """Operands of instructions ``sl`` as int64, signed fields sign-extended."""
-        x = self.operands[sl].astype(np.int64)
-        for op, col, width in self.signed:
-            sel = self.op[sl] == op
-            if sel.any():
-                v = x[sel, col]
-                x[sel, col] = np.where(v >= 1 << (width - 1), v - (1 << width), v)
+        """Operands of instructions ``sl`` as ``(len, N_OPERANDS)`` int64 in :data:`OPERANDS` order.
+
+        Signed fields are sign-extended; instructions that do not decode get zeros.
+        """
+        op = self.op[sl]
+        lo, hi = self.lo[sl], self.hi[sl]
+        x = np.zeros((len(op), N_OPERANDS), dtype=np.int64)
+        for index, fields in self.plan:
+            sel = np.flatnonzero(op == index)
+            if not len(sel):
+                continue
+            slo, shi = lo[sel], hi[sel]
+            for col, lsb, msb, signed in fields:
+                x[sel, col] = _bits(slo, shi, lsb, msb, signed)
         return x
+
+    def column(self, index: int, col: int, rows: np.ndarray) -> np.ndarray:
+        """Operand ``col`` (int64) of the instructions at ``rows``, all of opcode ``index``."""
+        for op, fields in self.plan:
+            if op == index:
+                for c, lsb, msb, signed in fields:
+                    if c == col:
+                        return _bits(self.lo[rows], self.hi[rows], lsb, msb, signed)
+        return np.zeros(len(rows), dtype=np.int64)
 
 
 def _split(words: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -129,9 +145,9 @@ def decode_program(isa: Isa, cfg: ArchConfig, words: Sequence[int]) -> Decoded:
     # fit int32); sums are taken in int64 by numpy.
     out: dict[str, np.ndarray] = {
         "op": np.zeros(n, np.int16), "unit": np.zeros(n, np.int8), "wait": np.zeros(n, np.int8),
-        "signal": np.zeros(n, np.int8), "operands": np.zeros((n, N_OPERANDS), np.uint32),
+        "signal": np.zeros(n, np.int8), "lo": np.zeros(n, np.uint64), "hi": np.zeros(n, np.uint64),
         "occ": np.zeros(n, np.int32), "lat": np.zeros(n, np.int32), "beats": np.zeros(n, np.int32),
-        "dram_read": np.zeros(n, np.int32), "dram_write": np.zeros(n, np.int32), "macs": np.zeros(n, np.int64),
+        "dram_read": np.zeros(n, np.int32), "dram_write": np.zeros(n, np.int32),
     }
     n_exec = n
     for base in range(0, n, _DECODE_CHUNK):
@@ -145,9 +161,10 @@ def decode_program(isa: Isa, cfg: ArchConfig, words: Sequence[int]) -> Decoded:
             out[key][base:base + len(chunk)] = arr
         if checked and halt_at >= 0:
             n_exec = base + halt_at + 1
-    signed = tuple((ins.index, OPERANDS[ins.mnemonic].index(f.name), f.width)
-                   for ins in isa.instructions for f in ins.fields if f.signed)
-    return Decoded(n=n, n_exec=n_exec, signed=signed, **out)
+    plan = tuple((ins.index, tuple((OPERANDS[ins.mnemonic].index(f.name), f.lsb, f.msb, f.signed)
+                                   for f in ins.fields if f.name not in ("wait", "signal")))
+                 for ins in isa.instructions)
+    return Decoded(n=n, n_exec=n_exec, plan=plan, **out)
 
 
 def _decode_chunk(isa: Isa, cfg: ArchConfig, words: Sequence[int], base: int,
@@ -199,9 +216,9 @@ def _decode_chunk(isa: Isa, cfg: ArchConfig, words: Sequence[int], base: int,
     unit = unit_of[np.maximum(op, 0)]
     cols = _Columns(isa, cfg, op, operands, n)
     _static_checks(isa, cfg, cols, unit, wait, signal, n_check, base)
-    part = {"op": op, "unit": unit, "wait": wait, "signal": signal, "operands": operands.astype(np.uint32),
+    part = {"op": op, "unit": unit, "wait": wait, "signal": signal, "lo": lo, "hi": hi,
             "occ": cols.occ, "lat": cols.lat, "beats": cols.beats, "dram_read": cols.dram_read,
-            "dram_write": cols.dram_write, "macs": cols.macs}
+            "dram_write": cols.dram_write}
     return part, halt_at
 
 
@@ -215,7 +232,6 @@ class _Columns:
         self.beats = np.zeros(n, dtype=np.int32)
         self.dram_read = np.zeros(n, dtype=np.int32)
         self.dram_write = np.zeros(n, dtype=np.int32)
-        self.macs = np.zeros(n, dtype=np.int64)
         bpc, dlat = cfg.dram_bytes_per_cycle, cfg.dram_latency_cycles
         scope_eb = np.array([cfg.elem_bytes(isa.scope_by_id[i].config_key) for i in sorted(isa.scope_by_id)])
         acc_eb = cfg.elem_bytes("acc")
@@ -241,7 +257,6 @@ class _Columns:
                 steps = v["m"] * v["n"] * v["k"]
                 self.occ[sel] = steps * cfg.tmm_interval_cycles
                 self.lat[sel] = steps * cfg.tmm_interval_cycles + cfg.tmm_latency_cycles
-                self.macs[sel] = steps * cfg.tile**3
             elif cls == "alu":
                 alu = _ceil_div(v["rows"], cfg.alu_rows_per_cycle) + cfg.alu_latency_cycles
                 self.occ[sel] = self.lat[sel] = alu

@@ -138,18 +138,18 @@ class Machine:
         mnem = [i.mnemonic for i in isa.instructions]
         nq = len(isa.queued_units)
         ex = slice(0, dec.n_exec)
-        op, unit, x = dec.op[ex], dec.unit[ex], dec.operands[ex]
+        op, unit = dec.op[ex], dec.unit[ex]
         ids = {s.name: s.id for s in isa.scopes}
         users: dict[int, set[int]] = {sid: set() for sid in ids.values()}
         users[DRAM] = set()
         for ins in isa.instructions:
-            sel = op == ins.index
-            if not sel.any():
+            sel = np.flatnonzero(op == ins.index)
+            if not len(sel):
                 continue
             us = {int(u) for u in np.unique(unit[sel])}
             mn = ins.mnemonic
             if mn in ("load", "zero"):
-                for sid in np.unique(x[sel, 0]).tolist():
+                for sid in np.unique(dec.column(ins.index, 0, sel)).tolist():  # column 0: the scope
                     users[int(sid)] |= us
             per_op = {"load": [DRAM], "store": [DRAM, ids["acc"]], "tmm": [ids["a"], ids["b"], ids["acc"]]}
             touched = per_op.get(mn, [ids["acc"]] if ins.timing == "alu" else [])

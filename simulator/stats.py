@@ -102,12 +102,16 @@ def build_stats(isa: Isa, cfg: ArchConfig, program: Program, dec: Decoded, *, ex
     starts = np.array([t.addr for t in ts], dtype=np.int64)
     ends = np.array([t.addr + t.nbytes for t in ts], dtype=np.int64)
     sp_rd: dict[str, int] = {}
+    macs = 0  # every tmm step is a tile x tile x tile MAC block
+    tmm_op = isa.by_mnemonic["tmm"].index
+    tmm_m = OPERANDS["tmm"].index("m")
+    assert OPERANDS["tmm"][tmm_m:tmm_m + 3] == ("m", "n", "k")
     sp_wr: dict[str, int] = {}
     # In chunks: every figure is an exact integer sum, and small temporaries keep the peak memory
     # of a long program's run at its columns.
     for base in range(0, executed, _STATS_CHUNK):
         ch = slice(base, min(base + _STATS_CHUNK, executed))
-        x = dec.operands[ch]
+        x = dec.values(ch)
         busy += np.bincount(dec.unit[ch], weights=dec.occ[ch], minlength=len(units)).astype(np.int64)
         if ts:
             for kind, col, mnem in (("read", dec.dram_read[ch], "load"), ("write", dec.dram_write[ch], "store")):
@@ -118,11 +122,13 @@ def build_stats(isa: Isa, cfg: ArchConfig, program: Program, dec: Decoded, *, ex
                 per = np.bincount(k[ok], weights=col[sel][ok], minlength=len(ts))
                 for t, v in zip(ts, per.tolist(), strict=False):
                     traffic[t.name][kind] += int(v)
+        tmm = np.flatnonzero(dec.op[ch] == tmm_op)
+        macs += int((x[tmm, tmm_m] * x[tmm, tmm_m + 1] * x[tmm, tmm_m + 2]).sum()) * cfg.tile**3
         for name, rw in _scratchpad(isa, cfg, dec.op[ch], x).items():
             sp_rd[name] = sp_rd.get(name, 0) + rw["read_bytes"]
             sp_wr[name] = sp_wr.get(name, 0) + rw["write_bytes"]
     if not sp_rd:  # nothing executed: the zero figures, by scope
-        for name, rw in _scratchpad(isa, cfg, op, dec.operands[sl]).items():
+        for name, rw in _scratchpad(isa, cfg, op, dec.values(sl)).items():
             sp_rd[name], sp_wr[name] = rw["read_bytes"], rw["write_bytes"]
     return Stats(
         cycles=cycles,
@@ -134,7 +140,7 @@ def build_stats(isa: Isa, cfg: ArchConfig, program: Program, dec: Decoded, *, ex
         dram_write_bytes=int(dec.dram_write[sl].sum(dtype=np.int64)),
         tensor_traffic=traffic,
         scratchpad={name: {"read_bytes": sp_rd[name], "write_bytes": sp_wr[name]} for name in sp_rd},
-        macs=int(dec.macs[sl].sum()),
+        macs=macs,
         macs_per_cycle=cfg.macs_per_cycle,
         config=cfg.name,
         timing=timing,
