@@ -213,8 +213,8 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
     # checker's clock updates are inlined (each is a few list operations).
     stall_of = [stalls[names[u]] for u in range(nq)]
     control_stalls = stalls[control_name]
-    rc_clock = races.clock if races is not None else None
-    rc_remaining = races.remaining if races is not None else None
+    rc_clock: list[list[int]] = races.clock if races is not None else []
+    rc_remaining: list[int] = races.remaining if races is not None else []
     rc_join = races.join if races is not None else None
     rc_token = races.token if races is not None else None
     chan_in = [[chan[v][u] for v in range(nq)] for u in range(nq)]  # chan_in[u][v] = chan[v][u]
@@ -257,7 +257,7 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
     def start_instr(entry: list, s: int) -> None:
         nonlocal max_e, port_free
         i, op, u, wait, sig, occ, lat, beats, x, d, _ = entry
-        if rc_clock is not None:
+        if races is not None:
             rc_clock[u][u] += 1  # RaceChecker.begin: a new epoch of unit u
             rc_remaining[u] -= 1
         if timing:
