@@ -263,8 +263,13 @@ class Emitter:
 class OperandA(Protocol):
     """How to bring a block of GEMM rows (of A, or of B in its N x K form) into a scratchpad."""
 
-    rows_total: int  # GEMM rows (M for A, N for B)
-    k_total: int  # reduction length K
+    @property
+    def rows_total(self) -> int:  # GEMM rows (M for A, N for B)
+        ...
+
+    @property
+    def k_total(self) -> int:  # reduction length K
+        ...
 
     def load(self, emit: Emitter, *, scope: str, sp_row: int, row0: int, rows: int, k0: int) -> None:
         """Load GEMM rows ``row0..row0+rows-1``, reduction columns ``k0..k0+tile-1`` (zeros past K)

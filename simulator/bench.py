@@ -141,9 +141,9 @@ def _prepare(size: int, schedule: str, tmp: Path) -> tuple[Path, Path, Path]:
     inputs = compiled.make_inputs(0)
     binary, inp, ref = tmp / f"{schedule}.bin", tmp / f"{schedule}_in.npz", tmp / f"{schedule}_ref.npz"
     compiled.program.save(binary)
-    np.savez(inp, **compiled.to_device(inputs))
+    np.savez(inp, **compiled.to_device(inputs))  # type: ignore[arg-type]  # numpy's stub types **kwds as bool
     reference = compiled.reference(inputs)
-    np.savez(ref, **{name: reference[name] for name in compiled.outputs})
+    np.savez(ref, **{name: reference[name] for name in compiled.outputs})  # type: ignore[arg-type]
     return binary, inp, ref
 
 

@@ -326,16 +326,16 @@ def _static_checks(isa: Isa, cfg: ArchConfig, cols: _Columns, unit: np.ndarray, 
             _dram_checks(check, cfg, idx, v, ob, val, "writes")
         if mn == "tmm":
             for scope, count in (("acc", v["m"] * v["n"]), ("a", v["m"] * v["k"]), ("b", v["n"] * v["k"])):
-                srows = cfg.rows(isa.scope_by_name[scope].config_key)
+                scope_rows = cfg.rows(isa.scope_by_name[scope].config_key)
 
-                def msg(i: int, scope: str = scope, srows: int = srows) -> str:
+                def msg(i: int, scope: str = scope, srows: int = scope_rows) -> str:
                     m, nn, k = val(i, "m"), val(i, "n"), val(i, "k")
                     cnt = {"acc": m * nn, "a": m * k, "b": nn * k}[scope]
                     first_tile = val(i, scope)  # the tmm field is named after its scope
                     return (f"{scope} tiles {first_tile}..{first_tile + cnt - 1} (rows {first_tile * tile}.."
                             f"{(first_tile + cnt) * tile - 1}) are out of range ({scope} has {srows} rows)")
 
-                check(idx, (v[scope] + count) * tile > srows, msg)
+                check(idx, (v[scope] + count) * tile > scope_rows, msg)
         if instr.timing == "alu":
             check(idx, v["dst"] + v["rows"] > acc_rows,
                   lambda i: f"accumulator rows {val(i, 'dst')}..{val(i, 'dst') + val(i, 'rows') - 1} "

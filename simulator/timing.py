@@ -222,7 +222,6 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
     wait_bits = [[(v, chan_in[u][v], ledger_in[u][v]) for v in bits[m]] for u in range(nq)
                  for m in range(1 << nq)]  # index u << nq | mask
     sig_bits = [[(w, chan[u][w], ledger[u][w]) for w in bits[m]] for u in range(nq) for m in range(1 << nq)]
-    access_of = accesses if races is not None else None
 
     def ready(entry: list) -> int:
         """Earliest start ignoring the port, or -1 if a token is missing.
@@ -315,8 +314,8 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
                     if rc_join is not None:
                         rc_join(u, clock)
         n_sched[u] += 1
-        if access_of is not None:
-            access_of(races, entry)
+        if races is not None:
+            accesses(races, entry)
         h = handlers[op]
         if h is not None:
             h(x)
