@@ -454,7 +454,7 @@ def traffic(entries: Sequence[tuple[str, Mapping[str, Any]]], *, path: Path) -> 
     ax.set_xscale("log")
     xmax = max(row["dram_bytes"] for row in rows) / MIB
     xmin = min(row["io_lower_bound_bytes"] for row in rows) / MIB
-    ax.set_xlim(xmin / 4, xmax * 6)  # every bar visibly longer than the axis start
+    ax.set_xlim(xmin / 4, xmax * 15)  # every bar visibly longer than the axis start
     ax.set_xlabel("DRAM traffic (MiB, log scale)")
     ax.set_title("DRAM traffic against the I/O lower bound and the best tiling", fontsize=10, pad=22)
     # Above the axes, so it can never cover a bar.
