@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tinynpu.isa import load_config
 
+from tinynpu.isa import load_config
 from tinynpu.report import figures as F
 from tinynpu.report.markdown import MARKER, Section, render, table
 
@@ -113,8 +113,7 @@ def test_gantt_bars_are_timeline_rows(tmp_path: Path) -> None:
     drawn = {(b["index"], b["start"], b["end"]) for b in fig.data["bars"]}
     assert {(r[0], r[4], r[5]) for r in loop} <= drawn
     assert all(
-        (b["index"], b["unit"], b["mnemonic"], b["dispatch"], b["start"], b["end"]) in tl
-        for b in fig.data["bars"]
+        (b["index"], b["unit"], b["mnemonic"], b["dispatch"], b["start"], b["end"]) in tl for b in fig.data["bars"]
     )
     # Active time is the union of spans, never more than the window.
     assert all(0 < v <= w["end_cycle"] - w["start_cycle"] for v in fig.data["active_in_window"].values())

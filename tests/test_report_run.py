@@ -8,12 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tinynpu.isa import load_config
 
 from tinynpu.cli import main
-
-pytest.importorskip("tinynpu.compiler.run", reason="the compiler's run_compiled has not landed")
-pytest.importorskip("tinynpu.simulator.machine", reason="the simulator has not landed")
+from tinynpu.isa import load_config
 
 
 def _run_json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
@@ -71,7 +68,6 @@ def _check_figures_match_stats(summary: dict[str, Any]) -> None:
 
 def test_matmul_report_files_and_data(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from tinynpu.compiler import compile_matmul
-
     from tinynpu.report.suite import simulate_timeline
 
     out = tmp_path / "r"
