@@ -11,6 +11,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--runslow", action="store_true", default=False, help="also run tests marked slow")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # Test modules size their random runs from TINYNPU_SLOW at import time, so --runslow sets it first.
+    if config.getoption("--runslow"):
+        os.environ["TINYNPU_SLOW"] = "1"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if config.getoption("--runslow") or os.environ.get("TINYNPU_SLOW") == "1":
         return
