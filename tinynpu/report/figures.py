@@ -472,7 +472,7 @@ def traffic(entries: Sequence[tuple[str, Mapping[str, Any]]], *, path: Path) -> 
             "`best_tiling_bytes` (least traffic of any tiling in the compiler's space, by exhaustive "
             "enumeration) "
             "and `io_lower_bound_bytes` (bound kind: " + ", ".join(kinds) + "; 'matmul' = max(compulsory, "
-            "2MNK/sqrt(S) x in_bytes + MN x out_bytes), 'compulsory' = every tensor read or written once)."
+            "(2MNK/sqrt(S) - 2S) x in_bytes + MN x out_bytes), 'compulsory' = every tensor read or written once)."
         ),
         data={"rows": rows},
     )
