@@ -9,13 +9,16 @@ simulator's own figure (every MAC the tmm steps issue, padding included) is
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tinynpu.compiler.compiled import Compiled
 from tinynpu.errors import TinyNpuError
 from tinynpu.isa import ArchConfig, load_config, load_isa
+
+if TYPE_CHECKING:
+    from tinynpu.simulator import Stats
 
 
 class VerificationError(TinyNpuError):
@@ -33,6 +36,15 @@ def run_compiled(compiled: Compiled, *, cfg: ArchConfig | None = None, seed: int
                  check_races: bool = True, verify: bool = True) -> dict[str, Any]:
     """Simulate ``compiled`` on inputs from ``seed``, verify every output, and report.
 
+    The report of :func:`run_compiled_with_stats`, without the simulator's ``Stats``.
+    """
+    return run_compiled_with_stats(compiled, cfg=cfg, seed=seed, check_races=check_races, verify=verify)[0]
+
+
+def run_compiled_with_stats(compiled: Compiled, *, cfg: ArchConfig | None = None, seed: int = 0,
+                            check_races: bool = True, verify: bool = True) -> tuple[dict[str, Any], Stats]:
+    """Simulate ``compiled`` on inputs from ``seed``, verify every output, and report.
+
     Args:
         compiled: The compiled workload.
         cfg: The config it was compiled for (default: the one named in its workload).
@@ -41,7 +53,7 @@ def run_compiled(compiled: Compiled, *, cfg: ArchConfig | None = None, seed: int
         verify: Compare against the numpy reference (bit-exact for integers, rtol=1e-5 for fp32).
 
     Returns:
-        The JSON-ready report.
+        The JSON-ready report, and the simulator's stats (with the per-instruction timeline).
 
     Raises:
         VerificationError: an output differs from numpy, naming the tensor and first differing index.
@@ -88,6 +100,7 @@ def run_compiled(compiled: Compiled, *, cfg: ArchConfig | None = None, seed: int
         "traffic_over_best_tiling": traffic / b.best_tiling_bytes,
         "traffic_over_io_lower_bound": traffic / b.io_lower_bound_bytes,
         "busy_cycles": s["busy_cycles"],
+        "stall_cycles": s["stall_cycles"],
         "instructions": s["instructions"],
         "macs": b.useful_macs,
         "issued_macs": int(s["macs"]),
@@ -100,7 +113,7 @@ def run_compiled(compiled: Compiled, *, cfg: ArchConfig | None = None, seed: int
         "simulator_wall_seconds": sim_wall,
         "config": cfg.name,
     }
-    return report
+    return report, stats
 
 
 def _compare(name: str, got: np.ndarray, want: np.ndarray, *, exact: bool) -> None:

@@ -165,14 +165,11 @@ def run_workload(
     Args:
         workload: What to run.
         cfg: Architecture config.
-        timeline: Also keep the simulator's per-instruction timeline and its stall cycles, for the
-            Gantt chart and the cycle breakdown.  ``run_compiled``'s report carries neither, so the
-            program is simulated a second time (without the race sanitizer, which does not change
-            timing); that run must reproduce the report's cycle count exactly, or this raises.
+        timeline: Also keep the simulator's per-instruction timeline, for the Gantt chart.
         check_races: Run the data-race sanitizer during the (verified) simulation.
         say: Progress messages (instruction count after compiling, each simulation).
     """
-    from tinynpu.compiler import run_compiled
+    from tinynpu.compiler.run import run_compiled_with_stats
 
     t0 = time.perf_counter()
     compiled = workload.compile(cfg)
@@ -183,22 +180,8 @@ def run_workload(
             f"{compile_seconds:.1f} s; "
             f"simulating with timing{' and race checks' if check_races else ''}, verifying against numpy ..."
         )
-    report = run_compiled(compiled, cfg=cfg, check_races=check_races)
-    rows: tuple[Any, ...] = ()
-    if timeline:
-        if say:
-            say(
-                f"{workload.label}: simulated in {float(report['simulator_wall_seconds']):.1f} s; once more "
-                "(no race checks) for the per-instruction timeline ..."
-            )
-        stats = simulate(compiled, cfg)
-        if stats.cycles != int(report["cycles"]):
-            raise RuntimeError(  # a simulator determinism bug, not a user error
-                f"{workload.label}: a second simulation took {stats.cycles} cycles, the report says "
-                f"{report['cycles']}; the simulator is not deterministic."
-            )
-        rows = tuple(stats.timeline)
-        report = dict(report, stall_cycles=stats.to_json()["stall_cycles"])
+    report, stats = run_compiled_with_stats(compiled, cfg=cfg, check_races=check_races)
+    rows: tuple[Any, ...] = tuple(stats.timeline) if timeline else ()
     return Result(workload, report, compile_seconds, rows)
 
 
