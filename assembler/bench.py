@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tinynpu.assembler.assemble import assemble
 from tinynpu.assembler.disasm import disassemble
-from tinynpu.errors import AsmError, UsageError
+from tinynpu.errors import AsmError
 from tinynpu.isa import load_config, load_isa
 
 
@@ -32,12 +32,10 @@ def _best(repeat: int, run: Callable[[], object]) -> float:
 
 def run_bench(args: argparse.Namespace) -> int:
     """Handler of ``tinynpu bench asm``."""
+    from tinynpu.assembler.cli import read_source  # cli imports this module lazily, so no cycle
+
     src = Path(args.source)
-    try:
-        text = src.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = getattr(exc, "strerror", None) or exc
-        raise UsageError(f"{src}: cannot read the assembly source: {reason}.") from None
+    text = read_source(src)
     isa = load_isa()
     cfg = load_config(args.config, isa)
     fast = assemble(text, filename=str(src), isa=isa, cfg=cfg, fast=True)

@@ -19,13 +19,18 @@ FORCE_HELP = "overwrite an output file that tinynpu did not write"
 ISA_HELP = "ISA YAML (default: the built-in isa.yaml)"
 
 
-def _asm(args: argparse.Namespace) -> int:
-    src = Path(args.source)
+def read_source(src: Path) -> str:
+    """The text of an assembly file; an unreadable one is a :class:`UsageError` naming it."""
     try:
-        text = src.read_text(encoding="utf-8")
+        return src.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or exc
         raise UsageError(f"{src}: cannot read the assembly source: {reason}.") from None
+
+
+def _asm(args: argparse.Namespace) -> int:
+    src = Path(args.source)
+    text = read_source(src)
     isa = load_isa(Path(args.isa))
     cfg = load_config(args.config, isa)
     program = assemble(text, filename=str(src), isa=isa, cfg=cfg)

@@ -22,7 +22,8 @@ from tinynpu.isa import load_config
 from tinynpu.report.build import prepare_dir, write_report
 from tinynpu.report.landscape import matmul_landscape
 from tinynpu.report.markdown import table
-from tinynpu.report.suite import Result, for_config, matmul, progress, run_workload, time_numpy_matmul
+from tinynpu.report.suite import Result, for_config, matmul, progress, run_workload
+from tinynpu.simulator.bench import numpy_matmul_seconds
 
 MIB = 1024 * 1024
 SCHEDULES = ("naive", "auto")
@@ -129,7 +130,7 @@ def run_demo(out: Path, *, size: int, config: str, force: bool, as_json: bool) -
         results[sched] = run_workload(w, cfg, timeline=True, say=lambda msg: say("  " + msg))
         say(f"  {w.label}: done in {time.perf_counter() - t0:.1f} s")
     naive, tuned = results["naive"], results["auto"]
-    numpy_s = time_numpy_matmul(size, size, size)
+    numpy_s = numpy_matmul_seconds(size, size, size)
     rows = comparison_rows(naive.report, tuned.report)
     rows.append(("numpy float32 matmul (same process)", f"{numpy_s:.3f} s", f"{numpy_s:.3f} s", ""))
     cmd = (

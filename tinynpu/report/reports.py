@@ -23,8 +23,8 @@ from tinynpu.report.suite import (
     progress,
     run_workload,
     suite_workloads,
-    time_numpy_matmul,
 )
+from tinynpu.simulator.bench import numpy_matmul_seconds
 
 
 def _speed(results: list[Result], command: str) -> dict[str, Any] | None:
@@ -43,7 +43,7 @@ def _speed(results: list[Result], command: str) -> dict[str, Any] | None:
         }
         for r in same
     ]
-    numpy_s = time_numpy_matmul(shape["m"], shape["n"], shape["k"])
+    numpy_s = numpy_matmul_seconds(shape["m"], shape["n"], shape["k"])
     note = (
         f"Simulated runs of the {shape['m']}x{shape['n']}x{shape['k']} matmul (functional + timing, "
         f"race checking as in the summary), and numpy's float32 matmul of the same size, best of 5, timed by "

@@ -15,8 +15,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-import numpy as np
-
 from tinynpu.isa import ArchConfig
 
 T = TypeVar("T")
@@ -201,19 +199,6 @@ def simulate_timeline(compiled: Any, cfg: ArchConfig) -> Sequence[Any]:
     return list(simulate(compiled, cfg).timeline)
 
 
-def time_numpy_matmul(m: int, n: int, k: int, *, repeats: int = 5) -> float:
-    """Best-of-``repeats`` wall time of numpy's float32 (M x K) @ (K x N) in this process."""
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((m, k), dtype=np.float32)
-    b = rng.standard_normal((k, n), dtype=np.float32)
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        a @ b
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
 def progress(items: Iterable[T], *, total: int | None = None, desc: str, quiet: bool) -> Iterator[T]:
     """tqdm on stderr, silent under ``--json`` (``quiet``) or when stderr is not a terminal."""
     from tqdm import tqdm
@@ -233,5 +218,4 @@ __all__ = [
     "run_workload",
     "simulate_timeline",
     "suite_workloads",
-    "time_numpy_matmul",
 ]
