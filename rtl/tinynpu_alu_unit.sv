@@ -38,17 +38,17 @@ module tinynpu_alu_unit #(
   /* verilator lint_on UNUSEDSIGNAL */
   logic [IDX_W-1:0] idx;
   logic [3:0]       wait_m;
-  logic [11:0]      rows;
+  logic [TNPU_VADD_ROWS_W-1:0] rows;
   assign word   = q_data_i[127:0];
   assign idx    = q_data_i[IDX_W+127:128];
   assign wait_m = word[TNPU_VADD_WAIT_LSB +: TNPU_VADD_WAIT_W];
   assign rows   = word[TNPU_VADD_ROWS_LSB +: TNPU_VADD_ROWS_W];
 
   logic [15:0]      rem_q;
-  logic [11:0]      left_q;
+  logic [TNPU_VADD_ROWS_W-1:0] left_q;
   logic [3:0]       funct_q, signal_q;
-  logic [13:0]      dst_q, src_q;
-  logic [31:0]      imm_q;
+  logic [TNPU_VADD_DST_W-1:0] dst_q, src_q;
+  logic [TNPU_VMAX_IMM_W-1:0] imm_q;
   logic [4:0]       shift_q;
   logic [IDX_W-1:0] idx_q;
 

@@ -73,10 +73,10 @@ module tinynpu_dispatch #(
 
   // ---- operand fields (positions shared by every instruction that has them) ----
   logic [1:0]  scope;
-  logic [13:0] sp_row, alu_src;
-  logic [31:0] dram;
-  logic [23:0] stride;
-  logic [11:0] rows;
+  logic [TNPU_LOAD_SP_ROW_W-1:0] sp_row, alu_src;
+  logic [TNPU_LOAD_DRAM_W-1:0] dram;
+  logic [TNPU_LOAD_STRIDE_W-1:0] stride;
+  logic [TNPU_LOAD_ROWS_W-1:0] rows;
   logic [4:0]  cols, shift;
   logic        narrow, vaddrow, vadd;
   logic [3:0]  wait_m, signal_m;

@@ -62,10 +62,10 @@ module tinynpu_load_unit #(
   logic              is_zero;
   logic [3:0]        wait_m, signal_m;
   logic [1:0]        scope;
-  logic [13:0]       sp_row;
-  logic [31:0]       dram;
-  logic [23:0]       stride;
-  logic [11:0]       rows;
+  logic [TNPU_LOAD_SP_ROW_W-1:0] sp_row;
+  logic [TNPU_LOAD_DRAM_W-1:0] dram;
+  logic [TNPU_LOAD_STRIDE_W-1:0] stride;
+  logic [TNPU_LOAD_ROWS_W-1:0] rows;
   logic [4:0]        cols;
   logic [6:0]        row_bytes;
   logic [2:0]        beats_row;
@@ -104,11 +104,11 @@ module tinynpu_load_unit #(
 
   // ---- read-request issue ------------------------------------------------
   logic              iss_active_q;
-  logic [11:0]       iss_left_q;
+  logic [TNPU_LOAD_ROWS_W-1:0] iss_left_q;
   logic [2:0]        iss_cnt_q, iss_beats_q;
-  logic [31:0]       iss_addr_q;
-  logic [23:0]       iss_stride_q;
-  logic [13:0]       iss_row_q;
+  logic [TNPU_LOAD_DRAM_W-1:0] iss_addr_q;
+  logic [TNPU_LOAD_STRIDE_W-1:0] iss_stride_q;
+  logic [TNPU_LOAD_SP_ROW_W-1:0] iss_row_q;
   logic [1:0]        iss_scope_q;
   logic [4:0]        iss_cols_q;
   logic [6:0]        iss_bytes_q;
@@ -123,8 +123,8 @@ module tinynpu_load_unit #(
 
   // ---- zero fill ---------------------------------------------------------
   logic              zero_active_q;
-  logic [11:0]       zero_left_q;
-  logic [13:0]       zero_row_q;
+  logic [TNPU_ZERO_ROWS_W-1:0] zero_left_q;
+  logic [TNPU_ZERO_SP_ROW_W-1:0] zero_row_q;
   logic [1:0]        zero_scope_q;
   logic [3:0]        zero_signal_q;
   logic [IDX_W-1:0]  zero_idx_q;
@@ -134,7 +134,7 @@ module tinynpu_load_unit #(
   logic              r_last;
   logic [3:0]        r_signal;
   logic [1:0]        r_scope;
-  logic [13:0]       r_row;
+  logic [TNPU_LOAD_SP_ROW_W-1:0] r_row;
   logic [4:0]        r_cols;
   logic [ROW_W-1:0]  r_masked;
   logic              zero_comp_now, zero_comp_fsm;

@@ -47,10 +47,10 @@ module tinynpu_store_unit #(
   logic [127:0]     word;
   logic [IDX_W-1:0] idx;
   logic [3:0]       wait_m, signal_m;
-  logic [13:0]      sp_row;
-  logic [31:0]      dram;
-  logic [23:0]      stride;
-  logic [11:0]      rows;
+  logic [TNPU_STORE_SP_ROW_W-1:0] sp_row;
+  logic [TNPU_STORE_DRAM_W-1:0] dram;
+  logic [TNPU_STORE_STRIDE_W-1:0] stride;
+  logic [TNPU_STORE_ROWS_W-1:0] rows;
   logic [4:0]       cols, shift;
   logic             narrow, relu;
   logic [6:0]       row_bytes;
@@ -82,11 +82,11 @@ module tinynpu_store_unit #(
   assign consume_o    = start_o ? wait_m : 4'b0;
 
   logic             iss_active_q;
-  logic [11:0]      iss_left_q;
+  logic [TNPU_STORE_ROWS_W-1:0] iss_left_q;
   logic [2:0]       iss_cnt_q, iss_beats_q;
-  logic [31:0]      iss_addr_q;
-  logic [23:0]      iss_stride_q;
-  logic [13:0]      iss_row_q;
+  logic [TNPU_STORE_DRAM_W-1:0] iss_addr_q;
+  logic [TNPU_STORE_STRIDE_W-1:0] iss_stride_q;
+  logic [TNPU_STORE_SP_ROW_W-1:0] iss_row_q;
   logic [6:0]       iss_bytes_q;
   logic             iss_narrow_q, iss_relu_q;
   logic [4:0]       iss_shift_q;
