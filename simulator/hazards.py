@@ -114,20 +114,30 @@ class RaceChecker:
 
     def _confirm(self, res: int, lo: int, hi: int, fp: Footprint | None, entry: _Entry) -> str | None:
         if res != DRAM:
-            return f"{self.names[res]} row {max(lo, entry[1])}"
+            return self.place(res, max(lo, entry[1]))
         assert fp is not None and entry[5] is not None
         hit = _overlap(fp, entry[5])
-        return None if hit is None else f"DRAM byte 0x{hit:x}"
+        return None if hit is None else self.place(res, hit)
+
+    def place(self, res: int, at: int) -> str:
+        """How a message names row ``at`` of a scratchpad or byte ``at`` of DRAM."""
+        return f"DRAM byte 0x{at:x}" if res == DRAM else f"{self.names[res]} row {at}"
 
     def _race(self, index: int, entry: _Entry, write: bool, where: str) -> None:
-        did = "writes" if write else "reads"
-        other_did = "wrote" if entry[3] else "read"
-        raise SimFault(
-            f"data race: {self.describe(index)} {did} {where}, which {self.describe(entry[4])} {other_did}, "
-            "and no chain of tokens or sync orders the two; the result would depend on timing. Add a "
-            "signal/wait pair (or a sync) between them.",
-            index=index,
-        )
+        raise race_fault(self.describe, index, write, entry[4], entry[3], where)
+
+
+def race_fault(describe: Callable[[int], str], index: int, write: bool, other: int, other_wrote: bool,
+               where: str) -> SimFault:
+    """Instruction ``index`` accesses ``where`` (``acc row 5``, ``DRAM byte 0x40``), which ``other`` did."""
+    did = "writes" if write else "reads"
+    other_did = "wrote" if other_wrote else "read"
+    return SimFault(
+        f"data race: {describe(index)} {did} {where}, which {describe(other)} {other_did}, "
+        "and no chain of tokens or sync orders the two; the result would depend on timing. Add a "
+        "signal/wait pair (or a sync) between them.",
+        index=index,
+    )
 
 
 def _overlap(a: Footprint, b: Footprint) -> int | None:
@@ -149,4 +159,4 @@ def bounds(fp: Footprint) -> tuple[int, int]:
     return min(addr, last), max(addr, last) + rb
 
 
-__all__ = ["DRAM", "Footprint", "RaceChecker", "bounds"]
+__all__ = ["DRAM", "Footprint", "RaceChecker", "bounds", "race_fault"]

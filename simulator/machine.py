@@ -24,10 +24,13 @@ from tinynpu.isa import ArchConfig, Isa, load_isa
 from tinynpu.simulator.decode import Decoded, decode_program
 from tinynpu.simulator.faults import SimFault, where
 from tinynpu.simulator.hazards import DRAM, RaceChecker, bounds
+from tinynpu.simulator.native import NativeUnavailable, library, native_schedule, unsupported
 from tinynpu.simulator.semantics import State
 from tinynpu.simulator.stats import Stats, build_stats
 from tinynpu.simulator.timing import schedule
 from tinynpu.simulator.trace import write_log, write_trace
+
+ENGINES = ("auto", "native", "python")
 
 
 class Machine:
@@ -101,7 +104,7 @@ class Machine:
 
     # --- running ------------------------------------------------------------------------------------
     def run(self, *, timing: bool = True, trace_path: Path | None = None, log: TextIO | None = None,
-            max_cycles: int | None = None, check_races: bool = True) -> Stats:
+            max_cycles: int | None = None, check_races: bool = True, engine: str = "auto") -> Stats:
         """Execute the loaded program until ``halt``.
 
         Args:
@@ -110,28 +113,52 @@ class Machine:
             log: write one line per instruction with dispatch/start/end cycles.
             max_cycles: cycle limit (default: the config's ``limits.max_cycles``).
             check_races: run the data-race sanitizer.
+            engine: ``native`` (core.c, integer configs with timing), ``python`` (the reference), or
+                ``auto``: native where it can run, else python.  Both give identical results.
 
         Raises:
             SimFault: any runtime fault (deadlock, race, token overflow, no halt, cycle limit).
+            UsageError: an unknown engine, or ``native`` where it cannot run (the message says why).
         """
         program = self._program()
         dec = self._decoded
         assert dec is not None
         isa, cfg = self.isa, self.cfg
+        use_native = self._use_native(engine, timing)
         t0 = time.perf_counter()
         races = self._race_checker(dec) if check_races else None
         limit = cfg.max_cycles if max_cycles is None else max_cycles
-        result = schedule(isa, cfg, dec, self.state, timing=timing, limit=limit, races=races,
-                          accesses=_make_accesses(isa, cfg))
+        if use_native:
+            result = native_schedule(isa, cfg, dec, self.state, limit=limit, races=races)
+        else:
+            result = schedule(isa, cfg, dec, self.state, timing=timing, limit=limit, races=races,
+                              accesses=_make_accesses(isa, cfg))
         wall = time.perf_counter() - t0
         stats = build_stats(isa, cfg, program, dec, executed=result.executed, cycles=result.cycles,
                             stalls=result.stalls, timing=timing, races=check_races, wall=wall,
+                            engine="native" if use_native else "python",
                             dispatch=result.dispatch, start=result.start, end=result.end)
         if trace_path is not None:
             write_trace(Path(trace_path), isa, dec, stats)
         if log is not None:
             write_log(log, isa, dec, stats)
         return stats
+
+    def _use_native(self, engine: str, timing: bool) -> bool:
+        if engine not in ENGINES:
+            raise UsageError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}.")
+        if engine == "python":
+            return False
+        reason = unsupported(self.isa, self.cfg, timing=timing)
+        if reason is None:
+            try:
+                library()
+            except NativeUnavailable as exc:
+                reason = str(exc)
+        if reason is not None and engine == "native":
+            raise UsageError(f"the native simulator core cannot run here: {reason}; use engine 'python' or "
+                             "'auto'.")
+        return reason is None
 
     def _race_checker(self, dec: Decoded) -> RaceChecker:
         isa = self.isa
@@ -233,4 +260,4 @@ def _make_accesses(isa: Isa, cfg: ArchConfig) -> Callable[[RaceChecker, Sequence
     return accesses
 
 
-__all__ = ["Machine", "SimFault", "Stats"]
+__all__ = ["ENGINES", "Machine", "SimFault", "Stats"]

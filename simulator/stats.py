@@ -44,6 +44,7 @@ class Stats:
     timing: bool
     races_checked: bool
     wall_seconds: float
+    engine: str = "python"  # which simulator core ran: native (core.c) or python
     _mnemonics: tuple[str, ...] = field(default=(), repr=False)
     _units: tuple[str, ...] = field(default=(), repr=False)
     _op: np.ndarray | None = field(default=None, repr=False)
@@ -82,6 +83,7 @@ class Stats:
             "timing": self.timing,
             "races_checked": self.races_checked,
             "wall_seconds": self.wall_seconds,
+            "engine": self.engine,
         }
 
 
@@ -89,7 +91,7 @@ _STATS_CHUNK = 1 << 16
 
 
 def build_stats(isa: Isa, cfg: ArchConfig, program: Program, dec: Decoded, *, executed: int, cycles: int,
-                stalls: dict[str, dict[str, int]], timing: bool, races: bool, wall: float,
+                stalls: dict[str, dict[str, int]], timing: bool, races: bool, wall: float, engine: str,
                 dispatch: array.array, start: array.array, end: array.array) -> Stats:
     sl = slice(0, executed)
     op, unit = dec.op[sl], dec.unit[sl]
@@ -146,6 +148,7 @@ def build_stats(isa: Isa, cfg: ArchConfig, program: Program, dec: Decoded, *, ex
         timing=timing,
         races_checked=races,
         wall_seconds=wall,
+        engine=engine,
         _mnemonics=mnems,
         _units=units,
         _op=op,

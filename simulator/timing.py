@@ -147,6 +147,28 @@ class _Ledger:
         return self.n_con + self.max if self.n_sig - self.n_con > self.max else -1
 
 
+UNIT_CAUSES = ("token", "in_flight_loads", "dram_port")  # a queued unit's stall causes, in attribution order
+CONTROL_CAUSES = ("sync", "queue_full")  # the dispatcher's
+
+
+def unit_roles(dec: Decoded, nq: int) -> tuple[list[int], list[int]]:
+    """The units that use the DRAM port, and the queued units that hold instructions not using it."""
+    ex = slice(0, dec.n_exec)
+    port_units = sorted({int(u) for u in np.unique(dec.unit[ex][dec.beats[ex] > 0])})
+    free_units = sorted({int(u) for u in np.unique(dec.unit[ex][dec.beats[ex] == 0]) if u < nq})
+    return port_units, free_units
+
+
+def timeline_columns(n: int, limit: int) -> tuple[array.array, array.array, array.array]:
+    """Zeroed dispatch, start and end columns for ``n`` instructions.
+
+    Every recorded cycle is at most limit + 1 (a later one faults first), so 4-byte columns do
+    whenever the limit allows: the timeline is the run's largest per-instruction record.
+    """
+    code = "I" if array.array("I").itemsize == 4 and limit + 1 < 1 << 32 else "q"
+    return array.array(code, [0]) * n, array.array(code, [0]) * n, array.array(code, [0]) * n
+
+
 def _bits(mask: int) -> tuple[int, ...]:
     return tuple(b for b in range(mask.bit_length()) if mask >> b & 1)
 
@@ -158,9 +180,7 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
     Raises:
         SimFault: deadlock, token overflow, no halt, cycle limit, or a data race.
     """
-    wb = isa.word_bytes
-    mnem = [ins.mnemonic for ins in isa.instructions]
-    handlers = [state.handlers.get(m) for m in mnem]
+    handlers = [state.handlers.get(ins.mnemonic) for ins in isa.instructions]
     halt_op = isa.by_mnemonic["halt"].index
     waits_prev = [ins.timing == "dma_zero" for ins in isa.instructions]
     queued = sorted(u.id for u in isa.queued_units)
@@ -172,16 +192,8 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
     bits = [_bits(m) for m in range(1 << nq)]
     depth, max_tok = cfg.queue_depth, cfg.token_max_count
     n_exec = dec.n_exec
-    port_units = sorted({int(u) for u in np.unique(dec.unit[:n_exec][dec.beats[:n_exec] > 0])})
-    # queues that can ever hold an instruction not using the port (step 2 below looks only at these)
-    free_units = sorted({int(u) for u in np.unique(dec.unit[:n_exec][dec.beats[:n_exec] == 0]) if u < nq})
-
-    # Every recorded cycle is at most limit + 1 (a later one faults first), so 4-byte columns do
-    # whenever the limit allows: the timeline is the run's largest per-instruction record.
-    code = "I" if array.array("I").itemsize == 4 and limit + 1 < 1 << 32 else "q"
-    dispatch = array.array(code, [0]) * n_exec
-    start = array.array(code, [0]) * n_exec
-    end = array.array(code, [0]) * n_exec
+    port_units, free_units = unit_roles(dec, nq)
+    dispatch, start, end = timeline_columns(n_exec, limit)
     stalls: dict[str, dict[str, int]] = {names[u]: {} for u in range(nq)}
     stalls[control_name] = {}
 
@@ -205,8 +217,7 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
     halted = False
     cycles = 0
 
-    def describe(i: int) -> str:
-        return where(i, mnem[int(dec.op[i])], wb)
+    msg = Messages(isa, cfg, dec, limit)
 
     # The per-instruction work below is the simulator's hot path: state lives in locals and lists
     # indexed by unit, optional features are bound once, and the stall attribution and the race
@@ -247,11 +258,7 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
         return t
 
     def overflow(v: int, u: int, j: int, i: int | None = None) -> SimFault:
-        i = ledger[v][u].producer(j) if i is None else i
-        return SimFault(
-            f"token channel {names[v]}->{names[u]} overflows: {describe(i)} signals its token "
-            f"#{j} while the channel already holds tokens.max_count = {max_tok} unconsumed tokens "
-            f"(config {cfg.name!r}); make {names[u]} consume them sooner or signal less.", index=i)
+        return msg.overflow(v, u, j, ledger[v][u].producer(j) if i is None else i)
 
     def start_instr(entry: list, s: int) -> None:
         nonlocal max_e, port_free
@@ -296,9 +303,7 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
             if le > e:
                 e = le
             if e > limit:
-                raise SimFault(f"the program did not halt within the cycle limit of {limit} cycles: "
-                               f"{describe(i)} would complete at cycle {e} (raise --max-cycles or "
-                               "limits.max_cycles if the program is meant to run this long).", index=i)
+                raise msg.limit_start(i, e)
             last_e[u] = e
             free_at[u] = s + occ
             starts[u].append(s)
@@ -357,8 +362,7 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
                     halted = True
                     cycles = d + 1
                     if timing and cycles > limit:
-                        raise SimFault(f"the program did not halt within the cycle limit of {limit} cycles "
-                                       f"({describe(pc - 1)} at cycle {d}).", index=pc - 1)
+                        raise msg.limit_halt(pc - 1, d)
                 continue
             if len(pend[u]) >= depth:
                 break
@@ -371,8 +375,7 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
                         control_stalls["queue_full"] = control_stalls.get("queue_full", 0) + sk - d
                         d = sk
                 if d > limit:
-                    raise SimFault(f"the program did not halt within the cycle limit of {limit} cycles "
-                                   f"(dispatching {describe(pc)} at cycle {d}).", index=pc)
+                    raise msg.limit_dispatch(pc, d)
                 dispatch[pc] = d
             row[9] = d
             pend[u].append(row)
@@ -433,12 +436,8 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
         if halted and not any(pend):
             break
         if pc >= n_exec and not halted and not any(pend):
-            last = n_exec - 1
-            raise SimFault(f"the program never halts: it ran past its last instruction "
-                           f"({describe(last) if last >= 0 else 'an empty program'}) without reaching a "
-                           "halt; "
-                           "end it with `halt`.", index=max(last, 0))
-        raise _deadlock(pend, chan, bits, names, describe, pc, n_exec, depth)
+            raise msg.never_halts()
+        raise _deadlock(pend, chan, bits, msg, pc)
 
     if timing:
         for v in range(nq):
@@ -447,27 +446,77 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
                 if j >= 0:
                     raise overflow(v, u, j)
     executed = pc
+    for name, causes in stalls.items():  # one order of causes, whichever stalled first
+        order = CONTROL_CAUSES if name == control_name else UNIT_CAUSES
+        stalls[name] = {c: causes[c] for c in order if c in causes}
     return RunResult(cycles=cycles if timing else 0, executed=executed, dispatch=dispatch, start=start,
                      end=end, stalls=stalls)
 
 
-def _deadlock(pend: list[deque[list]], chan: list[list[deque]], bits: list[tuple[int, ...]],
-              names: dict[int, str], describe: Callable[[int], str], pc: int, n_exec: int,
-              depth: int) -> SimFault:
+def _deadlock(pend: list[deque[list]], chan: list[list[deque]], bits: list[tuple[int, ...]], msg: Messages,
+              pc: int) -> SimFault:
+    """The first unit head that waits on an empty channel names the deadlock."""
     for u, q in enumerate(pend):
         if not q:
             continue
         head = q[0]
         for v in bits[head[3]]:
             if not chan[v][u]:
-                disp = (f"the dispatcher is stuck before {describe(pc)} (it waits for a queue slot or for "
-                        f"completion, queue depth {depth})" if pc < n_exec
-                        else "every instruction is dispatched")
-                return SimFault(
-                    f"deadlock: {describe(head[0])} on unit {names[u]} waits on token channel "
-                    f"{names[v]}->{names[u]}, which holds no token, and no instruction that can still run "
-                    f"will signal it; {disp}.", index=head[0])
-    return SimFault(f"deadlock: no unit can make progress at {describe(pc)}.", index=pc)
+                return msg.deadlock(head[0], u, v, pc)
+    return msg.no_progress(pc)
 
 
-__all__ = ["RunResult", "schedule"]
+class Messages:
+    """The scheduler's fault messages, shared by this core and the native one (:mod:`native`)."""
+
+    def __init__(self, isa: Isa, cfg: ArchConfig, dec: Decoded, limit: int) -> None:
+        self.isa, self.cfg, self.dec, self.limit = isa, cfg, dec, limit
+        self.names = {u.id: u.name for u in isa.units}
+        self._mnemonics = [ins.mnemonic for ins in isa.instructions]
+
+    def describe(self, i: int) -> str:
+        return where(i, self._mnemonics[int(self.dec.op[i])], self.isa.word_bytes)
+
+    def overflow(self, v: int, u: int, j: int, i: int) -> SimFault:
+        """Token ``j`` of channel v->u, signalled by instruction ``i``, overflows the channel."""
+        names = self.names
+        return SimFault(
+            f"token channel {names[v]}->{names[u]} overflows: {self.describe(i)} signals its token "
+            f"#{j} while the channel already holds tokens.max_count = {self.cfg.token_max_count} unconsumed "
+            f"tokens (config {self.cfg.name!r}); make {names[u]} consume them sooner or signal less.", index=i)
+
+    def limit_start(self, i: int, e: int) -> SimFault:
+        return SimFault(f"the program did not halt within the cycle limit of {self.limit} cycles: "
+                        f"{self.describe(i)} would complete at cycle {e} (raise --max-cycles or "
+                        "limits.max_cycles if the program is meant to run this long).", index=i)
+
+    def limit_halt(self, i: int, d: int) -> SimFault:
+        return SimFault(f"the program did not halt within the cycle limit of {self.limit} cycles "
+                        f"({self.describe(i)} at cycle {d}).", index=i)
+
+    def limit_dispatch(self, i: int, d: int) -> SimFault:
+        return SimFault(f"the program did not halt within the cycle limit of {self.limit} cycles "
+                        f"(dispatching {self.describe(i)} at cycle {d}).", index=i)
+
+    def never_halts(self) -> SimFault:
+        last = self.dec.n_exec - 1
+        return SimFault(f"the program never halts: it ran past its last instruction "
+                        f"({self.describe(last) if last >= 0 else 'an empty program'}) without reaching a "
+                        "halt; end it with `halt`.", index=max(last, 0))
+
+    def deadlock(self, i: int, u: int, v: int, pc: int) -> SimFault:
+        """Instruction ``i``, the head of unit ``u``, waits on the empty channel v->u."""
+        names = self.names
+        disp = (f"the dispatcher is stuck before {self.describe(pc)} (it waits for a queue slot or for "
+                f"completion, queue depth {self.cfg.queue_depth})" if pc < self.dec.n_exec
+                else "every instruction is dispatched")
+        return SimFault(
+            f"deadlock: {self.describe(i)} on unit {names[u]} waits on token channel "
+            f"{names[v]}->{names[u]}, which holds no token, and no instruction that can still run "
+            f"will signal it; {disp}.", index=i)
+
+    def no_progress(self, pc: int) -> SimFault:
+        return SimFault(f"deadlock: no unit can make progress at {self.describe(pc)}.", index=pc)
+
+
+__all__ = ["CONTROL_CAUSES", "UNIT_CAUSES", "Messages", "RunResult", "schedule", "timeline_columns", "unit_roles"]

@@ -1,0 +1,684 @@
+/* The simulator's native core: the scheduler of timing.py, the integer
+ * semantics of semantics.py and the race sanitizer of hazards.py, in C.
+ *
+ * It exists for speed only (about 100x the Python core per instruction); the
+ * Python modules are the reference and this file follows them statement by
+ * statement, so that both cores give identical timelines, stalls, values and
+ * faults (tests/test_sim_native.py runs both on the same programs and
+ * compares everything).  Read timing.py first: the comments here only say
+ * where the C differs in form.
+ *
+ * Python prepares everything static (decoded columns, timing classes, which
+ * units use which resource) and formats every fault message; this file only
+ * reports a fault's kind and its numbers in `Run.fault`/`Run.fault_args`.
+ *
+ * Built by native.py with the machine's C compiler (GCC or Clang: it uses their vector extensions).
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_UNITS 8       /* queued units (ids 0..nq-1) */
+#define MAX_OPS 64        /* opcode indices */
+#define MAX_OPERANDS 8    /* decode.N_OPERANDS */
+#define MAX_RES 9         /* scratchpad scopes plus DRAM */
+#define MAX_TILE 64
+#define PRUNE_AT 16       /* hazards._PRUNE_AT */
+
+/* What each opcode does (native.py maps mnemonics to these). */
+enum Kind { K_HALT, K_SYNC, K_LOAD, K_ZERO, K_STORE, K_TMM, K_VADD, K_VADDROW, K_VMAX, K_VMIN, K_VMUL, K_VSHR };
+
+/* Fault kinds; native.py turns each into the Python core's message. */
+enum Fault {
+  F_NONE, F_OVERFLOW, F_LIMIT_START, F_LIMIT_HALT, F_LIMIT_DISPATCH, F_NEVER_HALTS, F_DEADLOCK,
+  F_NO_PROGRESS, F_RACE, F_NO_MEMORY
+};
+
+/* Everything one run needs and reports; mirrored field for field by native.py's ctypes Structure. */
+typedef struct {
+  /* the program: decode.Decoded's columns, n_exec long */
+  int64_t n;
+  const int16_t *op;
+  const int8_t *unit, *wait, *signal;
+  const int32_t *occ, *lat, *beats;
+  const uint64_t *lo, *hi;
+  /* per opcode: kind, the timing rule "waits for its unit's previous instruction", operand fields */
+  int32_t kind[MAX_OPS];
+  int32_t waits_prev[MAX_OPS];
+  int32_t field_lsb[MAX_OPS][MAX_OPERANDS], field_width[MAX_OPS][MAX_OPERANDS];
+  int32_t field_signed[MAX_OPS][MAX_OPERANDS];
+  /* the config */
+  int32_t nq, depth, max_tok, tile;
+  int64_t limit;
+  uint32_t port_units, free_units; /* bit masks: units using the DRAM port / holding non-port instructions */
+  /* the state: DRAM and the scratchpads (row-major, tile elements per row) */
+  uint8_t *dram;
+  uint8_t *sp[MAX_RES];
+  int64_t sp_rows[MAX_RES];
+  int32_t elem_bytes[MAX_RES];
+  int32_t scope_a, scope_b, scope_acc, n_scopes;
+  /* the race sanitizer: on or off, the other users of each resource, instructions left per unit */
+  int32_t races;
+  uint32_t others[MAX_RES][MAX_UNITS];
+  int64_t remaining[MAX_UNITS];
+  /* results */
+  int32_t wide_times;                 /* 1: the timeline columns are int64, else uint32 */
+  void *dispatch, *start, *end;
+  int64_t stalls[MAX_UNITS][3];       /* token, in_flight_loads, dram_port */
+  int64_t control_stalls[2];          /* sync, queue_full */
+  int64_t cycles, executed;
+  int32_t fault;
+  int64_t fault_args[6];
+} Run;
+
+/* ---- small growable rings -------------------------------------------------------------------------- */
+
+/* A token channel: the FIFO of unconsumed tokens (completion cycle, producer, clock) and the consume
+ * starts the overflow rule can still ask about (timing._Ledger, whose signal window is this FIFO). */
+typedef struct {
+  int64_t *e, *prod, *clock; /* clock: nq entries per token when races are on */
+  int64_t cap, head, len;
+  int64_t n_sig, n_con;
+  int64_t *con_s, con_mask;
+} Channel;
+
+/* One access of the race log (hazards._Entry). */
+typedef struct {
+  int64_t epoch, lo, hi, index, fp[4];
+  int32_t write;
+} Access;
+
+typedef struct {
+  Access *a;
+  int64_t cap, head, len, prune_at;
+} Log;
+
+typedef struct {
+  Run *R;
+  int nq;
+  int64_t *pend, pend_head[MAX_UNITS], pend_len[MAX_UNITS], head_ready[MAX_UNITS];
+  int64_t *starts, n_disp[MAX_UNITS], n_sched[MAX_UNITS], free_at[MAX_UNITS], last_e[MAX_UNITS];
+  Channel chan[MAX_UNITS][MAX_UNITS]; /* chan[v][u]: tokens from v to u */
+  int64_t max_e, port_free;
+  int64_t clock[MAX_UNITS][MAX_UNITS];
+  Log logs[MAX_RES][MAX_UNITS];
+  float *a_f, *bt_f; /* float copies of the a scratchpad and of b with each tile transposed (see do_tmm) */
+} Sim;
+
+static int fault(Run *R, int kind, int64_t a0, int64_t a1, int64_t a2, int64_t a3, int64_t a4, int64_t a5) {
+  R->fault = kind;
+  R->fault_args[0] = a0, R->fault_args[1] = a1, R->fault_args[2] = a2;
+  R->fault_args[3] = a3, R->fault_args[4] = a4, R->fault_args[5] = a5;
+  return kind;
+}
+
+static int chan_push(Sim *S, Channel *c, int64_t e, int64_t prod, const int64_t *clock) {
+  int nq = S->nq;
+  if (c->len == c->cap) {
+    int64_t cap = c->cap ? 2 * c->cap : 64;
+    int64_t *e2 = malloc(cap * sizeof *e2), *p2 = malloc(cap * sizeof *p2);
+    int64_t *k2 = S->R->races ? malloc(cap * nq * sizeof *k2) : NULL;
+    if (!e2 || !p2 || (S->R->races && !k2)) return 0;
+    for (int64_t x = 0; x < c->len; x++) {
+      int64_t y = (c->head + x) & (c->cap - 1);
+      e2[x] = c->e[y], p2[x] = c->prod[y];
+      if (k2) memcpy(k2 + x * nq, c->clock + y * nq, nq * sizeof *k2);
+    }
+    free(c->e), free(c->prod), free(c->clock);
+    c->e = e2, c->prod = p2, c->clock = k2, c->cap = cap, c->head = 0;
+  }
+  int64_t y = (c->head + c->len) & (c->cap - 1);
+  c->e[y] = e, c->prod[y] = prod;
+  if (clock) memcpy(c->clock + y * nq, clock, nq * sizeof *clock);
+  c->len++;
+  return 1;
+}
+
+/* The x-th unconsumed token's slot. */
+static inline int64_t chan_at(const Channel *c, int64_t x) { return (c->head + x) & (c->cap - 1); }
+
+static Access *log_push(Log *g) {
+  if (g->len == g->cap) {
+    int64_t cap = g->cap ? 2 * g->cap : 64;
+    Access *a2 = malloc(cap * sizeof *a2);
+    if (!a2) return NULL;
+    for (int64_t x = 0; x < g->len; x++) a2[x] = g->a[(g->head + x) & (g->cap - 1)];
+    free(g->a);
+    g->a = a2, g->cap = cap, g->head = 0;
+  }
+  Access *slot = &g->a[(g->head + g->len) & (g->cap - 1)];
+  g->len++;
+  return slot;
+}
+
+static inline Access *log_at(const Log *g, int64_t x) { return &g->a[(g->head + x) & (g->cap - 1)]; }
+
+/* ---- operands ---------------------------------------------------------------------------------------- */
+
+/* decode.Decoded.values for one instruction: its operands in decode.OPERANDS order. */
+static void operands(const Run *R, int64_t i, int op, int64_t *x) {
+  unsigned __int128 w = ((unsigned __int128)R->hi[i] << 64) | R->lo[i];
+  for (int c = 0; c < MAX_OPERANDS; c++) {
+    int width = R->field_width[op][c];
+    if (!width) {
+      x[c] = 0;
+      continue;
+    }
+    uint64_t raw = (uint64_t)(w >> R->field_lsb[op][c]) & (width == 64 ? ~0ULL : ((1ULL << width) - 1));
+    int64_t v = (int64_t)raw;
+    if (R->field_signed[op][c] && width < 64 && (raw >> (width - 1) & 1)) v -= (int64_t)1 << width;
+    x[c] = v;
+  }
+}
+
+/* ---- semantics (semantics.State, integer configs) ------------------------------------------------------ */
+
+static inline uint8_t *sp_row(const Run *R, int scope, int64_t row) {
+  return R->sp[scope] + row * R->tile * R->elem_bytes[scope];
+}
+
+/* Keep the float copies of a and b equal to rows [row, row + rows) of scope after a write. */
+static void shadow(Sim *S, int scope, int64_t row, int64_t rows) {
+  const Run *R = S->R;
+  const int64_t T = R->tile;
+  for (int64_t r = row; r < row + rows; r++) {
+    const int8_t *src = (const int8_t *)sp_row(R, scope, r);
+    if (scope == R->scope_a)
+      for (int64_t q = 0; q < T; q++) S->a_f[r * T + q] = src[q];
+    else if (scope == R->scope_b) /* row r of b is column r % T of its transposed tile */
+      for (int64_t q = 0; q < T; q++) S->bt_f[(r - r % T) * T + q * T + r % T] = src[q];
+  }
+}
+
+static void do_load(Sim *S, const int64_t *x) {
+  const Run *R = S->R;
+  int scope = (int)x[0];
+  int64_t row = x[1], addr = x[2], stride = x[3], rows = x[4], cols = x[5];
+  int64_t eb = R->elem_bytes[scope], rb = cols * eb, row_bytes = R->tile * eb;
+  for (int64_t r = 0; r < rows; r++) {
+    uint8_t *dst = sp_row(R, scope, row + r);
+    memcpy(dst, R->dram + addr + r * stride, rb);
+    memset(dst + rb, 0, row_bytes - rb); /* a short row is zero-filled */
+  }
+  shadow(S, scope, row, rows);
+}
+
+static void do_zero(Sim *S, const int64_t *x) {
+  const Run *R = S->R;
+  int scope = (int)x[0];
+  memset(sp_row(R, scope, x[1]), 0, x[2] * R->tile * R->elem_bytes[scope]);
+  shadow(S, scope, x[1], x[2]);
+}
+
+static inline int32_t round_shift(int64_t v, int64_t shift) { return (int32_t)((v + ((1LL << shift) >> 1)) >> shift); }
+
+static void do_store(const Run *R, const int64_t *x) {
+  int64_t row = x[0], addr = x[1], stride = x[2], rows = x[3], cols = x[4], narrow = x[5], relu = x[6];
+  int64_t shift = x[7];
+  const int32_t *acc = (const int32_t *)R->sp[R->scope_acc];
+  for (int64_t r = 0; r < rows; r++) { /* row by row: overlapping rows are written in order */
+    const int32_t *src = acc + (row + r) * R->tile;
+    uint8_t *dst = R->dram + addr + r * stride;
+    for (int64_t c = 0; c < cols; c++) {
+      if (narrow) {
+        int64_t v = ((int64_t)src[c] + ((1LL << shift) >> 1)) >> shift;
+        if (relu && v < 0) v = 0;
+        dst[c] = (uint8_t)(int8_t)(v < -128 ? -128 : v > 127 ? 127 : v);
+      } else {
+        int32_t v = relu && src[c] < 0 ? 0 : src[c];
+        memcpy(dst + 4 * c, &v, 4);
+      }
+    }
+  }
+}
+
+/* tmm: acc tile (i, j) (+)= sum over kk of A(i, kk) @ B(j, kk)^T.
+ *
+ * Addition modulo 2^32 is associative, so each k-step is added into acc in turn.  A tile step sums
+ * 16 int8 x int8 products, at most 2^18 in magnitude, so it is exact in float32 whatever the order
+ * or fusing of the float operations; floats from the shadow copies (converted once per load, not
+ * once per use) let each output row be one vector: row r of the step is the sum over q of
+ * A[r][q] times row q of B^T. */
+typedef float f32x16 __attribute__((vector_size(64)));
+typedef int32_t i32x16 __attribute__((vector_size(64)));
+typedef uint32_t u32x16 __attribute__((vector_size(64)));
+
+static void tmm16(Sim *S, const int64_t *x) {
+  const Run *R = S->R;
+  int64_t acc_t = x[0], a_t = x[1], b_t = x[2], m = x[3], n = x[4], k = x[5], accumulate = x[6];
+  int32_t *C = (int32_t *)R->sp[R->scope_acc];
+  for (int64_t j = 0; j < n; j++)
+    for (int64_t kk = 0; kk < k; kk++) {
+      f32x16 bt[16];
+      memcpy(bt, S->bt_f + (b_t + j * k + kk) * 256, sizeof bt);
+      int overwrite = kk == 0 && !accumulate;
+      for (int64_t i = 0; i < m; i++) {
+        const float *a = S->a_f + (a_t + i * k + kk) * 256;
+        int32_t *out = C + (acc_t + i * n + j) * 256;
+        for (int r = 0; r < 16; r++) {
+          f32x16 sum = {0};
+          for (int q = 0; q < 16; q++) sum += a[r * 16 + q] * bt[q];
+          i32x16 step = __builtin_convertvector(sum, i32x16), o;
+          memcpy(&o, out + r * 16, sizeof o);
+          o = overwrite ? step : (i32x16)((u32x16)o + (u32x16)step);
+          memcpy(out + r * 16, &o, sizeof o);
+        }
+      }
+    }
+}
+
+/* The same for any tile edge, one element at a time. */
+static void tmm_any(Sim *S, const int64_t *x) {
+  const Run *R = S->R;
+  const int64_t T = R->tile;
+  int64_t acc_t = x[0], a_t = x[1], b_t = x[2], m = x[3], n = x[4], k = x[5], accumulate = x[6];
+  int32_t *C = (int32_t *)R->sp[R->scope_acc];
+  for (int64_t j = 0; j < n; j++)
+    for (int64_t kk = 0; kk < k; kk++) {
+      const float *bt = S->bt_f + (b_t + j * k + kk) * T * T;
+      int overwrite = kk == 0 && !accumulate;
+      for (int64_t i = 0; i < m; i++) {
+        const float *a = S->a_f + (a_t + i * k + kk) * T * T;
+        int32_t *out = C + (acc_t + i * n + j) * T * T;
+        for (int64_t r = 0; r < T; r++)
+          for (int64_t c = 0; c < T; c++) {
+            float sum = 0.0f;
+            for (int64_t q = 0; q < T; q++) sum += a[r * T + q] * bt[q * T + c];
+            int32_t *o = out + r * T + c;
+            *o = overwrite ? (int32_t)sum : (int32_t)((uint32_t)*o + (uint32_t)(int32_t)sum);
+          }
+      }
+    }
+}
+
+static void do_alu(const Run *R, int kind, const int64_t *x) {
+  const int64_t T = R->tile;
+  int32_t *acc = (int32_t *)R->sp[R->scope_acc];
+  int32_t *dst = acc + x[0] * T;
+  int64_t count = x[2] * T;
+  switch (kind) {
+    case K_VADD: {
+      const int32_t *src = acc + x[1] * T;
+      for (int64_t e = 0; e < count; e++) dst[e] = (int32_t)((uint32_t)dst[e] + (uint32_t)src[e]);
+      break;
+    }
+    case K_VADDROW: {
+      const int32_t *src = acc + x[1] * T;
+      for (int64_t e = 0; e < count; e++) dst[e] = (int32_t)((uint32_t)dst[e] + (uint32_t)src[e % T]);
+      break;
+    }
+    case K_VMAX: {
+      int32_t imm = (int32_t)x[1];
+      for (int64_t e = 0; e < count; e++) dst[e] = dst[e] > imm ? dst[e] : imm;
+      break;
+    }
+    case K_VMIN: {
+      int32_t imm = (int32_t)x[1];
+      for (int64_t e = 0; e < count; e++) dst[e] = dst[e] < imm ? dst[e] : imm;
+      break;
+    }
+    case K_VMUL: { /* the low 32 bits of the product */
+      uint32_t imm = (uint32_t)(int32_t)x[1];
+      for (int64_t e = 0; e < count; e++) dst[e] = (int32_t)((uint32_t)dst[e] * imm);
+      break;
+    }
+    case K_VSHR:
+      for (int64_t e = 0; e < count; e++) dst[e] = round_shift(dst[e], x[1]);
+      break;
+  }
+}
+
+static void execute(Sim *S, int kind, const int64_t *x) {
+  switch (kind) {
+    case K_LOAD: do_load(S, x); break;
+    case K_ZERO: do_zero(S, x); break;
+    case K_STORE: do_store(S->R, x); break;
+    case K_TMM:
+      if (S->R->tile == 16) tmm16(S, x);
+      else tmm_any(S, x);
+      break;
+    case K_HALT: case K_SYNC: break;
+    default: do_alu(S->R, kind, x);
+  }
+}
+
+/* ---- the race sanitizer (hazards.RaceChecker) ---------------------------------------------------------- */
+
+/* The lowest DRAM byte two 2-D footprints (addr, stride, rows, row_bytes) both touch, or -1. */
+static int64_t overlap(const int64_t *f, const int64_t *g) {
+  int64_t best = -1;
+  for (int64_t r = 0; r < f[2]; r++) {
+    int64_t flo = f[0] + r * f[1], fhi = flo + f[3];
+    for (int64_t q = 0; q < g[2]; q++) {
+      int64_t glo = g[0] + q * g[1], ghi = glo + g[3];
+      int64_t lo = flo > glo ? flo : glo;
+      if (lo < (fhi < ghi ? fhi : ghi) && (best < 0 || lo < best)) best = lo;
+    }
+  }
+  return best;
+}
+
+/* RaceChecker.access; fp is the DRAM footprint (NULL for scratchpad rows).  Returns 0 on a race. */
+static int access(Sim *S, int u, int64_t i, int res, int64_t lo, int64_t hi, int write, const int64_t *fp) {
+  Run *R = S->R;
+  uint32_t others = R->others[res][u];
+  if (!others) return 1;
+  const int64_t *clock = S->clock[u];
+  for (int v = 0; v < S->nq; v++) {
+    if (!(others >> v & 1)) continue;
+    Log *g = &S->logs[res][v];
+    int64_t seen = clock[v];
+    if (!g->len || log_at(g, g->len - 1)->epoch <= seen) continue;
+    for (int64_t x = g->len - 1; x >= 0; x--) {
+      Access *e = log_at(g, x);
+      if (e->epoch <= seen) break;
+      if ((write || e->write) && lo < e->hi && e->lo < hi) {
+        int64_t where = fp ? overlap(fp, e->fp) : (lo > e->lo ? lo : e->lo);
+        if (where >= 0) return !fault(R, F_RACE, i, e->index, res, write, e->write, where);
+      }
+    }
+  }
+  Log *own = &S->logs[res][u];
+  Access *a = log_push(own);
+  if (!a) return !fault(R, F_NO_MEMORY, i, 0, 0, 0, 0, 0);
+  a->epoch = clock[u], a->lo = lo, a->hi = hi, a->write = write, a->index = i;
+  if (fp) memcpy(a->fp, fp, sizeof a->fp);
+  if (own->len > own->prune_at) {
+    int64_t bound = -1;
+    for (int w = 0; w < S->nq; w++)
+      if (others >> w & 1 && R->remaining[w] > 0 && (bound < 0 || S->clock[w][u] < bound)) bound = S->clock[w][u];
+    if (bound < 0) bound = clock[u];
+    while (own->len && log_at(own, 0)->epoch <= bound) own->head = (own->head + 1) & (own->cap - 1), own->len--;
+    own->prune_at = 2 * own->len > PRUNE_AT ? 2 * own->len : PRUNE_AT;
+  }
+  return 1;
+}
+
+/* machine._make_accesses: the rows and bytes one instruction reads and writes. */
+static int accesses(Sim *S, int u, int64_t i, int kind, const int64_t *x) {
+  Run *R = S->R;
+  const int64_t T = R->tile, dram = R->n_scopes, acc = R->scope_acc;
+  int64_t fp[4];
+  switch (kind) {
+    case K_LOAD: {
+      int64_t last = x[2] + (x[4] - 1) * x[3];
+      fp[0] = x[2], fp[1] = x[3], fp[2] = x[4], fp[3] = x[5] * R->elem_bytes[x[0]];
+      return access(S, u, i, dram, x[2] < last ? x[2] : last, (x[2] > last ? x[2] : last) + fp[3], 0, fp) &&
+             access(S, u, i, (int)x[0], x[1], x[1] + x[4], 1, NULL);
+    }
+    case K_ZERO: return access(S, u, i, (int)x[0], x[1], x[1] + x[2], 1, NULL);
+    case K_STORE: {
+      int64_t last = x[1] + (x[3] - 1) * x[2];
+      fp[0] = x[1], fp[1] = x[2], fp[2] = x[3], fp[3] = x[4] * (x[5] ? 1 : R->elem_bytes[acc]);
+      return access(S, u, i, acc, x[0], x[0] + x[3], 0, NULL) &&
+             access(S, u, i, dram, x[1] < last ? x[1] : last, (x[1] > last ? x[1] : last) + fp[3], 1, fp);
+    }
+    case K_TMM:
+      return access(S, u, i, R->scope_a, x[1] * T, (x[1] + x[3] * x[5]) * T, 0, NULL) &&
+             access(S, u, i, R->scope_b, x[2] * T, (x[2] + x[4] * x[5]) * T, 0, NULL) &&
+             access(S, u, i, acc, x[0] * T, (x[0] + x[3] * x[4]) * T, 1, NULL);
+    case K_VADD:
+      return (x[1] == x[0] || access(S, u, i, acc, x[1], x[1] + x[2], 0, NULL)) &&
+             access(S, u, i, acc, x[0], x[0] + x[2], 1, NULL);
+    case K_VADDROW:
+      return (x[1] == x[0] || access(S, u, i, acc, x[1], x[1] + 1, 0, NULL)) &&
+             access(S, u, i, acc, x[0], x[0] + x[2], 1, NULL);
+    case K_VMAX: case K_VMIN: case K_VMUL: case K_VSHR:
+      return access(S, u, i, acc, x[0], x[0] + x[2], 1, NULL);
+  }
+  return 1;
+}
+
+/* ---- the scheduler (timing.schedule) ------------------------------------------------------------------- */
+
+static inline void set_time(Run *R, void *col, int64_t i, int64_t t) {
+  if (R->wide_times) ((int64_t *)col)[i] = t;
+  else ((uint32_t *)col)[i] = (uint32_t)t;
+}
+
+static inline int64_t head_of(const Sim *S, int u) { return S->pend[u * S->R->depth + S->pend_head[u]]; }
+
+static inline int64_t dispatched_at(const Run *R, int64_t i) {
+  return R->wide_times ? ((int64_t *)R->dispatch)[i] : ((uint32_t *)R->dispatch)[i];
+}
+
+/* timing.ready: the earliest start of unit u's head ignoring the port, or -1 if a token is missing. */
+static int64_t ready(Sim *S, int u) {
+  if (S->head_ready[u] >= 0) return S->head_ready[u];
+  Run *R = S->R;
+  int64_t i = head_of(S, u);
+  int64_t t = dispatched_at(R, i) + 1;
+  if (S->free_at[u] > t) t = S->free_at[u];
+  for (int v = 0; v < S->nq; v++) {
+    if (!(R->wait[i] >> v & 1)) continue;
+    Channel *c = &S->chan[v][u];
+    if (!c->len) return -1;
+    if (c->e[c->head] > t) t = c->e[c->head];
+  }
+  if (R->waits_prev[R->op[i]] && S->last_e[u] > t) t = S->last_e[u];
+  return S->head_ready[u] = t;
+}
+
+/* timing.start_instr: start unit u's head at cycle s.  Returns 0 on a fault. */
+static int start_instr(Sim *S, int u, int64_t s) {
+  Run *R = S->R;
+  const int nq = S->nq;
+  int64_t i = head_of(S, u);
+  S->pend_head[u] = (S->pend_head[u] + 1) % R->depth;
+  S->pend_len[u]--;
+  S->head_ready[u] = -1;
+  int op = R->op[i], kind = R->kind[op];
+  int64_t occ = R->occ[i], lat = R->lat[i], beats = R->beats[i], d = dispatched_at(R, i);
+  if (R->races) {
+    S->clock[u][u]++; /* RaceChecker.begin */
+    R->remaining[u]--;
+  }
+  int64_t base = d + 1 > S->free_at[u] ? d + 1 : S->free_at[u];
+  int64_t tok = 0;
+  for (int v = 0; v < nq; v++) {
+    if (!(R->wait[i] >> v & 1)) continue;
+    Channel *c = &S->chan[v][u];
+    int64_t y = c->head;
+    if (c->e[y] > tok) tok = c->e[y];
+    if (R->races)
+      for (int w = 0; w < nq; w++)
+        if (c->clock[y * nq + w] > S->clock[u][w]) S->clock[u][w] = c->clock[y * nq + w];
+    c->head = (c->head + 1) & (c->cap - 1), c->len--;
+    int64_t k = c->n_con++; /* _Ledger.consume */
+    c->con_s[k & c->con_mask] = s;
+    int64_t j = k + R->max_tok;
+    if (j < c->n_sig && c->e[chan_at(c, j - c->n_con)] < s)
+      return !fault(R, F_OVERFLOW, v, u, j, c->prod[chan_at(c, j - c->n_con)], 0, 0);
+  }
+  if (s > base) { /* attribute the wait: tokens first, then loads in flight, then the port */
+    int64_t hi = base;
+    if (tok > base) S->R->stalls[u][0] += tok - base, hi = tok;
+    if (R->waits_prev[op] && S->last_e[u] > hi) R->stalls[u][1] += S->last_e[u] - hi, hi = S->last_e[u];
+    if (beats && s > hi) R->stalls[u][2] += s - hi;
+  }
+  if (beats) S->port_free = s + beats;
+  int64_t e = s + lat > S->last_e[u] ? s + lat : S->last_e[u];
+  if (e > R->limit) return !fault(R, F_LIMIT_START, i, e, 0, 0, 0, 0);
+  S->last_e[u] = e;
+  S->free_at[u] = s + occ;
+  S->starts[u * R->depth + S->n_sched[u] % R->depth] = s;
+  set_time(R, R->start, i, s);
+  set_time(R, R->end, i, e);
+  if (e > S->max_e) S->max_e = e;
+  S->n_sched[u]++;
+  int64_t x[MAX_OPERANDS];
+  operands(R, i, op, x);
+  if (R->races && !accesses(S, u, i, kind, x)) return 0;
+  execute(S, kind, x);
+  for (int w = 0; w < nq; w++) {
+    if (!(R->signal[i] >> w & 1)) continue;
+    Channel *c = &S->chan[u][w];
+    if (!chan_push(S, c, e, i, R->races ? S->clock[u] : NULL)) return !fault(R, F_NO_MEMORY, i, 0, 0, 0, 0, 0);
+    int64_t j = c->n_sig++, k = j - R->max_tok; /* _Ledger.signal */
+    if (k >= 0 && k < c->n_con && c->con_s[k & c->con_mask] > e) return !fault(R, F_OVERFLOW, u, w, j, i, 0, 0);
+  }
+  return 1;
+}
+
+static int any_pending(const Sim *S) {
+  for (int u = 0; u < S->nq; u++)
+    if (S->pend_len[u]) return 1;
+  return 0;
+}
+
+/* timing._deadlock: the first head waiting on an empty channel. */
+static void deadlock(Sim *S, int64_t pc) {
+  for (int u = 0; u < S->nq; u++) {
+    if (!S->pend_len[u]) continue;
+    int64_t i = head_of(S, u);
+    for (int v = 0; v < S->nq; v++)
+      if (S->R->wait[i] >> v & 1 && !S->chan[v][u].len) {
+        fault(S->R, F_DEADLOCK, i, u, v, pc, 0, 0);
+        return;
+      }
+  }
+  fault(S->R, F_NO_PROGRESS, pc, 0, 0, 0, 0, 0);
+}
+
+static int schedule(Sim *S) {
+  Run *R = S->R;
+  const int nq = S->nq;
+  const int several_ports = __builtin_popcount(R->port_units) > 1;
+  int64_t pc = 0, d_prev = -1;
+  int halted = 0;
+  for (;;) {
+    int progress = 0;
+    /* 1. dispatch in program order as far as the rules allow */
+    while (pc < R->n && !halted) {
+      int u = R->unit[pc];
+      if (u >= nq) {
+        if (any_pending(S)) break;
+        int64_t d = d_prev + 1;
+        if (S->max_e > d) R->control_stalls[0] += S->max_e - d, d = S->max_e;
+        if (R->races) { /* RaceChecker.sync */
+          for (int w = 0; w < nq; w++) {
+            int64_t top = 0;
+            for (int v = 0; v < nq; v++) top = S->clock[v][w] > top ? S->clock[v][w] : top;
+            for (int v = 0; v < nq; v++) S->clock[v][w] = top;
+          }
+        }
+        set_time(R, R->dispatch, pc, d), set_time(R, R->start, pc, d), set_time(R, R->end, pc, d);
+        d_prev = d;
+        pc++;
+        progress = 1;
+        if (R->kind[R->op[pc - 1]] == K_HALT) {
+          halted = 1;
+          R->cycles = d + 1;
+          if (R->cycles > R->limit) return fault(R, F_LIMIT_HALT, pc - 1, d, 0, 0, 0, 0);
+        }
+        continue;
+      }
+      if (S->pend_len[u] >= R->depth) break;
+      int64_t d = d_prev + 1;
+      int64_t k = S->n_disp[u] - R->depth;
+      if (k >= 0) {
+        int64_t sk = S->starts[u * R->depth + k % R->depth] + 1;
+        if (sk > d) R->control_stalls[1] += sk - d, d = sk;
+      }
+      if (d > R->limit) return fault(R, F_LIMIT_DISPATCH, pc, d, 0, 0, 0, 0);
+      set_time(R, R->dispatch, pc, d);
+      S->pend[u * R->depth + (S->pend_head[u] + S->pend_len[u]) % R->depth] = pc;
+      S->pend_len[u]++;
+      S->n_disp[u]++;
+      d_prev = d;
+      pc++;
+      progress = 1;
+    }
+    /* 2. units that do not use the DRAM port start whenever they are ready */
+    for (int u = 0; u < nq; u++) {
+      if (!(R->free_units >> u & 1)) continue;
+      while (S->pend_len[u]) {
+        if (R->beats[head_of(S, u)]) break;
+        int64_t r = ready(S, u);
+        if (r < 0) break;
+        if (!start_instr(S, u, r)) return R->fault;
+        progress = 1;
+      }
+    }
+    /* 3. the DRAM port: the user ready first wins it */
+    if (R->port_units) {
+      int64_t best_r = -1;
+      int best_u = -1, blocked = 0;
+      for (int u = 0; u < nq; u++) {
+        if (!(R->port_units >> u & 1) || !S->pend_len[u]) continue;
+        if (!R->beats[head_of(S, u)]) {
+          blocked = 1;
+          continue;
+        }
+        int64_t r = ready(S, u);
+        if (r < 0) blocked = 1;
+        else if (best_u < 0 || r < best_r) best_r = r, best_u = u;
+      }
+      if (best_u >= 0) {
+        /* safe when nothing else could claim the port earlier (see timing.py) */
+        int unknown_future = 0;
+        if (several_ports && pc < R->n && !halted)
+          for (int v = 0; v < nq; v++)
+            if (R->port_units >> v & 1 && v != best_u && !S->pend_len[v]) unknown_future = 1;
+        int safe = !blocked && (!unknown_future || best_r < d_prev + 2);
+        if (safe || !progress) {
+          if (!start_instr(S, best_u, best_r > S->port_free ? best_r : S->port_free)) return R->fault;
+          progress = 1;
+        }
+      }
+    }
+    if (progress) continue;
+    if (halted && !any_pending(S)) break;
+    if (pc >= R->n && !halted && !any_pending(S)) return fault(R, F_NEVER_HALTS, R->n - 1, 0, 0, 0, 0, 0);
+    deadlock(S, pc);
+    return R->fault;
+  }
+  for (int v = 0; v < nq; v++) /* _Ledger.leftover */
+    for (int u = 0; u < nq; u++) {
+      Channel *c = &S->chan[v][u];
+      if (c->n_sig - c->n_con > R->max_tok)
+        return fault(R, F_OVERFLOW, v, u, c->n_con + R->max_tok, c->prod[chan_at(c, R->max_tok)], 0, 0);
+    }
+  R->executed = pc;
+  return F_NONE;
+}
+
+/* The entry point: run the program described by R; returns R->fault (F_NONE: halted normally). */
+int tinynpu_run(Run *R) {
+  Sim *S = calloc(1, sizeof *S);
+  if (!S) return fault(R, F_NO_MEMORY, 0, 0, 0, 0, 0, 0);
+  S->R = R;
+  S->nq = R->nq;
+  R->fault = F_NONE;
+  int64_t con_cap = 1;
+  while (con_cap < (int64_t)R->max_tok + 1) con_cap *= 2;
+  S->a_f = malloc(R->sp_rows[R->scope_a] * R->tile * sizeof *S->a_f);
+  S->bt_f = malloc(R->sp_rows[R->scope_b] * R->tile * sizeof *S->bt_f);
+  if (S->a_f && S->bt_f) { /* the scratchpads as the run finds them */
+    shadow(S, R->scope_a, 0, R->sp_rows[R->scope_a]);
+    shadow(S, R->scope_b, 0, R->sp_rows[R->scope_b]);
+  }
+  S->pend = malloc(R->nq * R->depth * sizeof *S->pend);
+  S->starts = calloc(R->nq * R->depth, sizeof *S->starts);
+  int ok = S->pend && S->starts && S->a_f && S->bt_f;
+  for (int v = 0; v < R->nq; v++)
+    for (int u = 0; u < R->nq; u++) {
+      Channel *c = &S->chan[v][u];
+      c->con_s = malloc(con_cap * sizeof *c->con_s);
+      c->con_mask = con_cap - 1;
+      ok = ok && c->con_s;
+    }
+  for (int u = 0; u < R->nq; u++) S->head_ready[u] = -1;
+  for (int r = 0; r < MAX_RES; r++)
+    for (int u = 0; u < MAX_UNITS; u++) S->logs[r][u].prune_at = PRUNE_AT;
+  int result = ok ? schedule(S) : fault(R, F_NO_MEMORY, 0, 0, 0, 0, 0, 0);
+  for (int v = 0; v < R->nq; v++)
+    for (int u = 0; u < R->nq; u++) {
+      Channel *c = &S->chan[v][u];
+      free(c->e), free(c->prod), free(c->clock), free(c->con_s);
+    }
+  for (int r = 0; r < MAX_RES; r++)
+    for (int u = 0; u < MAX_UNITS; u++) free(S->logs[r][u].a);
+  free(S->pend), free(S->starts), free(S->a_f), free(S->bt_f), free(S);
+  return result;
+}

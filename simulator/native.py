@@ -1,0 +1,243 @@
+"""The native core: ``core.c`` built with the machine's C compiler and called through ctypes.
+
+:func:`native_schedule` is a drop-in for :func:`timing.schedule` on integer
+configs with timing on; it returns the same :class:`RunResult` and raises the
+same faults with the same messages (the Python core formats them, from the
+numbers ``core.c`` reports).  The Python core stays the reference and the
+fallback: for the fp32 config (whose tile products numpy sums through BLAS,
+in an order C would not reproduce bit for bit), for ``timing=False``, and on
+a machine without a C compiler.
+
+The library is compiled once per source, compiler and CPU into
+``$TINYNPU_CACHE`` (default ``~/.cache/tinynpu``) and reused; ``TINYNPU_NATIVE=0``
+turns the native core off.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from tinynpu.isa import ArchConfig, Isa
+from tinynpu.simulator.decode import N_OPERANDS, Decoded
+from tinynpu.simulator.faults import SimFault
+from tinynpu.simulator.hazards import DRAM, RaceChecker, race_fault
+from tinynpu.simulator.semantics import State
+from tinynpu.simulator.timing import CONTROL_CAUSES, UNIT_CAUSES, Messages, RunResult, timeline_columns, unit_roles
+
+SOURCE = Path(__file__).with_name("core.c")
+FLAGS = ("-O3", "-march=native", "-std=gnu11", "-shared", "-fPIC")
+
+# core.c's limits and enums (its #defines and enum Kind / enum Fault)
+_MAX_UNITS, _MAX_OPS, _MAX_OPERANDS, _MAX_RES, _MAX_TILE = 8, 64, 8, 9, 64
+_KINDS = ("halt", "sync", "load", "zero", "store", "tmm", "vadd", "vaddrow", "vmax", "vmin", "vmul", "vshr")
+(_F_NONE, _F_OVERFLOW, _F_LIMIT_START, _F_LIMIT_HALT, _F_LIMIT_DISPATCH, _F_NEVER_HALTS, _F_DEADLOCK,
+ _F_NO_PROGRESS, _F_RACE, _F_NO_MEMORY) = range(10)
+
+_i32, _i64, _u32, _ptr = ctypes.c_int32, ctypes.c_int64, ctypes.c_uint32, ctypes.c_void_p
+
+
+class _Run(ctypes.Structure):
+    """core.c's ``Run``, field for field."""
+
+    _fields_ = [
+        ("n", _i64), ("op", _ptr), ("unit", _ptr), ("wait", _ptr), ("signal", _ptr),
+        ("occ", _ptr), ("lat", _ptr), ("beats", _ptr), ("lo", _ptr), ("hi", _ptr),
+        ("kind", _i32 * _MAX_OPS), ("waits_prev", _i32 * _MAX_OPS),
+        ("field_lsb", (_i32 * _MAX_OPERANDS) * _MAX_OPS), ("field_width", (_i32 * _MAX_OPERANDS) * _MAX_OPS),
+        ("field_signed", (_i32 * _MAX_OPERANDS) * _MAX_OPS),
+        ("nq", _i32), ("depth", _i32), ("max_tok", _i32), ("tile", _i32), ("limit", _i64),
+        ("port_units", _u32), ("free_units", _u32),
+        ("dram", _ptr), ("sp", _ptr * _MAX_RES), ("sp_rows", _i64 * _MAX_RES), ("elem_bytes", _i32 * _MAX_RES),
+        ("scope_a", _i32), ("scope_b", _i32), ("scope_acc", _i32), ("n_scopes", _i32),
+        ("races", _i32), ("others", (_u32 * _MAX_UNITS) * _MAX_RES), ("remaining", _i64 * _MAX_UNITS),
+        ("wide_times", _i32), ("dispatch", _ptr), ("start", _ptr), ("end", _ptr),
+        ("stalls", (_i64 * 3) * _MAX_UNITS), ("control_stalls", _i64 * 2),
+        ("cycles", _i64), ("executed", _i64), ("fault", _i32), ("fault_args", _i64 * 6),
+    ]
+
+
+class NativeUnavailable(Exception):
+    """Why the native core cannot run (no compiler, a failed build, or a machine it does not model)."""
+
+
+def _cache_dir() -> Path:
+    root = os.environ.get("TINYNPU_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "tinynpu")
+    return Path(root)
+
+
+def _cpu() -> str:
+    """What -march=native depends on: a library built for one CPU must not load on another."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                return line
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+@functools.cache
+def library() -> ctypes.CDLL:
+    """The compiled core (built on first use).
+
+    Raises:
+        NativeUnavailable: turned off, no C compiler, or the build failed.
+    """
+    if os.environ.get("TINYNPU_NATIVE", "1") == "0":
+        raise NativeUnavailable("TINYNPU_NATIVE=0 turns the native core off")
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if not cc:
+        raise NativeUnavailable("no C compiler found (set CC, or install gcc)")
+    try:
+        version = subprocess.run([cc, "--version"], capture_output=True, text=True, check=False).stdout
+    except OSError as exc:
+        raise NativeUnavailable(f"cannot run the C compiler {cc}: {exc}") from None
+    source = SOURCE.read_bytes()
+    key = hashlib.sha256(b"\0".join([source, " ".join(FLAGS).encode(), version.encode(), _cpu().encode()]))
+    path = _cache_dir() / f"core-{key.hexdigest()[:16]}.so"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # build beside the target and rename: concurrent processes (pytest -n) never load a partial file
+        fd, tmp = tempfile.mkstemp(suffix=".so", dir=path.parent)
+        os.close(fd)
+        proc = subprocess.run([cc, *FLAGS, "-o", tmp, str(SOURCE)], capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            os.unlink(tmp)
+            raise NativeUnavailable(f"{cc} could not build {SOURCE.name}: {proc.stderr.strip()[:2000]}")
+        os.replace(tmp, path)
+    lib = ctypes.CDLL(str(path))
+    lib.tinynpu_run.argtypes = [ctypes.POINTER(_Run)]
+    lib.tinynpu_run.restype = ctypes.c_int
+    return lib
+
+
+def unsupported(isa: Isa, cfg: ArchConfig, *, timing: bool) -> str | None:
+    """Why the native core cannot run this machine, or None if it can."""
+    if not timing:
+        return "the native core always computes timing (timing=False runs on the Python core)"
+    if not cfg.is_integer:
+        return (f"config {cfg.name!r} is {cfg.acc_dtype}: the native core implements the integer datapath "
+                "(numpy's BLAS order for float tiles is not reproducible in C)")
+    ids = {s.name: s.id for s in isa.scopes}
+    dtypes = {name: np.dtype(cfg.dtype(isa.scope_by_name[name].config_key)) for name in ("a", "b", "acc")}
+    if (dtypes["a"], dtypes["b"], dtypes["acc"]) != (np.dtype(np.int8), np.dtype(np.int8), np.dtype(np.int32)):
+        return "the native core needs int8 a and b scratchpads and an int32 acc"
+    if sorted(ids.values()) != list(range(len(ids))) or len(ids) + 1 > _MAX_RES:
+        return "the native core needs scratchpad scope ids 0..n-1 (at most 8)"
+    if len(isa.queued_units) > _MAX_UNITS or len(isa.instructions) > _MAX_OPS or N_OPERANDS > _MAX_OPERANDS:
+        return "the ISA has more units, opcodes or operands than core.c's limits"
+    if cfg.tile > _MAX_TILE:
+        return f"tile {cfg.tile} is larger than core.c's limit of {_MAX_TILE}"
+    unknown = sorted({ins.mnemonic for ins in isa.instructions} - set(_KINDS))
+    if unknown:
+        return f"core.c has no semantics for {', '.join(unknown)}"
+    return None
+
+
+def _address(arr: np.ndarray) -> int:
+    assert arr.flags.c_contiguous
+    return arr.ctypes.data
+
+
+def native_schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, limit: int,
+                    races: RaceChecker | None) -> RunResult:
+    """:func:`timing.schedule` with timing on, run by ``core.c``.
+
+    Raises:
+        NativeUnavailable: the core cannot be built or does not model this machine.
+        SimFault: exactly the faults (and messages) of the Python core.
+    """
+    reason = unsupported(isa, cfg, timing=True)
+    if reason:
+        raise NativeUnavailable(reason)
+    lib = library()
+    nq = len(isa.queued_units)
+    n = dec.n_exec
+    r = _Run()
+    r.n = n
+    # decode.Decoded's column dtypes are core.c's pointer types
+    for name, dtype in (("op", np.int16), ("unit", np.int8), ("wait", np.int8), ("signal", np.int8),
+                        ("occ", np.int32), ("lat", np.int32), ("beats", np.int32), ("lo", np.uint64),
+                        ("hi", np.uint64)):
+        column = getattr(dec, name)
+        assert column.dtype == dtype, (name, column.dtype)
+        setattr(r, name, _address(column))
+    for ins in isa.instructions:
+        r.kind[ins.index] = _KINDS.index(ins.mnemonic)
+        r.waits_prev[ins.index] = ins.timing == "dma_zero"
+    for index, fields in dec.plan:
+        for col, lsb, msb, signed in fields:
+            r.field_lsb[index][col], r.field_width[index][col] = lsb, msb - lsb + 1
+            r.field_signed[index][col] = signed
+    r.nq, r.depth, r.max_tok, r.tile, r.limit = nq, cfg.queue_depth, cfg.token_max_count, cfg.tile, limit
+    port_units, free_units = unit_roles(dec, nq)
+    r.port_units = sum(1 << u for u in port_units)
+    r.free_units = sum(1 << u for u in free_units)
+    r.dram = _address(state.dram)
+    for sid, sp in state.sp.items():
+        r.sp[sid] = _address(sp)
+        r.sp_rows[sid] = sp.shape[0]
+        r.elem_bytes[sid] = sp.itemsize
+    r.scope_a, r.scope_b, r.scope_acc = (isa.scope_by_name[s].id for s in ("a", "b", "acc"))
+    r.n_scopes = n_scopes = len(state.sp)
+    if races is not None:
+        r.races = 1
+        for res, per_unit in races.others.items():
+            for u, others in enumerate(per_unit):
+                r.others[n_scopes if res == DRAM else res][u] = sum(1 << v for v in others)
+        for u, left in enumerate(races.remaining):
+            r.remaining[u] = left
+    dispatch, start, end = timeline_columns(n, limit)
+    r.wide_times = dispatch.itemsize == 8
+    r.dispatch, r.start, r.end = (col.buffer_info()[0] for col in (dispatch, start, end))
+
+    fault = lib.tinynpu_run(ctypes.byref(r))
+    if fault != _F_NONE:
+        raise _fault(isa, cfg, dec, limit, races, fault, list(r.fault_args), n_scopes)
+    names = {u.id: u.name for u in isa.units}
+    stalls = {names[u]: {c: int(r.stalls[u][k]) for k, c in enumerate(UNIT_CAUSES) if r.stalls[u][k]}
+              for u in range(nq)}
+    control = next(u.name for u in isa.units if not u.queue)
+    stalls[control] = {c: int(r.control_stalls[k]) for k, c in enumerate(CONTROL_CAUSES) if r.control_stalls[k]}
+    return RunResult(cycles=int(r.cycles), executed=int(r.executed), dispatch=dispatch, start=start, end=end,
+                     stalls=stalls)
+
+
+def _fault(isa: Isa, cfg: ArchConfig, dec: Decoded, limit: int, races: RaceChecker | None, kind: int,
+           args: list[int], n_scopes: int) -> Exception:
+    msg = Messages(isa, cfg, dec, limit)
+    if kind == _F_OVERFLOW:
+        return msg.overflow(*args[:4])
+    if kind == _F_LIMIT_START:
+        return msg.limit_start(*args[:2])
+    if kind == _F_LIMIT_HALT:
+        return msg.limit_halt(*args[:2])
+    if kind == _F_LIMIT_DISPATCH:
+        return msg.limit_dispatch(*args[:2])
+    if kind == _F_NEVER_HALTS:
+        return msg.never_halts()
+    if kind == _F_DEADLOCK:
+        return msg.deadlock(*args[:4])
+    if kind == _F_NO_PROGRESS:
+        return msg.no_progress(args[0])
+    if kind == _F_RACE and races is not None:
+        index, other, res, write, other_wrote, at = args
+        place = races.place(DRAM if res == n_scopes else res, at)
+        return race_fault(msg.describe, index, bool(write), other, bool(other_wrote), place)
+    if kind == _F_NO_MEMORY:
+        return SimFault("the native simulator core ran out of memory.")
+    return SimFault(f"the native simulator core reported an unknown fault {kind}.")
+
+
+__all__ = ["NativeUnavailable", "library", "native_schedule", "unsupported"]
