@@ -11,6 +11,7 @@ Example::
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -104,7 +105,7 @@ class Machine:
 
     # --- running ------------------------------------------------------------------------------------
     def run(self, *, timing: bool = True, trace_path: Path | None = None, log: TextIO | None = None,
-            max_cycles: int | None = None, check_races: bool = True, engine: str = "auto") -> Stats:
+            max_cycles: int | None = None, check_races: bool = True, engine: str | None = None) -> Stats:
         """Execute the loaded program until ``halt``.
 
         Args:
@@ -114,7 +115,8 @@ class Machine:
             max_cycles: cycle limit (default: the config's ``limits.max_cycles``).
             check_races: run the data-race sanitizer.
             engine: ``native`` (core.c, integer configs with timing), ``python`` (the reference), or
-                ``auto``: native where it can run, else python.  Both give identical results.
+                ``auto``: native where it can run, else python.  Both give identical results.  Default:
+                ``$TINYNPU_ENGINE``, else ``auto``.
 
         Raises:
             SimFault: any runtime fault (deadlock, race, token overflow, no halt, cycle limit).
@@ -144,7 +146,11 @@ class Machine:
             write_log(log, isa, dec, stats)
         return stats
 
-    def _use_native(self, engine: str, timing: bool) -> bool:
+    def _use_native(self, engine: str | None, timing: bool) -> bool:
+        if engine is None:
+            engine = os.environ.get("TINYNPU_ENGINE") or "auto"
+            if engine not in ENGINES:
+                raise UsageError(f"TINYNPU_ENGINE must be one of {', '.join(ENGINES)}, not {engine!r}.")
         if engine not in ENGINES:
             raise UsageError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}.")
         if engine == "python":
