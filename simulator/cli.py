@@ -13,7 +13,7 @@ import numpy as np
 from tinynpu.assembler.image import Program, write_output
 from tinynpu.errors import UsageError
 from tinynpu.isa import load_config, load_isa
-from tinynpu.simulator.machine import Machine
+from tinynpu.simulator.machine import ENGINES, Machine
 from tinynpu.simulator.stats import Stats
 
 NPY_MAGIC = b"\x93NUMPY"
@@ -41,7 +41,7 @@ def _summary(stats: Stats) -> str:
         f"cycles {stats.cycles:,}  instructions {stats.instructions_total:,}  macs {stats.macs:,}  "
         f"utilization {stats.utilization:.1%}",
         f"DRAM read {stats.dram_read_bytes:,} B  write {stats.dram_write_bytes:,} B  "
-        f"(simulated in {stats.wall_seconds:.3f} s)",
+        f"(simulated in {stats.wall_seconds:.3f} s by the {stats.engine} core)",
         "busy " + "  ".join(f"{u} {c:,}" for u, c in stats.busy_cycles.items()),
     ]
     for unit, causes in stats.stall_cycles.items():
@@ -74,7 +74,7 @@ def _sim(args: argparse.Namespace) -> int:
     log = (sys.stderr if args.json else sys.stdout) if args.log else None
     trace = Path(args.trace) if args.trace else None
     stats = machine.run(timing=not args.no_timing, trace_path=trace, log=log, max_cycles=args.max_cycles,
-                        check_races=not args.no_race_check)
+                        check_races=not args.no_race_check, engine=args.engine)
     for name, path in outputs:
         buf = io.BytesIO()
         np.save(buf, machine.read_tensor(name))
@@ -111,6 +111,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-race-check", action="store_true", help="skip the data-race sanitizer")
     p.add_argument("--max-cycles", type=_positive,
                    help="cycle limit (default: the config's limits.max_cycles)")
+    p.add_argument("--engine", choices=ENGINES, default=None,
+                   help="simulator core: native (C, integer configs), python (the reference), or auto "
+                        "(default: $TINYNPU_ENGINE, else auto = native where it can run); results are identical")
     p.add_argument("--force", action="store_true", help="overwrite output files tinynpu did not write")
     p.set_defaults(handler=_sim)
 

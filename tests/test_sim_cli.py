@@ -12,6 +12,15 @@ from test_sim_support import HALT, load, program, scope, units
 from tinynpu.assembler.image import Tensor
 from tinynpu.cli import main
 from tinynpu.isa import load_config
+from tinynpu.simulator.native import NativeUnavailable, library
+
+
+def native_available() -> bool:
+    try:
+        library()
+    except NativeUnavailable:
+        return False
+    return True
 
 
 def _write_program(tmp: Path, instrs) -> Path:
@@ -95,9 +104,15 @@ def test_sim_max_cycles_and_bad_input(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_bench_sim_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "sim", "--json", "--size", "32"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert {(r["schedule"], r["races_checked"]) for r in out["runs"]} == {
-        ("naive", True), ("naive", False), ("auto", True), ("auto", False), ("loads", True), ("loads", False)}
+    default = "native" if native_available() else "python"
+    assert sorted((r["schedule"], r["engine"], r["races_checked"]) for r in out["runs"]) == sorted(
+        (schedule, engine, races) for schedule in ("naive", "auto", "loads")
+        for engine, races in ((default, True), (default, False), ("python", False)))
     for r in out["runs"]:
+        baseline = next(p for p in out["runs"] if p["schedule"] == r["schedule"] and p["engine"] == "python"
+                        and not p["races_checked"])
+        assert r["speedup_over_python_core"] == baseline["wall_seconds"] / r["wall_seconds"]
+        assert r["cycles"] == baseline["cycles"]  # the cores agree on every figure but wall time
         assert r["verified"] and r["numpy_float32_seconds"] > 0 and r["peak_rss_bytes"] > 0
         assert r["ratio_to_numpy"] == r["wall_seconds"] / r["numpy_float32_seconds"]
         assert r["instructions_per_second_over_target"] == (
@@ -108,6 +123,32 @@ def test_bench_sim_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert [line.split(":")[0] for line in out["summary"]] == [
         "target tiled <= 10x numpy", "target DMA-heavy (naive) >= 1,000,000 instr/s",
         "target DMA-heavy (loads) >= 1,000,000 instr/s", "target peak RSS <= 2x DRAM+program"]
+
+
+def test_sim_engines_agree(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prog = _write_program(tmp_path, COPY)
+    np.save(tmp_path / "x.npy", _x())
+    outputs = {}
+    for engine in ("python", "auto"):
+        y = tmp_path / f"y_{engine}.npy"
+        assert main(["sim", str(prog), "--input", f"X={tmp_path / 'x.npy'}", "--output", f"Y={y}", "--json",
+                     "--engine", engine]) == 0
+        stats = json.loads(capsys.readouterr().out)
+        assert stats.pop("engine") == ("native" if engine == "auto" and native_available() else "python")
+        stats.pop("wall_seconds")
+        outputs[engine] = (stats, np.load(y))
+    assert outputs["python"][0] == outputs["auto"][0]
+    assert np.array_equal(outputs["python"][1], outputs["auto"][1])
+
+
+def test_sim_engine_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prog = _write_program(tmp_path, COPY)
+    assert main(["sim", str(prog), "--engine", "native", "--no-timing"]) == 2
+    err = capsys.readouterr().err
+    assert "native simulator core cannot run here" in err and "timing" in err and "Traceback" not in err
+    with pytest.raises(SystemExit) as exc:
+        main(["sim", str(prog), "--engine", "fast"])
+    assert exc.value.code == 2
 
 
 def test_sim_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
