@@ -24,3 +24,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip_slow)
+
+
+@pytest.fixture(params=["python", "auto"])
+def sim_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a test once per simulator core, through ``$TINYNPU_ENGINE``: the Python reference, and the
+    default (the native core wherever it can run), so hand-checked expectations hold for both."""
+    monkeypatch.setenv("TINYNPU_ENGINE", request.param)
+    return str(request.param)

@@ -8,6 +8,8 @@ from test_sim_support import DEFAULT, FP32, HALT, ISA, SYNC, load, machine, prog
 
 from tinynpu.simulator import Machine, SimFault
 
+pytestmark = pytest.mark.usefixtures("sim_engine")  # each test runs on both simulator cores
+
 
 def _fault(instrs, cfg=DEFAULT, **run):
     with pytest.raises(SimFault) as exc:

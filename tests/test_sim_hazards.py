@@ -7,6 +7,8 @@ from test_sim_support import HALT, SYNC, load, machine, scope, units
 
 from tinynpu.simulator import SimFault
 
+pytestmark = pytest.mark.usefixtures("sim_engine")  # each test runs on both simulator cores
+
 TMM = ("tmm", {"acc": 0, "a": 0, "b": 0})
 
 

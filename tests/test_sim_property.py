@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_sim_support import DEFAULT, ISA, machine, scope, units
+
+pytestmark = pytest.mark.usefixtures("sim_engine")  # each test runs on both simulator cores
 
 T = DEFAULT.tile
 ROWS = 64  # stay in a small window so instructions touch the same rows often

@@ -13,6 +13,8 @@ from tinynpu.assembler.assemble import assemble
 from tinynpu.isa import load_config
 from tinynpu.simulator import Machine
 
+pytestmark = pytest.mark.usefixtures("sim_engine")  # each test runs on both simulator cores
+
 _SEED = Path(__file__).resolve().parents[1] / "examples" / "seed.py"
 
 

@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 from test_sim_support import DEFAULT, FP32, HALT, SYNC, load, machine, scope, units
 
+pytestmark = pytest.mark.usefixtures("sim_engine")  # each test runs on both simulator cores
+
 T = DEFAULT.tile
 I32 = np.iinfo(np.int32)
 

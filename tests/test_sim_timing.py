@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from test_sim_support import DEFAULT, HALT, SYNC, load, machine, scope, units
+
+pytestmark = pytest.mark.usefixtures("sim_engine")  # each test runs on both simulator cores
 
 C = DEFAULT
 T = C.tile
