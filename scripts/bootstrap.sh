@@ -13,6 +13,13 @@ if ! command -v iverilog >/dev/null 2>&1; then
     || echo "bootstrap: could not install iverilog; RTL tests will be skipped with a reason" >&2
 fi
 
+if ! command -v cc >/dev/null 2>&1 && ! command -v gcc >/dev/null 2>&1; then
+  echo "bootstrap: no C compiler found; installing gcc with apt-get (the simulator's native core)" >&2
+  if [ "$(id -u)" = 0 ]; then sudo_cmd=""; else sudo_cmd="sudo"; fi
+  $sudo_cmd apt-get update -qq && $sudo_cmd apt-get install -y -qq gcc >/dev/null \
+    || echo "bootstrap: could not install gcc; the simulator will use its Python core" >&2
+fi
+
 python="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
   echo "bootstrap: creating .venv" >&2
@@ -26,3 +33,6 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   touch "$stamp"
 fi
 export PATH="$root/.venv/bin:$PATH"
+# Build the simulator's native core now (cached by source, compiler and CPU) rather than in the first run.
+.venv/bin/python -c "from tinynpu.simulator.native import library; library()" \
+  || echo "bootstrap: the simulator's native core did not build; the Python core will run instead" >&2
