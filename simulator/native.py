@@ -87,39 +87,56 @@ def _cpu() -> str:
     return platform.processor() or platform.machine()
 
 
-@functools.cache
 def library() -> ctypes.CDLL:
-    """The compiled core (built on first use).
+    """The compiled core (built on first use; a failure is remembered too, until the settings change).
 
     Raises:
         NativeUnavailable: turned off, no C compiler, or the build failed.
     """
-    if os.environ.get("TINYNPU_NATIVE", "1") == "0":
-        raise NativeUnavailable("TINYNPU_NATIVE=0 turns the native core off")
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    result = _load(os.environ.get("TINYNPU_NATIVE", "1"), os.environ.get("CC"), str(_cache_dir()))
+    if isinstance(result, NativeUnavailable):
+        raise result
+    return result
+
+
+@functools.cache
+def _load(enabled: str, cc: str | None, cache: str) -> ctypes.CDLL | NativeUnavailable:
+    if enabled == "0":
+        return NativeUnavailable("TINYNPU_NATIVE=0 turns the native core off")
+    cc = cc or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     if not cc:
-        raise NativeUnavailable("no C compiler found (set CC, or install gcc)")
+        return NativeUnavailable("no C compiler found (set CC, or install gcc)")
     try:
         version = subprocess.run([cc, "--version"], capture_output=True, text=True, check=False).stdout
     except OSError as exc:
-        raise NativeUnavailable(f"cannot run the C compiler {cc}: {exc}") from None
+        return NativeUnavailable(f"cannot run the C compiler {cc}: {exc}")
     source = SOURCE.read_bytes()
     key = hashlib.sha256(b"\0".join([source, " ".join(FLAGS).encode(), version.encode(), _cpu().encode()]))
-    path = _cache_dir() / f"core-{key.hexdigest()[:16]}.so"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # build beside the target and rename: concurrent processes (pytest -n) never load a partial file
-        fd, tmp = tempfile.mkstemp(suffix=".so", dir=path.parent)
-        os.close(fd)
-        proc = subprocess.run([cc, *FLAGS, "-o", tmp, str(SOURCE)], capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            os.unlink(tmp)
-            raise NativeUnavailable(f"{cc} could not build {SOURCE.name}: {proc.stderr.strip()[:2000]}")
-        os.replace(tmp, path)
-    lib = ctypes.CDLL(str(path))
+    path = Path(cache) / f"core-{key.hexdigest()[:16]}.so"
+    try:
+        if not path.exists():
+            _build(cc, path)
+        lib = ctypes.CDLL(str(path))
+    except OSError as exc:
+        return NativeUnavailable(f"cannot build or load {path}: {exc}")
+    except NativeUnavailable as exc:
+        return exc
     lib.tinynpu_run.argtypes = [ctypes.POINTER(_Run)]
     lib.tinynpu_run.restype = ctypes.c_int
     return lib
+
+
+def _build(cc: str, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # build beside the target and rename: concurrent processes (pytest -n) never load a partial file
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=path.parent)
+    os.close(fd)
+    proc = subprocess.run([cc, *FLAGS, "-o", tmp, str(SOURCE)], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        os.unlink(tmp)
+        detail = proc.stderr.strip()[:2000] or "no message"
+        raise NativeUnavailable(f"{cc} could not build {SOURCE} (exit {proc.returncode}): {detail}")
+    os.replace(tmp, path)
 
 
 def unsupported(isa: Isa, cfg: ArchConfig, *, timing: bool) -> str | None:
