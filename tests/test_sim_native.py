@@ -1,0 +1,516 @@
+"""Differential tests: the native core (core.c) against the Python reference core.
+
+Both cores must give identical results on every program: the same fault (message and
+instruction index), or the same statistics (stall dicts in the same key order), the same
+per-instruction timeline, and the same DRAM and scratchpad contents.  The programs come from
+hypothesis (arbitrary, racy, deadlocking and unterminated ones included), from hand-written
+fault cases, from ``rtl.randprog`` and from the matmul compiler.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_sim_support import DEFAULT, FP32, HALT, ISA, SYNC, load, machine, program, scope, units
+
+from tinynpu.assembler.image import Program
+from tinynpu.errors import UsageError
+from tinynpu.isa import ArchConfig
+from tinynpu.simulator import Machine, SimFault, native
+from tinynpu.simulator.native import NativeUnavailable
+
+Instrs = Sequence[tuple[str, dict[str, Any]]]
+
+T = DEFAULT.tile
+WINDOW = 8192  # DRAM bytes random programs touch (and compare)
+SP_WINDOW = {"a": 96, "b": 96, "acc": 96}  # rows random programs mostly touch, so they collide often
+TILE_WINDOW = 6  # tiles (of each scope) random tmm blocks start in
+QUEUED = [u.name for u in ISA.queued_units]
+UNIT = {i.mnemonic: i.unit for i in ISA.instructions}
+EB = {s.name: DEFAULT.elem_bytes(s.config_key) for s in ISA.scopes}
+ACC_EB = EB["acc"]
+SLOW = os.environ.get("TINYNPU_SLOW") == "1"
+
+
+def _native_reason() -> str | None:
+    try:
+        native.library()
+    except NativeUnavailable as exc:
+        return str(exc)
+    return None
+
+
+NATIVE_REASON = _native_reason()
+needs_native = pytest.mark.skipif(NATIVE_REASON is not None,
+                                  reason=f"the native core is unavailable: {NATIVE_REASON}")
+
+
+# --- running one program on both cores ---------------------------------------------------------------
+def _outcome(prog: Program, engine: str, dram: np.ndarray | None, sp: dict[int, np.ndarray] | None,
+             tensors: dict[str, np.ndarray] | None = None, window: int = WINDOW,
+             cfg: ArchConfig = DEFAULT, **run: Any) -> tuple:
+    """Run ``prog`` on one engine from the given initial state; everything observable, as a tuple."""
+    m = Machine(cfg, ISA)
+    m.load(prog)
+    if dram is not None:
+        m.write_dram(0, dram)
+    if sp is not None:
+        for sid, init in sp.items():
+            m.state.sp[sid][...] = init  # in place: the native core must read what is there at run()
+    for name, value in (tensors or {}).items():
+        m.write_tensor(name, value)
+    try:
+        stats = m.run(engine=engine, **run)
+    except SimFault as exc:
+        return ("fault", exc.message, exc.index)
+    assert stats.engine == engine, f"asked for the {engine} core, {stats.engine} ran"
+    figures = stats.to_json()
+    del figures["wall_seconds"], figures["engine"]
+    # json.dumps keeps key order, so the stall dicts must list their causes in the same order
+    return ("ok", json.dumps(figures), stats.timeline, m.read_dram(0, window),
+            {sid: a.tobytes() for sid, a in m.state.sp.items()})
+
+
+def _both(prog: Program, **kw: Any) -> tuple:
+    """The outcome on the Python core, after checking the native core gives the same one."""
+    py = _outcome(prog, "python", **kw)
+    nat = _outcome(prog, "native", **kw)
+    if py[0] != nat[0] or py[0] == "fault":
+        assert nat == py
+    else:  # compare piece by piece, so a failure says what differs
+        assert json.loads(nat[1]) == json.loads(py[1])
+        assert nat[1] == py[1], "same figures, but the key order differs"
+        assert nat[2] == py[2], "timelines differ"
+        assert nat[3] == py[3], "DRAM differs"
+        for sid in py[4]:
+            assert nat[4][sid] == py[4][sid], f"scratchpad {sid} differs"
+    return py
+
+
+def _initial(seed: int) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    dram = rng.integers(0, 256, WINDOW, dtype=np.uint8)
+    sp = {}
+    for s in ISA.scopes:
+        dt = np.dtype(DEFAULT.dtype(s.config_key))
+        info = np.iinfo(dt)
+        shape = (DEFAULT.rows(s.config_key), T)
+        sp[s.id] = rng.integers(info.min, int(info.max) + 1, shape, dtype=dt)
+    return dram, sp
+
+
+def _fault(instrs: Instrs, **run: Any) -> str:
+    """The fault message, identical on both cores."""
+    out = _both(program(instrs), dram=None, sp=None, **run)
+    assert out[0] == "fault", f"expected a fault, the program completed: {out[1]}"
+    return out[1]
+
+
+# --- arbitrary random programs -----------------------------------------------------------------------
+@st.composite
+def _rows_at(draw: st.DrawFn, sc: str) -> tuple[int, int]:
+    """(first row, rows): mostly small blocks in a small window, sometimes a large one."""
+    total = DEFAULT.rows(ISA.scope_by_name[sc].config_key)
+    if draw(st.integers(0, 9)) == 0:
+        rows = draw(st.integers(1, 3 * T))
+        return draw(st.integers(0, total - rows)), rows
+    rows = draw(st.integers(1, T))
+    return draw(st.integers(0, SP_WINDOW[sc] - rows)), rows
+
+
+@st.composite
+def _dram_span(draw: st.DrawFn, rows: int, row_bytes: int, align: int) -> tuple[int, int]:
+    """(addr, stride) of a footprint inside the window; the stride may be below the row's bytes."""
+    if rows == 1:
+        stride = draw(st.integers(0, 64)) * align
+    else:
+        stride = draw(st.sampled_from([0, align, row_bytes // 2 // align * align, row_bytes, 2 * row_bytes,
+                                       draw(st.integers(0, 96)) * align]))
+    span = (rows - 1) * stride + row_bytes
+    assert span <= WINDOW
+    addr = draw(st.integers(0, (WINDOW - span) // align)) * align
+    return addr, stride
+
+
+@st.composite
+def _instruction(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
+    kind = draw(st.sampled_from(["load", "load", "zero", "store", "store", "tmm", "tmm", "vadd", "vaddrow",
+                                 "vmax", "vmin", "vmul", "vshr", "sync"]))
+    if kind == "sync":
+        return "sync", {}
+    if kind in ("load", "zero"):
+        sc = draw(st.sampled_from(["a", "b", "acc"]))
+        row, rows = draw(_rows_at(sc))
+        if kind == "zero":
+            return "zero", {"scope": scope(sc), "sp_row": row, "rows": rows}
+        cols = draw(st.sampled_from([1, T, draw(st.integers(1, T))]))
+        addr, stride = draw(_dram_span(rows, cols * EB[sc], EB[sc]))
+        return "load", {"scope": scope(sc), "sp_row": row, "dram": addr, "stride": stride, "rows": rows,
+                        "cols": cols}
+    if kind == "store":
+        row, rows = draw(_rows_at("acc"))
+        cols = draw(st.sampled_from([1, T, draw(st.integers(1, T))]))
+        narrow = draw(st.integers(0, 1))
+        out = 1 if narrow else ACC_EB
+        addr, stride = draw(_dram_span(rows, cols * out, out))
+        return "store", {"sp_row": row, "dram": addr, "stride": stride, "rows": rows, "cols": cols,
+                         "narrow": narrow, "relu": draw(st.integers(0, 1)),
+                         "shift": draw(st.sampled_from([0, 1, 31, draw(st.integers(0, 31))])) if narrow else 0}
+    if kind == "tmm":
+        m, n, k = (draw(st.integers(1, 3)) for _ in range(3))
+        return "tmm", {"acc": draw(st.integers(0, TILE_WINDOW)), "a": draw(st.integers(0, TILE_WINDOW)),
+                       "b": draw(st.integers(0, TILE_WINDOW)), "m": m, "n": n, "k": k,
+                       "accumulate": draw(st.integers(0, 1))}
+    dst, rows = draw(_rows_at("acc"))
+    acc_rows = DEFAULT.rows("acc")
+    if kind == "vadd":
+        if draw(st.booleans()):
+            src = dst
+        else:  # disjoint: before or after the destination
+            before = list(range(0, max(0, dst - rows + 1)))
+            after = list(range(dst + rows, acc_rows - rows + 1))
+            src = draw(st.sampled_from(before + after))
+        return "vadd", {"dst": dst, "src": src, "rows": rows}
+    if kind == "vaddrow":
+        outside = [r for r in range(min(acc_rows, SP_WINDOW["acc"] + 3 * T)) if not dst <= r < dst + rows]
+        return "vaddrow", {"dst": dst, "src": draw(st.sampled_from(outside)), "rows": rows}
+    if kind == "vshr":
+        return "vshr", {"dst": dst, "shift": draw(st.sampled_from([0, 1, 31, draw(st.integers(0, 31))])),
+                        "rows": rows}
+    extreme = [0, 1, -1, 127, -128, 2**31 - 1, -(2**31), 2**30, -(2**30) - 1]
+    imm = draw(st.one_of(st.sampled_from(extreme), st.integers(-(2**31), 2**31 - 1)))
+    return kind, {"dst": dst, "imm": imm, "rows": rows}
+
+
+@st.composite
+def programs(draw: st.DrawFn) -> list[tuple[str, dict[str, Any]]]:
+    """Any statically valid program: unordered (racy), deadlocking, unterminated ones included.
+
+    Each instruction may signal any other queued units.  It mostly waits only on channels an earlier
+    instruction signalled (so many programs complete, with or without races), sometimes on any
+    channels at all (which may deadlock), sometimes on none.
+    """
+    body = draw(st.lists(_instruction(), min_size=2, max_size=40))
+    pending = {(v, u): 0 for v in QUEUED for u in QUEUED if u != v}  # tokens signalled, not yet awaited
+    out: list[tuple[str, dict[str, Any]]] = []
+    for mnem, fields in body:
+        if mnem != "sync":
+            own = UNIT[mnem]
+            others = [v for v in QUEUED if v != own]
+            how = draw(st.integers(0, 9))
+            if how < 6:  # only channels holding a token
+                full = [v for v in others if pending[v, own]]
+                waits = draw(st.lists(st.sampled_from(full), unique=True)) if full else []
+            elif how < 7:  # anything
+                waits = draw(st.lists(st.sampled_from(others), unique=True))
+            else:
+                waits = []
+            signals = draw(st.lists(st.sampled_from(others), unique=True)) if draw(st.integers(0, 2)) == 0 else []
+            for v in waits:
+                pending[v, own] = max(0, pending[v, own] - 1)
+            for w in signals:
+                pending[own, w] += 1
+            fields = {**fields, "wait": units(*waits), "signal": units(*signals)}
+        out.append((mnem, fields))
+    end = draw(st.integers(0, 9))  # hypothesis favours 0: the usual case
+    if end < 9:  # usually a halt at the end; sometimes one in the middle (the rest never runs)
+        out.insert(draw(st.integers(0, len(out))) if end in (7, 8) else len(out), HALT)
+    return out
+
+
+@needs_native
+@settings(max_examples=2000 if SLOW else 300, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(programs(), st.integers(0, 2**32 - 1), st.booleans())
+def test_random_programs_agree(prog: list[tuple[str, dict[str, Any]]], seed: int, races: bool) -> None:
+    dram, sp = _initial(seed)
+    _both(program(prog), dram=dram, sp=sp, check_races=races)
+
+
+@st.composite
+def ordered_programs(draw: st.DrawFn) -> list[tuple[str, dict[str, Any]]]:
+    """Mostly race-free programs (each instruction ordered after the previous one), so they complete."""
+    body = draw(st.lists(_instruction(), min_size=1, max_size=20))
+    out: list[tuple[str, dict[str, Any]]] = []
+    for mnem, fields in body:
+        if out and mnem != "sync" and out[-1][0] != "sync" and UNIT[out[-1][0]] != UNIT[mnem]:
+            prev_m, prev_f = out[-1]
+            prev_f["signal"] = prev_f.get("signal", 0) | units(UNIT[mnem])
+            fields = {**fields, "wait": units(UNIT[prev_m])}
+        out.append((mnem, fields))
+    out.append(HALT)
+    return out
+
+
+@needs_native
+@settings(max_examples=1000 if SLOW else 150, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(ordered_programs(), st.integers(0, 2**32 - 1), st.booleans())
+def test_ordered_programs_agree(prog: list[tuple[str, dict[str, Any]]], seed: int, races: bool) -> None:
+    dram, sp = _initial(seed)
+    _both(program(prog), dram=dram, sp=sp, check_races=races)
+
+
+@needs_native
+@settings(max_examples=1000 if SLOW else 150, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.one_of(programs(), ordered_programs()), st.integers(0, 2**32 - 1), st.integers(0, 1500),
+       st.booleans())
+def test_cycle_limit_faults_agree(prog: list[tuple[str, dict[str, Any]]], seed: int, limit: int,
+                                  races: bool) -> None:
+    dram, sp = _initial(seed)
+    _both(program(prog), dram=dram, sp=sp, check_races=races, max_cycles=limit)
+
+
+# --- each fault class, by hand ------------------------------------------------------------------------
+
+
+@needs_native
+def test_deadlock_head_waits_on_empty_channel() -> None:
+    msg = _fault([("tmm", {"acc": 0, "a": 0, "b": 0, "wait": units("load")})])
+    assert "deadlock: instruction 0 (pc 0x0, tmm) on unit tensor waits on token channel load->tensor" in msg
+    assert "every instruction is dispatched" in msg
+
+
+@needs_native
+def test_deadlock_dispatcher_stuck() -> None:
+    msg = _fault([("tmm", {"acc": 0, "a": 0, "b": 0, "wait": units("load")}), SYNC, HALT])
+    assert "the dispatcher is stuck before instruction 1 (pc 0x10, sync)" in msg
+    # a full queue: depth + 1 waiting tensor instructions behind the blocked one
+    blocked = [("tmm", {"acc": 0, "a": 0, "b": 0, "wait": units("alu")})] * (DEFAULT.queue_depth + 1)
+    msg = _fault([*blocked, HALT])
+    assert f"stuck before instruction {DEFAULT.queue_depth} (pc " in msg
+    assert f"queue depth {DEFAULT.queue_depth}" in msg
+
+
+def _zero(signal: str, **kw: int) -> tuple[str, dict[str, Any]]:
+    # a row no tmm of these tests reads: only the tokens matter
+    return "zero", {"scope": scope("a"), "sp_row": DEFAULT.rows("a_reg") - 1, "rows": 1, "signal": units(signal),
+                    **kw}
+
+
+@needs_native
+def test_token_overflow_on_signal() -> None:
+    # The consumer of token 0 starts (in the schedulers' event order) before the producer of token
+    # max_count, but at a later cycle than that token completes: the signal finds the channel full.
+    mx = DEFAULT.token_max_count
+    long = ("tmm", {"acc": 0, "a": 0, "b": 0, "m": 4, "n": 4, "k": 4})
+    consumer = ("tmm", {"acc": 16, "a": 0, "b": 0, "wait": units("load")})
+    kick = ("vmax", {"dst": 512, "imm": 0, "rows": 1, "signal": units("load")})
+    last = _zero("tensor", wait=units("alu"))
+    prog = [_zero("tensor")] * mx + [long, consumer, kick, last, HALT]
+    msg = _fault(prog)
+    assert f"token channel load->tensor overflows: instruction {mx + 3} (pc 0x{(mx + 3) * 16:x}, zero)" in msg
+    assert f"token #{mx} " in msg and f"max_count = {mx}" in msg
+
+
+@needs_native
+def test_token_overflow_on_consume() -> None:
+    mx = DEFAULT.token_max_count
+    prog = [_zero("tensor")] * (mx + 2) + [("tmm", {"acc": 0, "a": 0, "b": 0, "wait": units("load")}), HALT]
+    msg = _fault(prog)
+    assert f"overflows: instruction {mx} (pc 0x{mx * 16:x}, zero) signals its token #{mx} " in msg
+
+
+@needs_native
+def test_token_overflow_left_at_the_end() -> None:
+    mx = DEFAULT.token_max_count
+    msg = _fault([_zero("tensor")] * (mx + 1) + [HALT])
+    assert f"overflows: instruction {mx} (pc 0x{mx * 16:x}, zero) signals its token #{mx} " in msg
+    # exactly max_count left over is allowed, on both cores
+    out = _both(program([_zero("tensor")] * mx + [HALT]), dram=None, sp=None)
+    assert out[0] == "ok"
+
+
+def _cycles(instrs: Instrs) -> int:
+    out = _both(program(instrs), dram=None, sp=None)
+    assert out[0] == "ok"
+    return int(json.loads(out[1])["cycles"])
+
+
+@needs_native
+def test_cycle_limit_on_completion() -> None:
+    msg = _fault([load("a", 0, 0), HALT], max_cycles=50)
+    assert "cycle limit of 50 cycles: instruction 0 (pc 0x0, load) would complete at cycle" in msg
+
+
+@needs_native
+def test_cycle_limit_at_halt() -> None:
+    prog = [load("a", 0, 0), HALT]
+    cycles = _cycles(prog)  # = d(halt) + 1, and the load completes at d(halt)
+    msg = _fault(prog, max_cycles=cycles - 1)
+    assert f"cycle limit of {cycles - 1} cycles (instruction 1 (pc 0x10, halt) at cycle {cycles - 1})" in msg
+    assert _both(program(prog), dram=None, sp=None, max_cycles=cycles)[0] == "ok"
+
+
+@needs_native
+def test_cycle_limit_at_dispatch() -> None:
+    prog = [load("a", 0, 0), SYNC, load("b", 0, 0), HALT]
+    first_done = _cycles([load("a", 0, 0), HALT]) - 1  # the load's completion = d(sync)
+    msg = _fault(prog, max_cycles=first_done)
+    assert (f"cycle limit of {first_done} cycles (dispatching instruction 2 (pc 0x20, load) at cycle "
+            f"{first_done + 1})") in msg
+
+
+@needs_native
+def test_never_halts() -> None:
+    msg = _fault([load("a", 0, 0), load("b", 0, 0)])
+    assert "never halts: it ran past its last instruction (instruction 1 (pc 0x10, load))" in msg
+
+
+@needs_native
+def test_scratchpad_race() -> None:
+    msg = _fault([load("a", 0, 0), ("tmm", {"acc": 0, "a": 0, "b": 0}), HALT])
+    # the tensor unit (no DRAM port) runs first in both schedulers' event order; the load then finds it
+    assert ("data race: instruction 0 (pc 0x0, load) writes a row 0, which instruction 1 (pc 0x10, tmm) "
+            "read") in msg
+    # the same program without the sanitizer completes, identically on both cores
+    assert _both(program([load("a", 0, 0), ("tmm", {"acc": 0, "a": 0, "b": 0}), HALT]), dram=None, sp=None,
+                 check_races=False)[0] == "ok"
+
+
+@needs_native
+def test_dram_race_names_a_byte() -> None:
+    store = ("store", {"sp_row": 0, "dram": 0x100, "stride": 64, "rows": 2, "cols": T, "narrow": 1})
+    msg = _fault([store, load("a", 0, 0x148, rows=1), HALT])
+    assert "data race: " in msg and "DRAM byte 0x148" in msg
+    assert "instruction 0 (pc 0x0, store)" in msg and "instruction 1 (pc 0x10, load)" in msg
+
+
+@needs_native
+def test_strided_footprints_that_interleave_do_not_race() -> None:
+    # The load reads bytes 32r .. 32r+15, the store writes 32r+16 .. 32r+31: their bounding ranges
+    # overlap, their bytes do not.
+    rows = 8
+    ld = load("a", 0, 0, rows=rows, cols=T, stride=2 * T)
+    st_ = ("store", {"sp_row": 0, "dram": T, "stride": 2 * T, "rows": rows, "cols": T, "narrow": 1})
+    dram, sp = _initial(7)
+    out = _both(program([ld, st_, HALT]), dram=dram, sp=sp)
+    assert out[0] == "ok"
+    # one more byte per store row and they do share bytes: a race on both cores
+    st2 = ("store", {"sp_row": 0, "dram": T - 1, "stride": 2 * T, "rows": rows, "cols": T, "narrow": 1})
+    msg = _both(program([ld, st2, HALT]), dram=dram, sp=sp)[1]
+    assert "data race" in msg and "DRAM byte 0xf," in msg
+
+
+# --- long, well-synchronized random programs ----------------------------------------------------------
+@needs_native
+@pytest.mark.parametrize("seed", range(40 if SLOW else 12))
+def test_randprog_programs_agree(seed: int) -> None:
+    from tinynpu.rtl.randprog import random_program
+
+    prog, inputs = random_program(ISA, DEFAULT, seed, length=120 if seed % 3 else 400)
+    out = _both(prog, dram=None, sp=None, tensors=inputs, window=len(inputs["mem"]))
+    assert out[0] == "ok", out[1]
+
+
+# --- the compiled 128^3 int8 matmul -------------------------------------------------------------------
+@needs_native
+def test_compiled_matmul_agrees_and_is_correct() -> None:
+    from tinynpu.compiler.matmul import compile_matmul
+
+    compiled = compile_matmul(128, 128, 128, dtype="int8", schedule="auto", cfg=DEFAULT)
+    inputs = compiled.make_inputs(0)
+    results = {}
+    for engine in ("python", "native"):
+        m = Machine(DEFAULT, ISA)
+        m.load(compiled.program)
+        for name, value in compiled.to_device(inputs).items():
+            m.write_tensor(name, value)
+        stats = m.run(engine=engine)
+        assert stats.engine == engine
+        figures = stats.to_json()
+        del figures["wall_seconds"], figures["engine"]
+        results[engine] = (json.dumps(figures), stats.timeline, m.read_tensor("C"))
+    py, nat = results["python"], results["native"]
+    assert nat[0] == py[0]
+    assert nat[1] == py[1]
+    np.testing.assert_array_equal(nat[2], py[2])
+    np.testing.assert_array_equal(nat[2], compiled.reference(inputs)["C"])
+    assert json.loads(py[0])["macs"] == 128**3
+
+
+# --- engine selection ---------------------------------------------------------------------------------
+def _clear_native_cache() -> None:
+    """Forget the cached build result, so the next library() call reads the environment again."""
+    for cached in (native.library, getattr(native, "_load", None)):
+        clear = getattr(cached, "cache_clear", None)
+        if clear is not None:
+            clear()
+
+
+def test_unknown_engine_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    m = machine([HALT])
+    with pytest.raises(UsageError, match="engine must be one of auto, native, python, not 'bogus'"):
+        m.run(engine="bogus")
+    monkeypatch.setenv("TINYNPU_ENGINE", "bogus")
+    with pytest.raises(UsageError, match="TINYNPU_ENGINE must be one of auto, native, python, not 'bogus'"):
+        m.run()
+
+
+def test_native_refuses_fp32_and_functional_runs() -> None:
+    with pytest.raises(UsageError, match=r"native simulator core cannot run here: config 'fp32' is float32"):
+        machine([HALT], FP32).run(engine="native")
+    with pytest.raises(UsageError, match=r"cannot run here: the native core always computes timing"):
+        machine([HALT]).run(engine="native", timing=False)
+    assert machine([HALT], FP32).run(engine="auto").engine == "python"
+    assert machine([HALT]).run(engine="auto", timing=False).engine == "python"
+
+
+@needs_native
+def test_auto_and_default_pick_native(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TINYNPU_ENGINE", raising=False)
+    assert machine([HALT]).run().engine == "native"
+    assert machine([HALT]).run(engine="auto").engine == "native"
+    monkeypatch.setenv("TINYNPU_ENGINE", "python")
+    assert machine([HALT]).run().engine == "python"
+
+
+def test_native_off_makes_auto_run_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    _clear_native_cache()
+    try:
+        monkeypatch.setenv("TINYNPU_NATIVE", "0")
+        with pytest.raises(NativeUnavailable, match="TINYNPU_NATIVE=0"):
+            native.library()
+        assert machine([HALT]).run(engine="auto").engine == "python"
+        with pytest.raises(UsageError, match="TINYNPU_NATIVE=0 turns the native core off"):
+            machine([HALT]).run(engine="native")
+    finally:
+        monkeypatch.undo()
+        _clear_native_cache()
+
+
+def test_failing_compiler(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _clear_native_cache()
+    try:
+        monkeypatch.delenv("TINYNPU_NATIVE", raising=False)
+        monkeypatch.setenv("CC", "false")
+        monkeypatch.setenv("TINYNPU_CACHE", str(tmp_path))
+        with pytest.raises(NativeUnavailable, match=r"^false could not build \S*core\.c"):
+            native.library()
+        assert not list(tmp_path.glob("*.so")), "a failed build must leave nothing to reuse"
+        with pytest.raises(UsageError, match=r"cannot run here: false could not build \S*core\.c"):
+            machine([HALT]).run(engine="native")
+        assert machine([HALT]).run(engine="auto").engine == "python"
+    finally:
+        monkeypatch.undo()
+        _clear_native_cache()
+
+
+def test_native_is_available_when_required() -> None:
+    if os.environ.get("TINYNPU_REQUIRE_NATIVE") == "1":
+        native.library()  # raises NativeUnavailable (a failure, not a skip) if the core cannot be built
+        assert machine([HALT]).run(engine="native").engine == "native"
+    elif NATIVE_REASON is not None:
+        pytest.skip(f"the native core is unavailable ({NATIVE_REASON}); TINYNPU_REQUIRE_NATIVE=1 makes "
+                    "this a failure")
+    else:
+        assert machine([HALT]).run(engine="native").engine == "native"
