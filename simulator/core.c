@@ -1,8 +1,8 @@
 /* The simulator's native core: the scheduler of timing.py, the integer
  * semantics of semantics.py and the race sanitizer of hazards.py, in C.
  *
- * It exists for speed only (about 100x the Python core per instruction); the
- * Python modules are the reference and this file follows them statement by
+ * It exists for speed only (7-17x the Python core end to end on the
+ * benchmark workloads: `tinynpu bench sim`); the Python modules are the reference and this file follows them statement by
  * statement, so that both cores give identical timelines, stalls, values and
  * faults (tests/test_sim_native.py runs both on the same programs and
  * compares everything).  Read timing.py first: the comments here only say
@@ -22,7 +22,6 @@
 #define MAX_OPS 64        /* opcode indices */
 #define MAX_OPERANDS 8    /* decode.N_OPERANDS */
 #define MAX_RES 9         /* scratchpad scopes plus DRAM */
-#define MAX_TILE 64
 #define PRUNE_AT 16       /* hazards._PRUNE_AT */
 
 /* What each opcode does (native.py maps mnemonics to these). */
@@ -118,7 +117,10 @@ static int chan_push(Sim *S, Channel *c, int64_t e, int64_t prod, const int64_t 
     int64_t cap = c->cap ? 2 * c->cap : 64;
     int64_t *e2 = malloc(cap * sizeof *e2), *p2 = malloc(cap * sizeof *p2);
     int64_t *k2 = S->R->races ? malloc(cap * nq * sizeof *k2) : NULL;
-    if (!e2 || !p2 || (S->R->races && !k2)) return 0;
+    if (!e2 || !p2 || (S->R->races && !k2)) {
+      free(e2), free(p2), free(k2);
+      return 0;
+    }
     for (int64_t x = 0; x < c->len; x++) {
       int64_t y = (c->head + x) & (c->cap - 1);
       e2[x] = c->e[y], p2[x] = c->prod[y];

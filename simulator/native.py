@@ -38,7 +38,7 @@ SOURCE = Path(__file__).with_name("core.c")
 FLAGS = ("-O3", "-march=native", "-std=gnu11", "-shared", "-fPIC")
 
 # core.c's limits and enums (its #defines and enum Kind / enum Fault)
-_MAX_UNITS, _MAX_OPS, _MAX_OPERANDS, _MAX_RES, _MAX_TILE = 8, 64, 8, 9, 64
+_MAX_UNITS, _MAX_OPS, _MAX_OPERANDS, _MAX_RES = 8, 64, 8, 9
 _KINDS = ("halt", "sync", "load", "zero", "store", "tmm", "vadd", "vaddrow", "vmax", "vmin", "vmul", "vshr")
 (_F_NONE, _F_OVERFLOW, _F_LIMIT_START, _F_LIMIT_HALT, _F_LIMIT_DISPATCH, _F_NEVER_HALTS, _F_DEADLOCK,
  _F_NO_PROGRESS, _F_RACE, _F_NO_MEMORY) = range(10)
@@ -154,8 +154,6 @@ def unsupported(isa: Isa, cfg: ArchConfig, *, timing: bool) -> str | None:
         return "the native core needs scratchpad scope ids 0..n-1 (at most 8)"
     if len(isa.queued_units) > _MAX_UNITS or len(isa.instructions) > _MAX_OPS or N_OPERANDS > _MAX_OPERANDS:
         return "the ISA has more units, opcodes or operands than core.c's limits"
-    if cfg.tile > _MAX_TILE:
-        return f"tile {cfg.tile} is larger than core.c's limit of {_MAX_TILE}"
     unknown = sorted({ins.mnemonic for ins in isa.instructions} - set(_KINDS))
     if unknown:
         return f"core.c has no semantics for {', '.join(unknown)}"

@@ -122,6 +122,8 @@ def test_speed_from_bench_per_run_numpy() -> None:
     assert new["runs"][0]["numpy_seconds"] == 0.5 and new["numpy_seconds"] == 0.5
     assert old["runs"][0]["numpy_seconds"] == 0.25
     assert new["runs"][0]["label"] == "auto 64^3 matmul, races off"
+    named = speed_from_bench({"size": 64, "runs": [dict(run, numpy_float32_seconds=0.5, engine="native")]}, "c")
+    assert named["runs"][0]["label"] == "auto 64^3 matmul, native core, races off"
     stream = speed_from_bench({"size": 64, "runs": [dict(run, schedule="loads", numpy_float32_seconds=0.5)]}, "c")
     assert stream["runs"][0]["label"] == "loads stream (10 instr), races off"
     with pytest.raises(UsageError, match="lacks the field 'runs'"):

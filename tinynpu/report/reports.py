@@ -79,14 +79,17 @@ def speed_from_bench(data: Mapping[str, Any], command: str) -> dict[str, Any]:
         ) from exc
     note = (
         f"From `{command}`: the simulator's own benchmark of the {size}^3 int8 seed workload, naive and tiled, "
-        "with and without the race sanitizer, each run in its own process with numpy's float32 matmul of the "
-        "same size timed in that process; each ratio is against its own process's numpy time."
+        "on the default (native) core with and without the race sanitizer and on the Python reference core, "
+        "each run in its own process with numpy's float32 matmul of the same size timed in that process; each "
+        "ratio is against its own process's numpy time."
     )
     return {"runs": runs, "numpy_seconds": min(r["numpy_seconds"] for r in runs), "command": command, "note": note}
 
 
 def _bench_label(run: Mapping[str, Any], size: int) -> str:
     races = f"races {'on' if run['races_checked'] else 'off'}"
+    if "engine" in run:  # benchmarks from before the native core do not name one
+        races = f"{run['engine']} core, {races}"
     if run["schedule"] in ("naive", "auto"):
         return f"{run['schedule']} {size}^3 matmul, {races}"
     # Other runs are synthetic instruction streams (e.g. back-to-back DMA loads), not a matmul.
