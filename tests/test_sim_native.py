@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -115,115 +116,132 @@ def _fault(instrs: Instrs, **run: Any) -> str:
 
 
 # --- arbitrary random programs -----------------------------------------------------------------------
-@st.composite
-def _rows_at(draw: st.DrawFn, sc: str) -> tuple[int, int]:
+class Pick:
+    """Random choices, from hypothesis (shrinkable) or from a seeded generator (long programs)."""
+
+    def __init__(self, draw: st.DrawFn | None = None, rng: random.Random | None = None) -> None:
+        self.draw, self.rng = draw, rng
+
+    def int(self, lo: int, hi: int) -> int:
+        return self.draw(st.integers(lo, hi)) if self.draw is not None else self.rng.randint(lo, hi)
+
+    def choice(self, seq: Sequence[Any]) -> Any:
+        return seq[self.int(0, len(seq) - 1)]
+
+    def subset(self, seq: Sequence[Any]) -> list[Any]:
+        return [x for x in seq if self.int(0, 1)]
+
+
+def _rows_at(p: Pick, sc: str) -> tuple[int, int]:
     """(first row, rows): mostly small blocks in a small window, sometimes a large one."""
     total = DEFAULT.rows(ISA.scope_by_name[sc].config_key)
-    if draw(st.integers(0, 9)) == 0:
-        rows = draw(st.integers(1, 3 * T))
-        return draw(st.integers(0, total - rows)), rows
-    rows = draw(st.integers(1, T))
-    return draw(st.integers(0, SP_WINDOW[sc] - rows)), rows
+    if p.int(0, 9) == 0:
+        rows = p.int(1, 3 * T)
+        return p.int(0, total - rows), rows
+    rows = p.int(1, T)
+    return p.int(0, SP_WINDOW[sc] - rows), rows
 
 
-@st.composite
-def _dram_span(draw: st.DrawFn, rows: int, row_bytes: int, align: int) -> tuple[int, int]:
+def _dram_span(p: Pick, rows: int, row_bytes: int, align: int) -> tuple[int, int]:
     """(addr, stride) of a footprint inside the window; the stride may be below the row's bytes."""
     if rows == 1:
-        stride = draw(st.integers(0, 64)) * align
+        stride = p.int(0, 64) * align
     else:
-        stride = draw(st.sampled_from([0, align, row_bytes // 2 // align * align, row_bytes, 2 * row_bytes,
-                                       draw(st.integers(0, 96)) * align]))
+        stride = p.choice([0, align, row_bytes // 2 // align * align, row_bytes, 2 * row_bytes,
+                                       p.int(0, 96) * align])
     span = (rows - 1) * stride + row_bytes
     assert span <= WINDOW
-    addr = draw(st.integers(0, (WINDOW - span) // align)) * align
+    addr = p.int(0, (WINDOW - span) // align) * align
     return addr, stride
 
 
-@st.composite
-def _instruction(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
-    kind = draw(st.sampled_from(["load", "load", "zero", "store", "store", "tmm", "tmm", "vadd", "vaddrow",
-                                 "vmax", "vmin", "vmul", "vshr", "sync"]))
+def _instruction(p: Pick) -> tuple[str, dict[str, Any]]:
+    kind = p.choice(["load", "load", "zero", "store", "store", "tmm", "tmm", "vadd", "vaddrow",
+                                 "vmax", "vmin", "vmul", "vshr", "sync"])
     if kind == "sync":
         return "sync", {}
     if kind in ("load", "zero"):
-        sc = draw(st.sampled_from(["a", "b", "acc"]))
-        row, rows = draw(_rows_at(sc))
+        sc = p.choice(["a", "b", "acc"])
+        row, rows = _rows_at(p, sc)
         if kind == "zero":
             return "zero", {"scope": scope(sc), "sp_row": row, "rows": rows}
-        cols = draw(st.sampled_from([1, T, draw(st.integers(1, T))]))
-        addr, stride = draw(_dram_span(rows, cols * EB[sc], EB[sc]))
+        cols = p.choice([1, T, p.int(1, T)])
+        addr, stride = _dram_span(p, rows, cols * EB[sc], EB[sc])
         return "load", {"scope": scope(sc), "sp_row": row, "dram": addr, "stride": stride, "rows": rows,
                         "cols": cols}
     if kind == "store":
-        row, rows = draw(_rows_at("acc"))
-        cols = draw(st.sampled_from([1, T, draw(st.integers(1, T))]))
-        narrow = draw(st.integers(0, 1))
+        row, rows = _rows_at(p, "acc")
+        cols = p.choice([1, T, p.int(1, T)])
+        narrow = p.int(0, 1)
         out = 1 if narrow else ACC_EB
-        addr, stride = draw(_dram_span(rows, cols * out, out))
+        addr, stride = _dram_span(p, rows, cols * out, out)
         return "store", {"sp_row": row, "dram": addr, "stride": stride, "rows": rows, "cols": cols,
-                         "narrow": narrow, "relu": draw(st.integers(0, 1)),
-                         "shift": draw(st.sampled_from([0, 1, 31, draw(st.integers(0, 31))])) if narrow else 0}
+                         "narrow": narrow, "relu": p.int(0, 1),
+                         "shift": p.choice([0, 1, 31, p.int(0, 31)]) if narrow else 0}
     if kind == "tmm":
-        m, n, k = (draw(st.integers(1, 3)) for _ in range(3))
-        return "tmm", {"acc": draw(st.integers(0, TILE_WINDOW)), "a": draw(st.integers(0, TILE_WINDOW)),
-                       "b": draw(st.integers(0, TILE_WINDOW)), "m": m, "n": n, "k": k,
-                       "accumulate": draw(st.integers(0, 1))}
-    dst, rows = draw(_rows_at("acc"))
+        m, n, k = (p.int(1, 3) for _ in range(3))
+        return "tmm", {"acc": p.int(0, TILE_WINDOW), "a": p.int(0, TILE_WINDOW),
+                       "b": p.int(0, TILE_WINDOW), "m": m, "n": n, "k": k,
+                       "accumulate": p.int(0, 1)}
+    dst, rows = _rows_at(p, "acc")
     acc_rows = DEFAULT.rows("acc")
     if kind == "vadd":
-        if draw(st.booleans()):
+        if p.int(0, 1) == 1:
             src = dst
         else:  # disjoint: before or after the destination
             before = list(range(0, max(0, dst - rows + 1)))
             after = list(range(dst + rows, acc_rows - rows + 1))
-            src = draw(st.sampled_from(before + after))
+            src = p.choice(before + after)
         return "vadd", {"dst": dst, "src": src, "rows": rows}
     if kind == "vaddrow":
         outside = [r for r in range(min(acc_rows, SP_WINDOW["acc"] + 3 * T)) if not dst <= r < dst + rows]
-        return "vaddrow", {"dst": dst, "src": draw(st.sampled_from(outside)), "rows": rows}
+        return "vaddrow", {"dst": dst, "src": p.choice(outside), "rows": rows}
     if kind == "vshr":
-        return "vshr", {"dst": dst, "shift": draw(st.sampled_from([0, 1, 31, draw(st.integers(0, 31))])),
+        return "vshr", {"dst": dst, "shift": p.choice([0, 1, 31, p.int(0, 31)]),
                         "rows": rows}
     extreme = [0, 1, -1, 127, -128, 2**31 - 1, -(2**31), 2**30, -(2**30) - 1]
-    imm = draw(st.one_of(st.sampled_from(extreme), st.integers(-(2**31), 2**31 - 1)))
+    imm = p.choice(extreme) if p.int(0, 1) else p.int(-(2**31), 2**31 - 1)
     return kind, {"dst": dst, "imm": imm, "rows": rows}
 
 
-@st.composite
-def programs(draw: st.DrawFn) -> list[tuple[str, dict[str, Any]]]:
+def _program(p: Pick, length: int, wild: bool = True) -> list[tuple[str, dict[str, Any]]]:
     """Any statically valid program: unordered (racy), deadlocking, unterminated ones included.
 
     Each instruction may signal any other queued units.  It mostly waits only on channels an earlier
     instruction signalled (so many programs complete, with or without races), sometimes on any
     channels at all (which may deadlock), sometimes on none.
     """
-    body = draw(st.lists(_instruction(), min_size=2, max_size=40))
+    body = [_instruction(p) for _ in range(length)]
     pending = {(v, u): 0 for v in QUEUED for u in QUEUED if u != v}  # tokens signalled, not yet awaited
     out: list[tuple[str, dict[str, Any]]] = []
     for mnem, fields in body:
         if mnem != "sync":
             own = UNIT[mnem]
             others = [v for v in QUEUED if v != own]
-            how = draw(st.integers(0, 9))
+            how = p.int(0, 9)
             if how < 6:  # only channels holding a token
                 full = [v for v in others if pending[v, own]]
-                waits = draw(st.lists(st.sampled_from(full), unique=True)) if full else []
-            elif how < 7:  # anything
-                waits = draw(st.lists(st.sampled_from(others), unique=True))
+                waits = p.subset(full)
+            elif how < 7 and wild:  # anything
+                waits = p.subset(others)
             else:
                 waits = []
-            signals = draw(st.lists(st.sampled_from(others), unique=True)) if draw(st.integers(0, 2)) == 0 else []
+            signals = p.subset(others) if p.int(0, 2) == 0 else []
             for v in waits:
                 pending[v, own] = max(0, pending[v, own] - 1)
             for w in signals:
                 pending[own, w] += 1
             fields = {**fields, "wait": units(*waits), "signal": units(*signals)}
         out.append((mnem, fields))
-    end = draw(st.integers(0, 9))  # hypothesis favours 0: the usual case
+    end = p.int(0, 9)  # hypothesis favours 0: the usual case
     if end < 9:  # usually a halt at the end; sometimes one in the middle (the rest never runs)
-        out.insert(draw(st.integers(0, len(out))) if end in (7, 8) else len(out), HALT)
+        out.insert(p.int(0, len(out)) if end in (7, 8) else len(out), HALT)
     return out
+
+
+@st.composite
+def programs(draw: st.DrawFn) -> list[tuple[str, dict[str, Any]]]:
+    return _program(Pick(draw), draw(st.integers(2, 40)))
 
 
 @needs_native
@@ -235,10 +253,9 @@ def test_random_programs_agree(prog: list[tuple[str, dict[str, Any]]], seed: int
     _both(program(prog), dram=dram, sp=sp, check_races=races)
 
 
-@st.composite
-def ordered_programs(draw: st.DrawFn) -> list[tuple[str, dict[str, Any]]]:
-    """Mostly race-free programs (each instruction ordered after the previous one), so they complete."""
-    body = draw(st.lists(_instruction(), min_size=1, max_size=20))
+def _ordered(p: Pick, length: int) -> list[tuple[str, dict[str, Any]]]:
+    """A race-free program: each instruction is ordered after the previous one, so it completes."""
+    body = [_instruction(p) for _ in range(length)]
     out: list[tuple[str, dict[str, Any]]] = []
     for mnem, fields in body:
         if out and mnem != "sync" and out[-1][0] != "sync" and UNIT[out[-1][0]] != UNIT[mnem]:
@@ -248,6 +265,11 @@ def ordered_programs(draw: st.DrawFn) -> list[tuple[str, dict[str, Any]]]:
         out.append((mnem, fields))
     out.append(HALT)
     return out
+
+
+@st.composite
+def ordered_programs(draw: st.DrawFn) -> list[tuple[str, dict[str, Any]]]:
+    return _ordered(Pick(draw), draw(st.integers(1, 24)))
 
 
 @needs_native
@@ -268,6 +290,25 @@ def test_cycle_limit_faults_agree(prog: list[tuple[str, dict[str, Any]]], seed: 
                                   races: bool) -> None:
     dram, sp = _initial(seed)
     _both(program(prog), dram=dram, sp=sp, check_races=races, max_cycles=limit)
+
+
+@needs_native
+@pytest.mark.parametrize("seed", range(24 if SLOW else 8))
+def test_long_random_programs_agree(seed: int) -> None:
+    """Hundreds of instructions: full queues, long race logs (pruned), long token ledgers (trimmed)."""
+    p = Pick(rng=random.Random(seed))
+    length = 300 + 300 * (seed % 4)
+    # odd seeds: race-free; even seeds: racy (waits only on signalled channels, so no deadlock)
+    prog = program(_ordered(p, length) if seed % 2 else _program(p, length, wild=False))
+    dram, sp = _initial(seed)
+    checked = _both(prog, dram=dram, sp=sp, check_races=True)
+    unchecked = _both(prog, dram=dram, sp=sp, check_races=False)
+    assert unchecked[0] == "ok", unchecked[1]
+    if seed % 2:
+        assert checked[0] == "ok", checked[1]
+        assert checked[2:] == unchecked[2:]
+    else:
+        assert checked[0] == "fault" and "data race" in checked[1]
 
 
 # --- each fault class, by hand ------------------------------------------------------------------------
