@@ -542,14 +542,6 @@ def test_compiled_matmul_agrees_and_is_correct() -> None:
 
 
 # --- engine selection ---------------------------------------------------------------------------------
-def _clear_native_cache() -> None:
-    """Forget the cached build result, so the next library() call reads the environment again."""
-    for cached in (native.library, getattr(native, "_load", None)):
-        clear = getattr(cached, "cache_clear", None)
-        if clear is not None:
-            clear()
-
-
 def test_unknown_engine_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
     m = machine([HALT])
     with pytest.raises(UsageError, match="engine must be one of auto, native, python, not 'bogus'"):
@@ -578,34 +570,25 @@ def test_auto_and_default_pick_native(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_native_off_makes_auto_run_python(monkeypatch: pytest.MonkeyPatch) -> None:
-    _clear_native_cache()
-    try:
-        monkeypatch.setenv("TINYNPU_NATIVE", "0")
-        with pytest.raises(NativeUnavailable, match="TINYNPU_NATIVE=0"):
-            native.library()
-        assert machine([HALT]).run(engine="auto").engine == "python"
-        with pytest.raises(UsageError, match="TINYNPU_NATIVE=0 turns the native core off"):
-            machine([HALT]).run(engine="native")
-    finally:
-        monkeypatch.undo()
-        _clear_native_cache()
+    # library() remembers each outcome per setting (TINYNPU_NATIVE, CC, TINYNPU_CACHE), so no cache to clear
+    monkeypatch.setenv("TINYNPU_NATIVE", "0")
+    with pytest.raises(NativeUnavailable, match="TINYNPU_NATIVE=0"):
+        native.library()
+    assert machine([HALT]).run(engine="auto").engine == "python"
+    with pytest.raises(UsageError, match="TINYNPU_NATIVE=0 turns the native core off"):
+        machine([HALT]).run(engine="native")
 
 
 def test_failing_compiler(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    _clear_native_cache()
-    try:
-        monkeypatch.delenv("TINYNPU_NATIVE", raising=False)
-        monkeypatch.setenv("CC", "false")
-        monkeypatch.setenv("TINYNPU_CACHE", str(tmp_path))
-        with pytest.raises(NativeUnavailable, match=r"^false could not build \S*core\.c"):
-            native.library()
-        assert not list(tmp_path.glob("*.so")), "a failed build must leave nothing to reuse"
-        with pytest.raises(UsageError, match=r"cannot run here: false could not build \S*core\.c"):
-            machine([HALT]).run(engine="native")
-        assert machine([HALT]).run(engine="auto").engine == "python"
-    finally:
-        monkeypatch.undo()
-        _clear_native_cache()
+    monkeypatch.delenv("TINYNPU_NATIVE", raising=False)
+    monkeypatch.setenv("CC", "false")
+    monkeypatch.setenv("TINYNPU_CACHE", str(tmp_path))  # a fresh cache: nothing built earlier is reused
+    with pytest.raises(NativeUnavailable, match=r"^false could not build \S*core\.c \(exit 1\)"):
+        native.library()
+    assert not list(tmp_path.glob("*.so")), "a failed build must leave nothing to reuse"
+    with pytest.raises(UsageError, match=r"cannot run here: false could not build \S*core\.c"):
+        machine([HALT]).run(engine="native")
+    assert machine([HALT]).run(engine="auto").engine == "python"
 
 
 def test_native_is_available_when_required() -> None:
