@@ -8,6 +8,11 @@ Modules: ``decode`` (vectorized decode and static fault checks),
 ``hazards`` (the vector-clock data-race sanitizer), ``stats`` (the stats
 contract), ``trace`` (Perfetto trace and per-instruction log), ``machine``
 (the API), ``cli`` (``tinynpu sim``), ``bench`` (``tinynpu bench sim``).
+
+``core.c`` is the native core: ``timing``, ``semantics`` (integer configs)
+and ``hazards`` again in C, statement by statement, for speed; ``native``
+builds and calls it.  A change to the rules goes into both, and
+``tests/test_sim_native.py`` fails until they agree.
 """
 
 from tinynpu.simulator.faults import SimFault

@@ -18,6 +18,9 @@ functional execution happens at that moment, so the execution order always
 respects program order within a unit and every token and sync (race-free
 programs therefore compute the same values in any such order).
 
+``core.c`` implements this module again in C (the native core); keep the
+two in step.
+
 Readings of the rules the ISA text leaves open (chosen as the simplest
 synchronous hardware would do it):
 
