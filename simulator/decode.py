@@ -91,15 +91,6 @@ class Decoded:
                 x[sel, col] = _bits(slo, shi, lsb, msb, signed)
         return x
 
-    def column(self, index: int, col: int, rows: np.ndarray) -> np.ndarray:
-        """Operand ``col`` (int64) of the instructions at ``rows``, all of opcode ``index``."""
-        for op, fields in self.plan:
-            if op == index:
-                for c, lsb, msb, signed in fields:
-                    if c == col:
-                        return _bits(self.lo[rows], self.hi[rows], lsb, msb, signed)
-        return np.zeros(len(rows), dtype=np.int64)
-
 
 def _split(words: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
     lo = np.fromiter((w & _MASK64 for w in words), dtype=np.uint64, count=len(words))

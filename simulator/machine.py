@@ -32,6 +32,7 @@ from tinynpu.simulator.timing import schedule
 from tinynpu.simulator.trace import write_log, write_trace
 
 ENGINES = ("auto", "native", "python")
+_USERS_CHUNK = 1 << 16  # instructions per pass when finding which units use which resource
 
 
 class Machine:
@@ -170,28 +171,31 @@ class Machine:
         isa = self.isa
         mnem = [i.mnemonic for i in isa.instructions]
         nq = len(isa.queued_units)
-        ex = slice(0, dec.n_exec)
-        op, unit = dec.op[ex], dec.unit[ex]
         ids = {s.name: s.id for s in isa.scopes}
         users: dict[int, set[int]] = {sid: set() for sid in ids.values()}
         users[DRAM] = set()
-        for ins in isa.instructions:
-            sel = np.flatnonzero(op == ins.index)
-            if not len(sel):
-                continue
-            us = {int(u) for u in np.unique(unit[sel])}
-            mn = ins.mnemonic
-            if mn in ("load", "zero"):
-                for sid in np.unique(dec.column(ins.index, 0, sel)).tolist():  # column 0: the scope
-                    users[int(sid)] |= us
-            per_op = {"load": [DRAM], "store": [DRAM, ids["acc"]], "tmm": [ids["a"], ids["b"], ids["acc"]]}
-            touched = per_op.get(mn, [ids["acc"]] if ins.timing == "alu" else [])
-            for res in touched:
-                users[res] |= us
+        per_op = {"load": [DRAM], "store": [DRAM, ids["acc"]], "tmm": [ids["a"], ids["b"], ids["acc"]]}
+        # In chunks, so the temporaries stay small next to the program's columns (peak memory).
+        for base in range(0, dec.n_exec, _USERS_CHUNK):
+            ch = slice(base, min(base + _USERS_CHUNK, dec.n_exec))
+            op, unit = dec.op[ch], dec.unit[ch]
+            x = None
+            for ins in isa.instructions:
+                sel = op == ins.index
+                if not sel.any():
+                    continue
+                us = set(np.unique(unit[sel]).tolist())
+                if ins.mnemonic in ("load", "zero"):
+                    x = dec.values(ch) if x is None else x
+                    for sid in np.unique(x[sel, 0]).tolist():  # operand 0: the scope
+                        users[sid] |= us
+                for res in per_op.get(ins.mnemonic, [ids["acc"]] if ins.timing == "alu" else []):
+                    users[res] |= us
 
         def describe(i: int) -> str:
             return where(i, mnem[int(dec.op[i])], isa.word_bytes)
 
+        unit = dec.unit[:dec.n_exec]
         remaining = np.bincount(unit[unit < nq], minlength=nq).tolist()
         names = {s.id: s.name for s in isa.scopes}
         names[DRAM] = "DRAM"
