@@ -7,20 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_sim_support import HALT, load, program, scope, units
+from test_sim_support import HALT, load, native_reason, program, scope, units
 
 from tinynpu.assembler.image import Tensor
 from tinynpu.cli import main
 from tinynpu.isa import load_config
-from tinynpu.simulator.native import NativeUnavailable, library
-
-
-def native_available() -> bool:
-    try:
-        library()
-    except NativeUnavailable:
-        return False
-    return True
 
 
 def _write_program(tmp: Path, instrs) -> Path:
@@ -104,7 +95,7 @@ def test_sim_max_cycles_and_bad_input(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_bench_sim_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "sim", "--json", "--size", "32"]) == 0
     out = json.loads(capsys.readouterr().out)
-    default = "native" if native_available() else "python"
+    default = "native" if native_reason() is None else "python"
     assert sorted((r["schedule"], r["engine"], r["races_checked"]) for r in out["runs"]) == sorted(
         (schedule, engine, races) for schedule in ("naive", "auto", "loads")
         for engine, races in ((default, True), (default, False), ("python", False)))
@@ -134,7 +125,7 @@ def test_sim_engines_agree(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
         assert main(["sim", str(prog), "--input", f"X={tmp_path / 'x.npy'}", "--output", f"Y={y}", "--json",
                      "--engine", engine]) == 0
         stats = json.loads(capsys.readouterr().out)
-        assert stats.pop("engine") == ("native" if engine == "auto" and native_available() else "python")
+        assert stats.pop("engine") == ("native" if engine == "auto" and native_reason() is None else "python")
         stats.pop("wall_seconds")
         outputs[engine] = (stats, np.load(y))
     assert outputs["python"][0] == outputs["auto"][0]

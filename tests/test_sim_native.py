@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_sim_support import DEFAULT, FP32, HALT, ISA, SYNC, load, machine, program, scope, units
+from test_sim_support import DEFAULT, FP32, HALT, ISA, SYNC, load, machine, native_reason, program, scope, units
 
 from tinynpu.assembler.image import Program
 from tinynpu.errors import UsageError
@@ -41,15 +41,7 @@ ACC_EB = EB["acc"]
 SLOW = os.environ.get("TINYNPU_SLOW") == "1"
 
 
-def _native_reason() -> str | None:
-    try:
-        native.library()
-    except NativeUnavailable as exc:
-        return str(exc)
-    return None
-
-
-NATIVE_REASON = _native_reason()
+NATIVE_REASON = native_reason()
 REQUIRED = os.environ.get("TINYNPU_REQUIRE_NATIVE") == "1"  # CI: never skip for want of the core
 needs_native = pytest.mark.skipif(NATIVE_REASON is not None and not REQUIRED,
                                   reason=f"the native core is unavailable: {NATIVE_REASON}")

@@ -10,6 +10,7 @@ import numpy as np
 from tinynpu.assembler.image import Program, Tensor
 from tinynpu.isa import ArchConfig, load_config, load_isa
 from tinynpu.simulator import Machine
+from tinynpu.simulator.native import NativeUnavailable, library
 
 ISA = load_isa()
 DEFAULT = load_config("default")
@@ -51,3 +52,12 @@ def acc_rows(m: Machine, r0: int, r1: int) -> np.ndarray:
 
 HALT: tuple[str, dict[str, Any]] = ("halt", {})
 SYNC: tuple[str, dict[str, Any]] = ("sync", {})
+
+
+def native_reason() -> str | None:
+    """Why the native simulator core cannot run on this machine, or None if it can."""
+    try:
+        library()
+    except NativeUnavailable as exc:
+        return str(exc)
+    return None
