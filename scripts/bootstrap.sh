@@ -29,7 +29,9 @@ stamp=.venv/.tinynpu-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   echo "bootstrap: installing tinynpu and its test tools into .venv" >&2
   .venv/bin/python -m pip install -q --upgrade pip setuptools wheel
-  .venv/bin/python -m pip install -q -e '.[test]'
+  # setuptools says "Editable installation ... be careful with folders named like your package" on
+  # every editable install; ours map isa/, rtl/, ... under tinynpu.*, so the note is noise here.
+  .venv/bin/python -W "ignore:Editable installation:UserWarning" -m pip install -q -e '.[test]'
   touch "$stamp"
 fi
 export PATH="$root/.venv/bin:$PATH"
