@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from tinynpu import fsio
 from tinynpu.assembler.assemble import assemble
 from tinynpu.assembler.disasm import disassemble
-from tinynpu.assembler.image import Program, write_output
-from tinynpu.errors import UsageError
+from tinynpu.assembler.image import MAGIC, Program
 from tinynpu.isa import load_config, load_isa
 from tinynpu.isa.spec import DEFAULT_ISA_PATH
 
@@ -21,38 +21,37 @@ ISA_HELP = "ISA YAML (default: the built-in isa.yaml)"
 
 def read_source(src: Path) -> str:
     """The text of an assembly file; an unreadable one is a :class:`UsageError` naming it."""
-    try:
-        return src.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = getattr(exc, "strerror", None) or exc
-        raise UsageError(f"{src}: cannot read the assembly source: {reason}.") from None
+    return fsio.read_text(src, what="the assembly source")
 
 
 def _asm(args: argparse.Namespace) -> int:
     src = Path(args.source)
+    out = Path(args.output) if args.output else src.with_suffix(".bin")
+    target = fsio.check_output(out, force=args.force, ours=fsio.starts_with(MAGIC), inputs=[src], what="-o")
     text = read_source(src)
     isa = load_isa(Path(args.isa))
     cfg = load_config(args.config, isa)
     program = assemble(text, filename=str(src), isa=isa, cfg=cfg)
-    out = Path(args.output) if args.output else src.with_suffix(".bin")
-    if out.resolve() == src.resolve():
-        raise UsageError(f"{out}: the output would replace the source file; choose another -o.")
-    program.save(out, overwrite=args.force)
+    fsio.write_atomic(target, program.to_bytes())
     print(f"{src} -> {out}: {len(program.words)} instructions, {len(program.tensors)} tensors, "
           f"config {cfg.name}, build hash {program.build_hash.hex()}")
     return 0
 
 
 def _disasm(args: argparse.Namespace) -> int:
+    to_file = args.output not in (None, "-")
+    if to_file:
+        target = fsio.check_output(Path(args.output), force=args.force, ours=fsio.starts_with(DISASM_MAGIC),
+                                   inputs=[Path(args.binary)], what="-o")
     isa = load_isa(Path(args.isa))
     program = Program.load(Path(args.binary))
     cfg = load_config(args.config or program.config_name, isa)
     program.check_built_for(isa, cfg, where=str(args.binary))
     text = disassemble(program, isa, cfg=cfg)
-    if args.output in (None, "-"):
+    if not to_file:
         print(text, end="")
         return 0
-    write_output(Path(args.output), text, overwrite=args.force, magic=DISASM_MAGIC)
+    fsio.write_atomic(target, text)
     print(f"{args.binary} -> {args.output}: {len(program.words)} instructions")
     return 0
 

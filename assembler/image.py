@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tinynpu import fsio
 from tinynpu.errors import AsmError
 from tinynpu.isa import ArchConfig, Isa, build_hash
 
@@ -157,35 +158,19 @@ class Program:
 
     @classmethod
     def load(cls, path: Path) -> Program:
-        try:
-            data = Path(path).read_bytes()
-        except OSError as exc:
-            raise AsmError(f"{path}: cannot read the binary: {exc.strerror}.") from None
+        data = fsio.read_bytes(path, what="the binary", error=AsmError)
         return cls.from_bytes(data, where=str(path))
 
 
 def write_output(path: Path, data: bytes | str, *, overwrite: bool, magic: bytes | None = None) -> None:
-    """Write an output file without silently destroying a user's file.
+    """Write an output file atomically without silently destroying a user's file.
 
     An existing file is replaced only when ``overwrite`` is set, or when it
-    starts with ``magic`` (it is one of ours, e.g. a previous build).
+    starts with ``magic`` (it is one of ours, e.g. a previous build); never
+    when it is not a regular file.
     """
-    path = Path(path)
-    if path.exists() and not overwrite:
-        ours = False
-        if magic is not None and path.is_file():
-            with path.open("rb") as fh:
-                ours = fh.read(len(magic)) == magic
-        if not ours:
-            raise AsmError(f"{path}: the output file already exists and was not written by tinynpu; "
-                           "pass --force to overwrite it or choose another path.")
-    try:
-        if isinstance(data, str):
-            path.write_text(data, encoding="utf-8")
-        else:
-            path.write_bytes(data)
-    except OSError as exc:
-        raise AsmError(f"{path}: cannot write the output: {exc.strerror}.") from None
+    target = fsio.check_output(path, force=overwrite, ours=fsio.starts_with(magic) if magic else None)
+    fsio.write_atomic(target, data)
 
 
 __all__ = ["HEADER_BYTES", "MAGIC", "Program", "Tensor", "write_output"]

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tinynpu import fsio
 from tinynpu.errors import UsageError
 
 _GENERATOR = "tinynpu compile"
@@ -64,24 +65,26 @@ def compile_from_args(args: argparse.Namespace) -> Any:
 
 
 # -- compile -------------------------------------------------------------------------------------
+_COMPILE_FILES = ("program.s", "program.bin", "schedule.json", "manifest.json")
+
+
+def _earlier_compile(out: Path) -> bool:
+    """Whether ``out`` holds an earlier ``tinynpu compile`` output (its manifest names the generator)."""
+    try:
+        manifest = json.loads(fsio.read_text(out / "manifest.json", what="the manifest", limit=1 << 24))
+    except (UsageError, json.JSONDecodeError, RecursionError):
+        return False
+    return isinstance(manifest, dict) and manifest.get("generator") == _GENERATOR
+
+
 def _cmd_compile(args: argparse.Namespace) -> int:
-    from tinynpu.assembler.image import MAGIC, write_output
     from tinynpu.isa import load_config
 
     out = Path(args.output)
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"{out}: the output must be a directory, and this is a file.")
+    # Checked before compiling; the four files are then replaced as one set (old set or new, never a mix).
+    fsio.check_output_dir(out, _COMPILE_FILES, force=args.force, ours=_earlier_compile(out), what="-o")
     compiled = compile_from_args(args)
     cfg = load_config(args.config) if args.config else load_config(compiled.workload.get("config", "default"))
-    manifest_path = out / "manifest.json"
-    ours = False
-    if manifest_path.exists():
-        try:
-            ours = json.loads(manifest_path.read_text(encoding="utf-8")).get("generator") == _GENERATOR
-        except (OSError, json.JSONDecodeError, AttributeError):
-            ours = False
-    overwrite = bool(args.force or ours)
-    out.mkdir(parents=True, exist_ok=True)
     manifest = {
         "generator": _GENERATOR,
         "workload": compiled.workload,
@@ -92,12 +95,12 @@ def _cmd_compile(args: argparse.Namespace) -> int:
         "instructions": len(compiled.program.words),
         "files": {"asm": "program.s", "binary": "program.bin", "schedule": "schedule.json"},
     }
-    write_output(out / "program.bin", compiled.program.to_bytes(), overwrite=overwrite, magic=MAGIC)
-    write_output(out / "program.s", compiled.asm(cfg), overwrite=overwrite)
-    write_output(out / "schedule.json",
-                 json.dumps({"name": compiled.schedule_name, "steps": list(compiled.trace)}, indent=1) + "\n",
-                 overwrite=overwrite)
-    write_output(manifest_path, json.dumps(manifest, indent=1) + "\n", overwrite=overwrite)
+    fsio.write_dir(out, {
+        "program.bin": compiled.program.to_bytes(),
+        "program.s": compiled.asm(cfg),
+        "schedule.json": json.dumps({"name": compiled.schedule_name, "steps": list(compiled.trace)}, indent=1) + "\n",
+        "manifest.json": json.dumps(manifest, indent=1) + "\n",
+    }, what="-o")
     print(f"wrote {out}/program.s, program.bin, manifest.json, schedule.json "
           f"({len(compiled.program.words)} instructions, compiled in {compiled.compile_seconds:.3f} s)")
     return 0
@@ -167,14 +170,13 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     from tinynpu.compiler.search import tune_matmul
     from tinynpu.isa import load_config
 
+    target = fsio.check_output(Path(args.output), force=args.force, what="-o") if args.output else None
     cfg = resolve_config(args.dtype, load_config(args.config) if args.config else None)
     progress = sys.stderr.isatty() and not args.json
     result = tune_matmul(args.m, args.n, args.k, cfg=cfg, dtype=args.dtype, trials=args.trials,
                          seed=args.seed, verify=args.verify, progress=progress)
-    if args.output:
-        from tinynpu.assembler.image import write_output
-
-        write_output(Path(args.output), json.dumps(result["schedule"], indent=1) + "\n", overwrite=args.force)
+    if target is not None:
+        fsio.write_atomic(target, json.dumps(result["schedule"], indent=1) + "\n", what="-o")
     if args.json:
         print(json.dumps(result))
         return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import sys
@@ -10,13 +11,22 @@ from pathlib import Path
 
 import numpy as np
 
-from tinynpu.assembler.image import Program, write_output
+from tinynpu import fsio
+from tinynpu.assembler.image import Program
 from tinynpu.errors import UsageError
 from tinynpu.isa import load_config, load_isa
 from tinynpu.simulator.machine import ENGINES, Machine
 from tinynpu.simulator.stats import Stats
 
-NPY_MAGIC = b"\x93NUMPY"
+TRACE_MAGIC = b'{"traceEvents"'
+# Upper bound of --max-cycles: the config schema's limits.max_cycles maximum (cycle counters stay in 64 bits).
+_SCHEMA = Path(__file__).resolve().parent.parent / "isa" / "config.schema.json"
+
+
+def max_cycles_ceiling() -> int:
+    """The largest cycle limit a run may have (from the config schema, the one place it is set)."""
+    schema = json.loads(_SCHEMA.read_text(encoding="utf-8"))
+    return int(schema["properties"]["limits"]["properties"]["max_cycles"]["maximum"])
 
 
 def _pairs(items: list[str], what: str) -> list[tuple[str, Path]]:
@@ -27,13 +37,6 @@ def _pairs(items: list[str], what: str) -> list[tuple[str, Path]]:
             raise UsageError(f"{what} must be NAME=FILE.npy, not {item!r}.")
         out.append((name, Path(path)))
     return out
-
-
-def _load_npy(path: Path, name: str) -> np.ndarray:
-    try:
-        return np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"--input {name}={path}: cannot read a .npy array: {exc}.") from None
 
 
 def _summary(stats: Stats) -> str:
@@ -51,39 +54,57 @@ def _summary(stats: Stats) -> str:
 
 
 def _sim(args: argparse.Namespace) -> int:
-    isa = load_isa()
-    program = Program.load(Path(args.program))
-    cfg = load_config(args.config or program.config_name, isa)
-    program.check_built_for(isa, cfg, where=str(args.program))
+    program_path = Path(args.program)
+    inputs = _pairs(args.input, "--input")
     outputs = _pairs(args.output, "--output")
-    for name, path in outputs:
-        program.tensor(name)
-        if path.exists() and not args.force:
-            with path.open("rb") as fh:
-                if fh.read(len(NPY_MAGIC)) != NPY_MAGIC:
-                    raise UsageError(f"--output {name}={path}: the file exists and is not a .npy array; pass "
-                                     "--force to overwrite it.")
-    machine = Machine(cfg, isa)
-    machine.load(program)
-    for name, path in _pairs(args.input, "--input"):
-        machine.write_tensor(name, _load_npy(path, name))
     if args.trace and args.no_timing:
         raise UsageError("--trace needs timing; drop --no-timing.")
-    if args.trace and Path(args.trace).exists() and args.force:
-        Path(args.trace).unlink()
+    # Every target is checked before any work: a refusal never comes after a long simulation.
+    read = [program_path, *(p for _, p in inputs)]
+    targets: dict[Path, str] = {}
+    for what, path, ours in [*((f"--output {n}=", p, None) for n, p in outputs),
+                             *([("--trace", Path(args.trace), fsio.starts_with(TRACE_MAGIC))] if args.trace else [])]:
+        target = fsio.check_output(path, force=args.force, ours=ours, inputs=read, what=what.rstrip("="))
+        key = target.resolve()
+        if key in targets:
+            raise UsageError(f"{what.rstrip('=')} {path}: the same file is already the target of {targets[key]}; "
+                             "give each output its own path.")
+        targets[key] = what.rstrip("=")
+    isa = load_isa()
+    program = Program.load(program_path)
+    cfg = load_config(args.config or program.config_name, isa)
+    program.check_built_for(isa, cfg, where=str(args.program))
+    for name, _ in outputs:
+        program.tensor(name)
+    machine = Machine(cfg, isa)
+    machine.load(program)
+    for name, path in inputs:
+        machine.write_tensor(name, fsio.read_npy(path, what=f"--input {name}"))
     log = (sys.stderr if args.json else sys.stdout) if args.log else None
-    trace = Path(args.trace) if args.trace else None
-    stats = machine.run(timing=not args.no_timing, trace_path=trace, log=log, max_cycles=args.max_cycles,
-                        check_races=not args.no_race_check, engine=args.engine)
+    with contextlib.ExitStack() as stack:
+        trace = stack.enter_context(fsio.staged(Path(args.trace), what="--trace")) if args.trace else None
+        stats = machine.run(timing=not args.no_timing, trace_path=trace, log=log, max_cycles=args.max_cycles,
+                            check_races=not args.no_race_check, engine=args.engine)
     for name, path in outputs:
         buf = io.BytesIO()
         np.save(buf, machine.read_tensor(name))
-        write_output(path, buf.getvalue(), overwrite=args.force, magic=NPY_MAGIC)
+        fsio.write_atomic(path, buf.getvalue(), what=f"--output {name}")
     if args.json:
         print(json.dumps(stats.to_json()))
     else:
         print(_summary(stats))
     return 0
+
+
+def _cycle_limit(text: str) -> int:
+    ceiling = max_cycles_ceiling()
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}") from None
+    if not 0 < value <= ceiling:
+        raise argparse.ArgumentTypeError(f"must be a positive integer of at most {ceiling}, not {value}")
+    return value
 
 
 def _positive(text: str) -> int:
@@ -109,7 +130,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--log", action="store_true", help="print one line per instruction with its cycles")
     p.add_argument("--no-timing", action="store_true", help="functional only (no cycles)")
     p.add_argument("--no-race-check", action="store_true", help="skip the data-race sanitizer")
-    p.add_argument("--max-cycles", type=_positive,
+    p.add_argument("--max-cycles", type=_cycle_limit,
                    help="cycle limit (default: the config's limits.max_cycles)")
     p.add_argument("--engine", choices=ENGINES, default=None,
                    help="simulator core: native (C, integer configs), python (the reference), or auto "

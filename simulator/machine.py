@@ -74,13 +74,19 @@ class Machine:
         if tuple(arr.shape) != tuple(t.shape):
             raise UsageError(f"tensor {name}: the program expects shape {tuple(t.shape)}, "
                              f"not {tuple(arr.shape)}.")
-        conv = arr.astype(t.dtype)
-        # Floats round to float32 as numpy's astype does; anything else must convert exactly.
-        lossy_ok = arr.dtype.kind == "f" and conv.dtype.kind == "f"
-        if arr.dtype != conv.dtype and not lossy_ok and not np.array_equal(conv.astype(arr.dtype), arr):
+        if arr.dtype.kind not in "biuf":
+            raise UsageError(f"tensor {name}: an array of dtype {arr.dtype} cannot be a tensor's value; "
+                             "tensors take bool, integer or float arrays.")
+        with np.errstate(all="ignore"):  # NaN, inf or huge values: reported below, not as a numpy warning
+            conv = arr.astype(t.dtype)
+            # Floats round to float32 as numpy's astype does; anything else must convert exactly (compared
+            # by value across dtypes: uint8 200 is not int8 -56).
+            lossy_ok = arr.dtype.kind == "f" and conv.dtype.kind == "f"
+            exact = bool(np.all(np.isfinite(conv) | ~np.isfinite(arr))) if lossy_ok else bool(np.all(conv == arr))
+        if arr.dtype != conv.dtype and not exact:
             raise UsageError(f"tensor {name}: values of dtype {arr.dtype} do not fit the tensor's dtype "
                              f"{t.dtype} "
-                             "exactly (out of range or not integral).")
+                             "exactly (out of range, not integral, or not finite).")
         self.write_dram(t.addr, np.ascontiguousarray(conv, dtype=np.dtype(t.dtype).newbyteorder("<")))
 
     def read_tensor(self, name: str) -> np.ndarray:

@@ -1,0 +1,199 @@
+"""No user file lost or half written: outputs checked before any work, written atomically, never over an input."""
+
+from __future__ import annotations
+
+import os
+import stat
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tinynpu import fsio
+from tinynpu.cli import main
+from tinynpu.errors import UsageError
+
+ROOT = Path(__file__).resolve().parent.parent
+SEED = ROOT / "examples" / "seed_32.s"
+
+
+@pytest.fixture()
+def seed(tmp_path: Path) -> Path:
+    """The 32^3 seed program assembled, with int8 inputs a.npy and b.npy beside it."""
+    out = tmp_path / "seed.bin"
+    assert main(["asm", str(SEED), "-o", str(out)]) == 0
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "a.npy", rng.integers(-128, 128, (32, 32), dtype=np.int8))
+    np.save(tmp_path / "b.npy", rng.integers(-128, 128, (32, 32), dtype=np.int8))
+    return out
+
+
+def _sim(seed: Path, *extra: str) -> int:
+    d = seed.parent
+    return main(["sim", str(seed), "--input", f"A={d / 'a.npy'}", "--input", f"B={d / 'b.npy'}", *extra])
+
+
+def _snapshot(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+# ---------------------------------------------------------------- 1: --output over a user's array or an input
+
+def test_output_over_a_users_npy_needs_force(seed: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    mine = seed.parent / "mine.npy"
+    np.save(mine, np.arange(5))
+    before = mine.read_bytes()
+    assert _sim(seed, "--output", f"C={mine}") == 2
+    assert "already exists and was not written by tinynpu" in capsys.readouterr().err
+    assert mine.read_bytes() == before
+    assert _sim(seed, "--output", f"C={mine}", "--force") == 0
+    assert np.load(mine).shape == (32, 32)
+
+
+def test_output_over_an_input_is_refused_even_with_force(seed: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = seed.parent / "a.npy"
+    before = a.read_bytes()
+    assert _sim(seed, "--output", f"C={a}", "--force") == 2
+    err = capsys.readouterr().err
+    assert "also an input of this run" in err and "Traceback" not in err
+    assert a.read_bytes() == before
+
+
+def test_output_over_the_program_is_refused(seed: Path) -> None:
+    before = seed.read_bytes()
+    assert _sim(seed, "--output", f"C={seed}", "--force") == 2
+    assert seed.read_bytes() == before
+
+
+# ---------------------------------------------------------------- 2: --trace --force and a faulting run
+
+def test_trace_force_keeps_the_old_file_when_the_run_faults(seed: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = seed.parent / "t.json"
+    trace.write_text("my notes\n")
+    assert _sim(seed, "--trace", str(trace), "--force", "--max-cycles", "5") != 0
+    assert "cycle" in capsys.readouterr().err
+    assert trace.read_text() == "my notes\n"
+    assert not [p for p in seed.parent.iterdir() if p.name.startswith(fsio.TEMP_PREFIX)]
+
+
+def test_trace_is_never_a_device_or_fifo(seed: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fifo = seed.parent / "fifo"
+    os.mkfifo(fifo)
+    assert _sim(seed, "--trace", str(fifo), "--force") == 2
+    assert "a FIFO" in capsys.readouterr().err
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert _sim(seed, "--trace", "/dev/null", "--force") == 2
+    assert "a device" in capsys.readouterr().err
+    assert stat.S_ISCHR(os.lstat("/dev/null").st_mode)
+
+
+def test_trace_of_a_users_file_is_refused_before_the_run(seed: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = seed.parent / "t.json"
+    trace.write_text("mine")
+    # The run would fault at 5 cycles: the refusal must come first, so the message is about the trace.
+    assert _sim(seed, "--trace", str(trace), "--max-cycles", "5") == 2
+    err = capsys.readouterr().err
+    assert "--trace" in err and "already exists" in err and "cycle" not in err
+
+
+def test_trace_replaces_an_earlier_trace(seed: Path) -> None:
+    trace = seed.parent / "t.json"
+    assert _sim(seed, "--trace", str(trace)) == 0
+    first = trace.read_bytes()
+    assert _sim(seed, "--trace", str(trace)) == 0
+    assert trace.read_bytes() == first
+
+
+# ---------------------------------------------------------------- 3: check every target first, write atomically
+
+def test_compile_into_a_dir_with_a_users_program_s_writes_nothing(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "mm"
+    out.mkdir()
+    (out / "program.s").write_text("; my hand-written kernel\n")
+    assert main(["compile", "matmul", "--m", "32", "--n", "32", "--k", "32", "-o", str(out)]) == 2
+    assert "program.s exists and was not written by tinynpu" in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == ["program.s"]
+
+
+def test_compile_replaces_its_own_set_and_keeps_other_files(tmp_path: Path) -> None:
+    out = tmp_path / "mm"
+    args = ["compile", "matmul", "--m", "32", "--n", "32", "--k", "32", "-o", str(out)]
+    assert main(args) == 0
+    (out / "notes.txt").write_text("mine")
+    assert main([*args[:-2], "--schedule", "naive", "-o", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "notes.txt", "program.bin", "program.s",
+                                                    "schedule.json"]
+    assert (out / "notes.txt").read_text() == "mine"
+    assert '"naive"' in (out / "schedule.json").read_text()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(fsio.TEMP_PREFIX)]
+
+
+def test_asm_refuses_before_assembling(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "bad.s"
+    src.write_text("nonsense here\n")
+    out = tmp_path / "bad.bin"
+    out.write_text("mine")
+    assert main(["asm", str(src), "-o", str(out)]) == 2
+    assert "already exists" in capsys.readouterr().err  # not the syntax error: the check came first
+
+
+def test_a_failed_write_leaves_the_old_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "out.bin"
+    path.write_bytes(b"old")
+
+    def full(*_: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full)
+    with pytest.raises(UsageError, match="No space left"):
+        fsio.write_atomic(path, b"new")
+    assert path.read_bytes() == b"old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.bin"]
+
+
+def test_a_failed_dir_set_leaves_the_old_set(tmp_path: Path) -> None:
+    out = tmp_path / "set"
+    fsio.write_dir(out, {"a": "1", "b": "1"})
+    with pytest.raises(RuntimeError), fsio.replace_dir(out) as stage:
+        (stage / "a").write_text("2")
+        raise RuntimeError("killed half way")
+    assert _snapshot(out) == {"a": b"1", "b": b"1"}
+    fsio.write_dir(out, {"a": "2", "b": "2"})
+    assert _snapshot(out) == {"a": b"2", "b": b"2"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["set"]
+
+
+def test_atomic_write_keeps_the_mode_and_follows_links(tmp_path: Path) -> None:
+    real = tmp_path / "real.npy"
+    real.write_bytes(b"old")
+    real.chmod(0o640)
+    link = tmp_path / "link.npy"
+    link.symlink_to(real)
+    target = fsio.check_output(link, force=True)
+    fsio.write_atomic(target, b"new")
+    assert link.is_symlink() and real.read_bytes() == b"new"
+    assert stat.S_IMODE(real.stat().st_mode) == 0o640
+
+
+# ---------------------------------------------------------------- 4: values that do not fit the tensor's dtype
+
+def test_uint8_values_that_do_not_fit_int8_are_an_error(seed: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    np.save(seed.parent / "a.npy", np.full((32, 32), 200, dtype=np.uint8))
+    assert _sim(seed) == 2
+    assert "do not fit the tensor's dtype int8" in capsys.readouterr().err
+    np.save(seed.parent / "a.npy", np.full((32, 32), 100, dtype=np.uint8))
+    assert _sim(seed) == 0
+
+
+@pytest.mark.parametrize("values", [np.full((32, 32), np.nan), np.full((32, 32), np.inf),
+                                    np.full((32, 32), 1e30), np.full((32, 32), 1 + 1j)])
+def test_non_finite_or_complex_inputs_are_one_paragraph_without_warnings(
+        seed: Path, values: np.ndarray, capsys: pytest.CaptureFixture[str]) -> None:
+    np.save(seed.parent / "a.npy", values)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _sim(seed) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and " A" in err and "Traceback" not in err
