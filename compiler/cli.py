@@ -12,31 +12,51 @@ from tinynpu import fsio
 from tinynpu.errors import UsageError
 
 _GENERATOR = "tinynpu compile"
+DTYPE_HELP = "element type of the inputs: int8 (int32 accumulation) or fp32 (default int8)"
+SCHEDULE_HELP = ("naive (the course's seed loop), auto (the compiler's best tiling) or a schedule JSON file "
+                 "from `tinynpu tune -o` or `tinynpu compile` (default auto)")
+CONFIG_HELP = "architecture config: a name in isa/configs or a YAML path (default: default, or fp32 for --dtype fp32)"
+
+
+def add_gemm_sizes(parser: argparse.ArgumentParser) -> None:
+    """``--m --n --k`` of a GEMM C[M, N] = A[M, K] @ B: K is the reduction (inner) size."""
+    parser.add_argument("--m", type=int, required=True, help="rows of A and C (elements)")
+    parser.add_argument("--n", type=int, required=True, help="columns of C, rows of B in the nt layout (elements)")
+    parser.add_argument("--k", type=int, required=True, help="reduction size: columns of A (elements)")
 
 
 def _add_workloads(p: argparse.ArgumentParser, *, schedule: bool = True) -> list[argparse.ArgumentParser]:
     sub = p.add_subparsers(dest="workload", required=True, metavar="WORKLOAD")
     mm = sub.add_parser("matmul", help="C = A @ B^T (nt) or A @ B (nn)")
-    for name in ("m", "n", "k"):
-        mm.add_argument(f"--{name}", type=int, required=True, help=f"GEMM size {name.upper()}")
-    mm.add_argument("--dtype", default="int8", choices=("int8", "fp32"))
-    mm.add_argument("--layout", default="nt", choices=("nt", "nn"))
-    mm.add_argument("--out-dtype", default=None, help="int32/float32 (default: the accumulator) or int8")
+    add_gemm_sizes(mm)
+    mm.add_argument("--dtype", default="int8", choices=("int8", "fp32"), help=DTYPE_HELP)
+    mm.add_argument("--layout", default="nt", choices=("nt", "nn"),
+                    help="how B is stored: nt = N x K (C = A @ B^T), nn = K x N (C = A @ B) (default nt)")
+    mm.add_argument("--out-dtype", default=None,
+                    help="C's element type: int32/float32 (default: the accumulator's) or int8 (requantized "
+                         "by --shift)")
+    mm.add_argument("--shift", type=int, default=None,
+                    help="int8 output only: C = saturate(round(acc / 2^SHIFT)), 0-31 (default: the smallest "
+                         "shift mapping 3 sigma of a K-deep sum of uniform int8 products to 127, e.g. 11 for K=64)")
     if schedule:
-        mm.add_argument("--schedule", default="auto", help="naive, auto, or a schedule JSON file")
-    conv = sub.add_parser("conv2d", help="2-D convolution by implicit im2col")
-    for name in ("n", "c", "h", "w", "k", "r", "s"):
-        conv.add_argument(f"--{name}", type=int, required=True)
-    conv.add_argument("--stride", type=int, default=1)
-    conv.add_argument("--pad", type=int, default=0)
-    conv.add_argument("--dtype", default="int8", choices=("int8", "fp32"))
+        mm.add_argument("--schedule", default="auto", help=SCHEDULE_HELP)
+    conv = sub.add_parser("conv2d", help="2-D convolution by implicit im2col (NCHW input, KCRS filters)")
+    for name, what in (("n", "batch size N (images)"), ("c", "input channels C"), ("h", "input height H, pixels"),
+                       ("w", "input width W, pixels"),
+                       ("k", "output channels K (filters; not the matmul's reduction size)"),
+                       ("r", "filter height R, pixels"), ("s", "filter width S, pixels")):
+        conv.add_argument(f"--{name}", type=int, required=True, help=what)
+    conv.add_argument("--stride", type=int, default=1, help="stride on both axes, pixels (default 1)")
+    conv.add_argument("--pad", type=int, default=0,
+                      help="zero padding on every side, pixels (default 0: no padding; 1 keeps a 3x3 conv's size)")
+    conv.add_argument("--dtype", default="int8", choices=("int8", "fp32"), help=DTYPE_HELP)
     if schedule:
-        conv.add_argument("--schedule", default="auto", help="naive, auto, or a schedule JSON file")
+        conv.add_argument("--schedule", default="auto", help=SCHEDULE_HELP)
     mlp = sub.add_parser("mlp", help="the course's MLP 784 -> 128 -> relu -> 10")
-    mlp.add_argument("--batch", type=int, required=True)
-    mlp.add_argument("--dtype", default="int8", choices=("int8", "fp32"))
+    mlp.add_argument("--batch", type=int, required=True, help="images per batch (rows of the input)")
+    mlp.add_argument("--dtype", default="int8", choices=("int8", "fp32"), help=DTYPE_HELP)
     for q in (mm, conv, mlp):
-        q.add_argument("--config", default=None, help="architecture config name or YAML path")
+        q.add_argument("--config", default=None, help=CONFIG_HELP)
     return [mm, conv, mlp]
 
 
@@ -49,7 +69,7 @@ def compile_from_args(args: argparse.Namespace) -> Any:
         from tinynpu.compiler.matmul import compile_matmul
 
         return compile_matmul(args.m, args.n, args.k, dtype=args.dtype, schedule=args.schedule,
-                              layout=args.layout, cfg=cfg, out_dtype=args.out_dtype)
+                              layout=args.layout, cfg=cfg, out_dtype=args.out_dtype, shift=args.shift)
     if args.workload == "conv2d":
         try:
             from tinynpu.compiler.conv2d import compile_conv2d
@@ -165,32 +185,52 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 # -- tune ----------------------------------------------------------------------------------------
+def format_tiling(tiling: dict[str, Any], tile: int) -> str:
+    """A tiling in elements and in tiles, with its buffering spelled out (the JSON keeps tiles)."""
+    bm, bn, bk = tiling["bm"], tiling["bn"], tiling["bk"]
+    text = (f"block {bm * tile}x{bn * tile}x{bk * tile} elements (bm={bm}, bn={bn}, bk={bk} tiles of {tile}), "
+            f"order {tiling['order']}, inputs {'double' if tiling['double_buffer'] else 'single'}-buffered, "
+            f"{tiling['acc_buffers']} acc block(s)")
+    if tiling.get("resident", "none") != "none":
+        text += f", {tiling['resident'].upper()} panel resident in {tiling['panel_buffers']} buffer(s)"
+    return text
+
+
 def _cmd_tune(args: argparse.Namespace) -> int:
     from tinynpu.compiler.matmul import resolve_config
     from tinynpu.compiler.search import tune_matmul
     from tinynpu.isa import load_config
 
+    if args.trials < 1:
+        raise UsageError(f"tune: --trials must be at least 1 (tilings to sample), not {args.trials}.")
+    if args.simulate_best < 1:
+        raise UsageError(f"tune: --simulate-best must be at least 1 (the winner is chosen by simulation), "
+                         f"not {args.simulate_best}.")
     target = fsio.check_output(Path(args.output), force=args.force, what="-o") if args.output else None
     cfg = resolve_config(args.dtype, load_config(args.config) if args.config else None)
     progress = sys.stderr.isatty() and not args.json
     result = tune_matmul(args.m, args.n, args.k, cfg=cfg, dtype=args.dtype, trials=args.trials,
-                         seed=args.seed, verify=args.verify, progress=progress)
+                         seed=args.seed, verify=args.simulate_best, progress=progress)
     if target is not None:
         fsio.write_atomic(target, json.dumps(result["schedule"], indent=1) + "\n", what="-o")
+    result["files_written"] = [str(args.output)] if args.output else []
     if args.json:
         print(json.dumps(result))
         return 0
     print(f"tuned {args.m}x{args.n}x{args.k} ({args.dtype}): {result['trials']} sampled tilings ranked by "
           f"the cost model in {result['search_seconds']:.2f} s; best {len(result['verified'])} simulated:")
     for v in result["verified"]:
-        print(f"  {v['tiling']}: model {v['model_cycles']:,} cycles, simulated {v['cycles']:,} cycles, "
-              f"traffic {_fmt_bytes(v['dram_bytes'])}")
-    print(f"best: {result['best']['tiling']} ({result['best']['cycles']:,} simulated cycles)")
+        print(f"  {format_tiling(v['tiling'], cfg.tile)}: model {v['model_cycles']:,} cycles, "
+              f"simulated {v['cycles']:,} cycles, traffic {_fmt_bytes(v['dram_bytes'])}")
+    print(f"best: {format_tiling(result['best']['tiling'], cfg.tile)} "
+          f"({result['best']['cycles']:,} simulated cycles)")
     print("trace:")
     from tinynpu.compiler.schedule import Schedule
 
     trace = Schedule("tuned", tuple(result["schedule"]["steps"])).pretty()
     print("\n".join("  " + x for x in trace.splitlines()))
+    if args.output:
+        print(f"wrote {args.output} (replay it: tinynpu run matmul ... --schedule {args.output})")
     return 0
 
 
@@ -199,38 +239,43 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     comp = subparsers.add_parser("compile",
                                  help="compile matmul, conv2d or the MLP to program.s/.bin + manifest")
     for q in _add_workloads(comp):
-        q.add_argument("-o", "--output", required=True, help="output directory")
+        q.add_argument("-o", "--output", required=True,
+                       help="output directory for program.s, program.bin, manifest.json, schedule.json")
         q.add_argument("--force", action="store_true", help="overwrite files that tinynpu did not write")
         q.set_defaults(handler=_cmd_compile)
 
     run = subparsers.add_parser("run", help="compile, simulate, verify against numpy and report")
     for q in _add_workloads(run):
         q.add_argument("--json", action="store_true", help="print one JSON object")
-        q.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+        q.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
         q.add_argument("--no-race-check", action="store_true", help="skip the simulator's race sanitizer")
         q.set_defaults(handler=_cmd_run)
 
     tune = subparsers.add_parser("tune", help="search tile sizes and loop orders for a workload")
     tsub = tune.add_subparsers(dest="workload", required=True, metavar="WORKLOAD")
     tm = tsub.add_parser("matmul", help="tune a GEMM")
-    for name in ("m", "n", "k"):
-        tm.add_argument(f"--{name}", type=int, required=True)
-    tm.add_argument("--dtype", default="int8", choices=("int8", "fp32"))
-    tm.add_argument("--config", default=None)
-    tm.add_argument("--seed", type=int, default=0)
-    tm.add_argument("--trials", type=int, default=256, help="tilings sampled (perfect-tile sampling)")
-    tm.add_argument("--verify", type=int, default=3, help="best candidates verified by simulation")
-    tm.add_argument("--json", action="store_true")
-    tm.add_argument("-o", "--output", default=None, help="write the best schedule trace (JSON)")
-    tm.add_argument("--force", action="store_true")
+    add_gemm_sizes(tm)
+    tm.add_argument("--dtype", default="int8", choices=("int8", "fp32"), help=DTYPE_HELP)
+    tm.add_argument("--config", default=None, help=CONFIG_HELP)
+    tm.add_argument("--seed", type=int, default=0, help="seed of the sampling and of the random inputs (default 0)")
+    tm.add_argument("--trials", type=int, default=256,
+                    help="tilings sampled and ranked by the cost model, at least 1 (default 256)")
+    tm.add_argument("--simulate-best", type=int, default=3, metavar="N",
+                    help="how many of the best-ranked tilings to simulate and verify; the fastest simulated "
+                         "one wins; at least 1 (default 3)")
+    tm.add_argument("--json", action="store_true", help="print one JSON object")
+    tm.add_argument("-o", "--output", default=None,
+                    help="write the winning schedule (JSON) here; replay it with --schedule FILE (default: none)")
+    tm.add_argument("--force", action="store_true", help="overwrite an -o file that tinynpu did not write")
     tm.set_defaults(handler=_cmd_tune)
 
 
 def register_bench(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = bench_subparsers.add_parser("compiler", help="GEMM (+ conv) suite: utilization, traffic vs bounds, "
                                                      "speed-up over the naive seed, search gap")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--quick", action="store_true", help="small shapes only (CI smoke test)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--quick", action="store_true",
+                   help="small shapes only: a smoke test, too small to meet the utilization targets")
     p.add_argument("--race-check", action="store_true", help="run the race sanitizer too (slow)")
 
     def handler(args: argparse.Namespace) -> int:

@@ -135,7 +135,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     check.set_defaults(handler=_check)
 
     doc = sub.add_parser("doc", help="generate the Markdown ISA reference")
-    doc.add_argument("--isa", default=str(DEFAULT_ISA_PATH), help="ISA YAML")
+    doc.add_argument("--isa", default=str(DEFAULT_ISA_PATH), help=ISA_HELP)
     doc.add_argument("-o", "--output", default=str(ISA_MD_PATH), help="output file, - for stdout "
                      "(default: isa/generated/ISA.md)")
     doc.add_argument("--check", action="store_true", help=CHECK_HELP)
@@ -143,7 +143,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     doc.set_defaults(handler=_doc)
 
     ver = sub.add_parser("verilog", help="generate the Verilog ISA header for rtl/")
-    ver.add_argument("--isa", default=str(DEFAULT_ISA_PATH), help="ISA YAML")
+    ver.add_argument("--isa", default=str(DEFAULT_ISA_PATH), help=ISA_HELP)
     ver.add_argument("--config", default="default", metavar="NAME|FILE", help="config (default: default)")
     ver.add_argument("-o", "--output", default=None, help="output file, - for stdout "
                      "(default: rtl/generated/tinynpu_isa.vh)")

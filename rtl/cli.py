@@ -22,6 +22,13 @@ import numpy as np
 from tinynpu.errors import UsageError
 
 WORKLOADS = ("matmul", "conv2d", "mlp")
+_DESCRIPTION = """Run one program on the RTL (Icarus) and on the simulator and compare outputs and cycles.
+
+  tinynpu cosim PROGRAM.bin [--input NAME=FILE.npy ...] [--json] [--waves FILE]
+  tinynpu cosim matmul --m 64 --n 64 --k 64 [--json] [--waves FILE]   (also conv2d, mlp)
+
+The first token decides the form; the workload flags are those of `tinynpu run`
+(`tinynpu cosim matmul --help` lists them)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -39,10 +46,13 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def _program_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="tinynpu cosim PROGRAM.bin")
-    p.add_argument("program", metavar="PROGRAM.bin")
-    p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
-    p.add_argument("--config", default=None)
-    p.add_argument("--max-cycles", type=int, default=5_000_000)
+    p.add_argument("program", metavar="PROGRAM.bin", help="program image from `tinynpu asm` or `tinynpu compile`")
+    p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
+                   help="a tensor of the image's manifest from a .npy file, repeatable (default: the simulator's "
+                        "zero-filled DRAM)")
+    p.add_argument("--config", default=None, help="config name or YAML (default: the one the program was built for)")
+    p.add_argument("--max-cycles", type=int, default=5_000_000,
+                   help="stop both sides after this many cycles (default 5,000,000)")
     _common(p)
     return p
 
@@ -53,7 +63,7 @@ def _workload_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="tinynpu cosim")
     for q in _add_workloads(p):
         _common(q)
-        q.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+        q.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     return p
 
 
@@ -209,8 +219,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     """Add ``cosim``."""
     p = subparsers.add_parser(
         "cosim", help="run a program or workload on the RTL (Icarus) and the simulator and compare",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("target", metavar="PROGRAM.bin|matmul|conv2d|mlp")
+        description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("target", metavar="PROGRAM.bin|matmul|conv2d|mlp",
+                   help="a program image, or a workload compiled as `tinynpu run` would")
     p.add_argument("rest", nargs=argparse.REMAINDER,
                    help="--input NAME=FILE.npy, --config, --max-cycles (program form) or the workload flags of "
                         "`tinynpu run`; both forms take --json, --waves FILE.fst, --force")

@@ -39,6 +39,15 @@ def _pairs(items: list[str], what: str) -> list[tuple[str, Path]]:
     return out
 
 
+def _note_zero_inputs(program: Program, given: set[str]) -> None:
+    """Say on stderr which input tensors run as zeros because no ``--input`` gave them."""
+    missing = [t for t in program.tensors if t.role == "input" and t.name not in given]
+    if missing:
+        listed = ", ".join(f"{t.name} ({'x'.join(map(str, t.shape))} {t.dtype})" for t in missing)
+        print(f"tinynpu sim: note: no --input for {listed}: zero-filled. Give each as --input NAME=FILE.npy, a "
+              f"numpy array of that shape and dtype saved with np.save.", file=sys.stderr)
+
+
 def _summary(stats: Stats) -> str:
     lines = [
         f"cycles {stats.cycles:,}  instructions {stats.instructions_total:,}  macs {stats.macs:,}  "
@@ -80,6 +89,7 @@ def _sim(args: argparse.Namespace) -> int:
     machine.load(program)
     for name, path in inputs:
         machine.write_tensor(name, fsio.read_npy(path, what=f"--input {name}"))
+    _note_zero_inputs(program, {name for name, _ in inputs})
     log = (sys.stderr if args.json else sys.stdout) if args.log else None
     with contextlib.ExitStack() as stack:
         trace = stack.enter_context(fsio.staged(Path(args.trace), what="--trace")) if args.trace else None
@@ -122,9 +132,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("sim", help="run a program image on the simulator (stats, trace, race check)")
     p.add_argument("program", metavar="PROGRAM.bin", help="program image from `tinynpu asm` or the compiler")
     p.add_argument("--config", help="config name or YAML (default: the one the program was built for)")
-    p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy", help="input tensor")
+    p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
+                   help="an input tensor of the program (its .tensor lines: `tinynpu disasm`) from a .npy of that "
+                        "shape and dtype; repeatable (default: inputs not given are zero-filled, with a note)")
     p.add_argument("--output", action="append", default=[], metavar="NAME=FILE.npy",
-                   help="output tensor to save")
+                   help="save a tensor of the program after the run as .npy; repeatable (default: none saved)")
     p.add_argument("--json", action="store_true", help="print the stats as one JSON object")
     p.add_argument("--trace", metavar="FILE.json", help="write a Chrome/Perfetto trace (ui.perfetto.dev)")
     p.add_argument("--log", action="store_true", help="print one line per instruction with its cycles")

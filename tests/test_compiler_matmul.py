@@ -310,7 +310,7 @@ def test_cli_compile_writes_outputs_and_refuses_foreign_files(tmp_path: Path,
 def test_tune_is_deterministic_and_writes_a_replayable_trace(tmp_path: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "tuned.json"
-    argv = ["tune", "matmul", "--m", "96", "--n", "80", "--k", "64", "--trials", "20", "--verify", "2",
+    argv = ["tune", "matmul", "--m", "96", "--n", "80", "--k", "64", "--trials", "20", "--simulate-best", "2",
             "--seed", "5", "--json"]
     code, out1, _ = _cli([*argv, "-o", str(path)], capsys)
     assert code == 0

@@ -63,6 +63,16 @@ def test_sim_log_and_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert "dispatch" in out and "store" in out and "cycles" in out
 
 
+def test_sim_names_the_inputs_it_zero_filled(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prog = _write_program(tmp_path, COPY)
+    assert main(["sim", str(prog), "--no-race-check"]) == 0
+    err = capsys.readouterr().err
+    assert "no --input for X (16x16 int8): zero-filled" in err and "np.save" in err
+    np.save(tmp_path / "x.npy", _x())
+    assert main(["sim", str(prog), "--no-race-check", "--input", f"X={tmp_path / 'x.npy'}"]) == 0
+    assert "zero-filled" not in capsys.readouterr().err
+
+
 def test_sim_refuses_to_overwrite_foreign_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     prog = _write_program(tmp_path, COPY)
     victim = tmp_path / "notes.npy"

@@ -14,6 +14,20 @@ WORKLOAD_FLAGS = {
     "conv2d": ("n", "c", "h", "w", "k", "r", "s", "stride", "pad"),
     "mlp": ("batch",),
 }
+# What each size means; --n and --k differ between matmul and conv2d, so their help names both.
+FLAG_HELP = {
+    "m": "matmul: rows of A and C (elements)",
+    "n": "matmul: columns of C (elements); conv2d: batch size N (images)",
+    "k": "matmul: reduction size (elements); conv2d: output channels K",
+    "c": "conv2d: input channels C",
+    "h": "conv2d: input height H, pixels",
+    "w": "conv2d: input width W, pixels",
+    "r": "conv2d: filter height R, pixels",
+    "s": "conv2d: filter width S, pixels",
+    "stride": "conv2d: stride on both axes, pixels (default 1)",
+    "pad": "conv2d: zero padding on every side, pixels (default 0)",
+    "batch": "mlp: images per batch",
+}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,7 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="write a Markdown + PNG performance report (the benchmark suite, or one workload)",
         description=(
             "Compile, simulate and verify workloads, then write index.md, figures/*.png and report.json. "
-            "With no workload: the benchmark suite of DESIGN.md (--quick: small shapes of every kind). "
+            "With no workload: the benchmark suite (the course's seed, DeepBench and BERT-base GEMMs, ResNet-50 "
+            "convolutions, the MLP; --quick: small shapes of every kind). "
             "With a workload (matmul, conv2d, mlp) and its sizes: a report for that one."
         ),
     )
@@ -30,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--suite", action="store_true", help="the benchmark suite (the default without a workload)")
     p.add_argument("--quick", action="store_true", help="small shapes of every kind instead of the full suite")
     p.add_argument("-o", "--out", type=Path, default=None, help="report directory (default: out/report)")
-    p.add_argument("--config", default="default", help="architecture config name or YAML path")
+    p.add_argument("--config", default="default", help="architecture config name or YAML path (default: default)")
     p.add_argument("--schedule", default="auto", help="matmul schedule: naive or auto (default auto)")
     p.add_argument(
         "--cosim", type=Path, default=None, help="JSON of `tinynpu cosim --json` (one or a list) to tabulate"
@@ -52,7 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true", help="write into a non-empty directory that holds no report")
     p.add_argument("--json", action="store_true", help="print one JSON object (files, stats, figure data)")
     for flag in sorted({f for flags in WORKLOAD_FLAGS.values() for f in flags}):
-        p.add_argument(f"--{flag}", type=int, default=None, help=f"workload size {flag}")
+        p.add_argument(f"--{flag}", type=int, default=None, help=FLAG_HELP[flag])
     p.set_defaults(handler=_report)
 
     d = sub.add_parser(
@@ -65,7 +80,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     d.add_argument("-o", "--out", type=Path, default=Path("out/demo"), help="report directory (default: out/demo)")
     d.add_argument("--size", type=int, default=1024, help="M = N = K (default 1024, the course's seed)")
-    d.add_argument("--config", default="default", help="architecture config name or YAML path")
+    d.add_argument("--config", default="default", help="architecture config name or YAML path (default: default)")
     d.add_argument("--force", action="store_true", help="write into a non-empty directory that holds no report")
     d.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     d.set_defaults(handler=_demo)
