@@ -1,17 +1,19 @@
-"""``tinynpu isa check | doc | verilog``: validate the spec and regenerate what derives from it."""
+"""``tinynpu isa check | doc | cheader | verilog``: validate the spec and regenerate what derives from it."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 from pathlib import Path
 from typing import Any
 
 from tinynpu.assembler.image import write_output
-from tinynpu.errors import UsageError
+from tinynpu.isa import implemented
 from tinynpu.isa.config import CONFIG_DIR, ArchConfig, build_hash, load_config
+from tinynpu.isa.gen_c import CORE_HEADER_PATH, generate_core_header
+from tinynpu.isa.gen_c import MARKER as C_MARKER
 from tinynpu.isa.gen_markdown import ISA_MD_PATH, MARKER, generate_markdown
+from tinynpu.isa.gen_verilog import RTL_HEADER_PATH, generate_verilog
 from tinynpu.isa.spec import DEFAULT_ISA_PATH, Isa, load_isa
 
 DOC_CONFIGS = ("default", "fp32")
@@ -54,12 +56,19 @@ def _check(args: argparse.Namespace) -> int:
     isa = load_isa(Path(args.isa))
     cfgs = _configs(isa, args.config)
     info = _summary(isa, cfgs)
+    gaps = implemented.missing(isa)
+    info["missing"] = {m: g for m, g in gaps.items() if g}
     if args.json:
         print(json.dumps(info))
-        return 0
+        return 1 if info["missing"] else 0
+    if info["missing"]:
+        lines = "; ".join(f"{m} has no {', no '.join(g)}" for m, g in info["missing"].items())
+        print(f"tinynpu: {isa.source}: every instruction needs Python semantics, C semantics and an RTL unit "
+              f"(see CONTRIBUTING.md): {lines}.")
+        return 1
     print(f"ISA {isa.name} v{isa.version} ({isa.source}): OK")
     print(f"  {len(isa.instructions)} instructions, {isa.word_bits}-bit words, every bit covered, "
-          "no overlapping encodings")
+          "no overlapping encodings; each has Python semantics, C semantics and an RTL unit")
     print(f"  units: {', '.join(u.name for u in isa.units)}; scopes: {', '.join(s.name for s in isa.scopes)}")
     for instr in isa.instructions:
         print(f"    {instr.mnemonic:8} unit {instr.unit:8} timing {instr.timing:9} match {instr.match:#04x} "
@@ -101,19 +110,20 @@ def _doc(args: argparse.Namespace) -> int:
                            what="the ISA", regenerate="tinynpu isa doc")
 
 
+def _cheader(args: argparse.Namespace) -> int:
+    text = generate_core_header(load_isa(Path(args.isa)))
+    if args.output == "-":
+        print(text, end="")
+        return 0
+    return _write_or_check(Path(args.output), text, check=args.check, force=args.force, marker=C_MARKER,
+                           what="the ISA", regenerate="tinynpu isa cheader")
+
+
 def _verilog(args: argparse.Namespace) -> int:
-    try:
-        module = importlib.import_module("tinynpu.isa.gen_verilog")
-        generate = module.generate_verilog
-    except (ImportError, AttributeError):
-        raise UsageError("the Verilog generator (isa/gen_verilog.py, generate_verilog(isa, cfg)) is not "
-                         "available in this build yet; nothing was written.", exit_code=3) from None
     isa = load_isa(Path(args.isa))
     cfg = load_config(args.config, isa)
-    text = generate(isa, cfg)
-    output = args.output or getattr(module, "RTL_HEADER_PATH", None)
-    if output is None:
-        raise UsageError("tinynpu isa verilog: give the output file with -o (or - for stdout).")
+    text = generate_verilog(isa, cfg)
+    output = args.output or RTL_HEADER_PATH
     if str(output) == "-":
         print(text, end="")
         return 0
@@ -123,7 +133,7 @@ def _verilog(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``isa check``, ``isa doc`` and ``isa verilog``."""
+    """Add ``isa check``, ``isa doc``, ``isa cheader`` and ``isa verilog``."""
     isa = subparsers.add_parser("isa", help="check the ISA and configs; generate the docs and RTL header")
     sub = isa.add_subparsers(dest="isa_command", required=True, metavar="WHAT")
 
@@ -141,6 +151,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     doc.add_argument("--check", action="store_true", help=CHECK_HELP)
     doc.add_argument("--force", action="store_true", help=FORCE_HELP)
     doc.set_defaults(handler=_doc)
+
+    ch = sub.add_parser("cheader", help="generate the native simulator core's C header (instruction kinds, "
+                        "access table)")
+    ch.add_argument("--isa", default=str(DEFAULT_ISA_PATH), help="ISA YAML")
+    ch.add_argument("-o", "--output", default=str(CORE_HEADER_PATH), help="output file, - for stdout "
+                    "(default: simulator/generated/tinynpu_core.h)")
+    ch.add_argument("--check", action="store_true", help=CHECK_HELP)
+    ch.add_argument("--force", action="store_true", help=FORCE_HELP)
+    ch.set_defaults(handler=_cheader)
 
     ver = sub.add_parser("verilog", help="generate the Verilog ISA header for rtl/")
     ver.add_argument("--isa", default=str(DEFAULT_ISA_PATH), help=ISA_HELP)

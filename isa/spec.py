@@ -9,6 +9,7 @@ manual) is derived from the :class:`Isa` returned here.
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
 import json
@@ -20,6 +21,7 @@ from typing import Any
 import jsonschema
 
 from tinynpu.errors import SpecError
+from tinynpu.isa import regions
 from tinynpu.isa.yamlsrc import KeyPath, YamlSource, format_key_path, load_yaml
 
 ISA_DIR = Path(__file__).resolve().parent
@@ -113,12 +115,54 @@ class TimingClass:
 
 
 @dataclass(frozen=True)
+class Access:
+    """A region an instruction reads or writes, as the race checker and the native core see it.
+
+    ``space`` is ``dram``, a scope name, or (``space_operand``) an operand whose
+    value is a scope id.  ``bounds`` are expressions over the operands
+    (:mod:`tinynpu.isa.regions`): ``(lo, hi)`` rows of a scratchpad, half-open,
+    or a DRAM footprint ``(addr, stride, rows, row_bytes)``.  ``unless`` is a
+    condition under which the access is not made (``src == dst``: the write
+    covers it).
+    """
+
+    write: bool
+    space: str
+    space_operand: bool
+    bounds: tuple[str, ...]
+    unless: str | None = None
+
+    @property
+    def dram(self) -> bool:
+        return self.space == DRAM_SPACE
+
+
+DRAM_SPACE = "dram"
+# What each stats class adds to the run's statistics (simulator/stats.py):
+STATS_CLASSES = {
+    "dma_in": "writes `rows` whole rows of the scratchpad its accesses name; DRAM reads counted per tensor",
+    "dma_out": "reads rows * cols accumulator elements; DRAM writes counted per tensor",
+    "tmm": "m * n * k tile steps: MACs, A and B tile reads, acc tile writes (and reads when accumulating)",
+    "alu": "reads and writes its destination rows, and reads the rows of its other accumulator accesses",
+    "control": "nothing (executed by the dispatcher)",
+}
+STATS_OPERANDS = {"dma_out": ("rows", "cols"), "tmm": ("m", "n", "k", "accumulate"), "alu": ("rows",)}
+
+
+@dataclass(frozen=True)
 class Instruction:
-    """One instruction: its fields, fixed bits, unit, timing and documentation."""
+    """One instruction: its fields, fixed bits, unit, timing, accesses, stats class and documentation.
+
+    ``operands`` is the order in which the simulator's semantics, the race
+    checker and the native core take the operand values: the order of the
+    fields in isa.yaml, without the ``units`` masks (wait, signal).
+    """
 
     mnemonic: str
     unit: str
     timing: str
+    stats: str
+    accesses: tuple[Access, ...]
     summary: str
     description: str
     semantics: str
@@ -132,6 +176,15 @@ class Instruction:
     @functools.cached_property
     def field_map(self) -> dict[str, Field]:
         return {f.name: f for f in self.fields}
+
+    @functools.cached_property
+    def operands(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.fields if f.kind != "units")
+
+    @functools.cached_property
+    def scope_operands(self) -> tuple[str, ...]:
+        """The operands whose value is a scope id (``load``'s ``scope``)."""
+        return tuple(f.name for f in self.fields if f.kind == "scope")
 
     def fixed_value(self, name: str) -> int:
         """Value of a fixed range such as ``opcode`` or ``funct``."""
@@ -184,6 +237,19 @@ class Isa:
     @property
     def word_bytes(self) -> int:
         return self.word_bits // 8
+
+    def region_expr(self, instr: Instruction, text: str) -> ast.expr:
+        """One of ``instr``'s access expressions, parsed (:mod:`tinynpu.isa.regions`)."""
+        return regions.parse(text, instr.operands, instr.scope_operands, tuple(s.name for s in self.scopes))
+
+    @functools.cached_property
+    def scope_ids(self) -> dict[str, int]:
+        return {s.name: s.id for s in self.scopes}
+
+    @functools.cached_property
+    def max_operands(self) -> int:
+        """The most operands any instruction has (the width of the simulator's operand rows)."""
+        return max(len(i.operands) for i in self.instructions)
 
     def encode(self, mnemonic: str, values: Mapping[str, int]) -> int:
         """Encode one instruction; missing fields take their defaults.
@@ -291,7 +357,14 @@ def load_isa(path: Path = DEFAULT_ISA_PATH) -> Isa:
             raise _fail(src, (*at, "timing"), f"timing class {raw['timing']!r} is not defined in timing_classes.")
         fields = tuple(Field(**f) for f in raw["fields"])
         fixed = tuple(FixedBits(**f) for f in raw["fixed"])
-        instructions.append(_check_instruction(src, at, word_bits, mnemonic, fields, fixed, scope_names, raw))
+        accesses = _accesses(src, at, raw, fields, scopes)
+        missing = [o for o in STATS_OPERANDS.get(raw["stats"], ()) if o not in {f.name for f in fields}]
+        if missing:
+            raise _fail(src, (*at, "stats"), f"stats class {raw['stats']!r} needs operand(s) {', '.join(missing)}.")
+        if raw["stats"] == "dma_in" and not any(a.write and not a.dram for a in accesses):
+            raise _fail(src, (*at, "stats"), "stats class 'dma_in' needs a scratchpad write in `accesses`.")
+        instructions.append(
+            _check_instruction(src, at, word_bits, mnemonic, fields, fixed, accesses, scope_names, raw))
     _check_overlaps(src, instructions)
     digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
     return Isa(
@@ -316,6 +389,7 @@ def _check_instruction(
     mnemonic: str,
     fields: tuple[Field, ...],
     fixed: tuple[FixedBits, ...],
+    accesses: tuple[Access, ...],
     scope_names: set[str],
     raw: dict[str, Any],
 ) -> Instruction:
@@ -369,6 +443,8 @@ def _check_instruction(
         mnemonic=mnemonic,
         unit=raw["unit"],
         timing=raw["timing"],
+        stats=raw["stats"],
+        accesses=accesses,
         summary=raw["summary"],
         description=raw["description"],
         semantics=raw["semantics"],
@@ -379,6 +455,38 @@ def _check_instruction(
         match=match,
         index=int(at[1]),
     )
+
+
+def _accesses(src: YamlSource, at: KeyPath, raw: dict[str, Any], fields: tuple[Field, ...],
+              scopes: tuple[Scope, ...]) -> tuple[Access, ...]:
+    """The instruction's ``accesses``, every expression parsed and checked."""
+    operands = tuple(f.name for f in fields if f.kind != "units")
+    scope_operands = tuple(f.name for f in fields if f.kind == "scope")
+    scope_names = tuple(s.name for s in scopes)
+    out: list[Access] = []
+    for i, item in enumerate(raw.get("accesses", [])):
+        ap: KeyPath = (*at, "accesses", i)
+        write = "write" in item
+        space = item["write" if write else "read"]
+        space_operand = space in scope_operands
+        if not space_operand and space not in (*scope_names, DRAM_SPACE):
+            raise _fail(src, ap, f"an access is to {DRAM_SPACE}, a scope ({', '.join(scope_names)}) or a scope "
+                                 f"operand ({', '.join(scope_operands) or 'none here'}), not {space!r}.")
+        key, count = ("footprint", 4) if space == DRAM_SPACE else ("rows", 2)
+        if key not in item or len(item[key]) != count:
+            what = "[addr, stride, rows, row_bytes]" if count == 4 else "[first row, end row]"
+            raise _fail(src, ap, f"an access to {space!r} gives `{key}: {what}` ({count} expressions).")
+        exprs: list[tuple[str, int | None, Any]] = [(key, j, e) for j, e in enumerate(item[key])]
+        if item.get("unless") is not None:
+            exprs.append(("unless", None, item["unless"]))
+        for name, j, text in exprs:
+            try:
+                regions.parse(text, operands, scope_operands, scope_names)
+            except regions.ExprError as exc:
+                raise _fail(src, (*ap, name) if j is None else (*ap, name, j), f"{exc}.") from None
+        out.append(Access(write=write, space=space, space_operand=space_operand,
+                          bounds=tuple(str(e) for e in item[key]), unless=item.get("unless")))
+    return tuple(out)
 
 
 def _check_overlaps(src: YamlSource, instructions: list[Instruction]) -> None:
@@ -407,6 +515,10 @@ def _bit_ranges(bits: list[int]) -> str:
 
 __all__ = [
     "DEFAULT_ISA_PATH",
+    "DRAM_SPACE",
+    "STATS_CLASSES",
+    "STATS_OPERANDS",
+    "Access",
     "FixedBits",
     "Field",
     "Instruction",

@@ -24,9 +24,6 @@
 #define MAX_RES 9         /* scratchpad scopes plus DRAM */
 #define PRUNE_AT 16       /* hazards._PRUNE_AT */
 
-/* What each opcode does (native.py maps mnemonics to these). */
-enum Kind { K_HALT, K_SYNC, K_LOAD, K_ZERO, K_STORE, K_TMM, K_VADD, K_VADDROW, K_VMAX, K_VMIN, K_VMUL, K_VSHR };
-
 /* Fault kinds; native.py turns each into the Python core's message. */
 enum Fault {
   F_NONE, F_OVERFLOW, F_LIMIT_START, F_LIMIT_HALT, F_LIMIT_DISPATCH, F_NEVER_HALTS, F_DEADLOCK,
@@ -41,8 +38,8 @@ typedef struct {
   const int8_t *unit, *wait, *signal;
   const int32_t *occ, *lat, *beats;
   const uint64_t *lo, *hi;
-  /* per opcode: kind, the timing rule "waits for its unit's previous instruction", operand fields */
-  int32_t kind[MAX_OPS];
+  /* per opcode (= its kind, enum Kind): the timing rule "waits for its unit's previous instruction",
+   * operand fields */
   int32_t waits_prev[MAX_OPS];
   int32_t field_lsb[MAX_OPS][MAX_OPERANDS], field_width[MAX_OPS][MAX_OPERANDS];
   int32_t field_signed[MAX_OPS][MAX_OPERANDS];
@@ -103,6 +100,13 @@ typedef struct {
   Log logs[MAX_RES][MAX_UNITS];
   float *a_f, *bt_f; /* float copies of the a scratchpad and of b with each tile transposed (see do_tmm) */
 } Sim;
+
+/* RaceChecker.access, defined with the race sanitizer below; the generated header's accesses() calls it. */
+static int access(Sim *S, int u, int64_t i, int res, int64_t lo, int64_t hi, int write, const int64_t *fp);
+
+/* enum Kind and accesses(), generated from isa.yaml by isa/gen_c.py. */
+#include "generated/tinynpu_core.h"
+_Static_assert(N_KINDS <= MAX_OPS, "more instructions than MAX_OPS");
 
 static int fault(Run *R, int kind, int64_t a0, int64_t a1, int64_t a2, int64_t a3, int64_t a4, int64_t a5) {
   R->fault = kind;
@@ -293,7 +297,7 @@ static void tmm_any(Sim *S, const int64_t *x) {
     }
 }
 
-static void do_alu(const Run *R, int kind, const int64_t *x) {
+static void do_alu(const Run *R, enum Kind kind, const int64_t *x) {
   const int64_t T = R->tile;
   int32_t *acc = (int32_t *)R->sp[R->scope_acc];
   int32_t *dst = acc + x[0] * T;
@@ -327,11 +331,14 @@ static void do_alu(const Run *R, int kind, const int64_t *x) {
     case K_VSHR:
       for (int64_t e = 0; e < count; e++) dst[e] = round_shift(dst[e], x[1]);
       break;
+    default: break; /* not an ALU kind: execute() does not send it here */
   }
 }
 
+/* Every kind has a case (the build uses -Werror=switch): a new instruction without C semantics does
+ * not compile, and `tinynpu isa check` names it. */
 static void execute(Sim *S, int kind, const int64_t *x) {
-  switch (kind) {
+  switch ((enum Kind)kind) {
     case K_LOAD: do_load(S, x); break;
     case K_ZERO: do_zero(S, x); break;
     case K_STORE: do_store(S->R, x); break;
@@ -339,8 +346,10 @@ static void execute(Sim *S, int kind, const int64_t *x) {
       if (S->R->tile == 16) tmm16(S, x);
       else tmm_any(S, x);
       break;
-    case K_HALT: case K_SYNC: break;
-    default: do_alu(S->R, kind, x);
+    case K_VADD: case K_VADDROW: case K_VMAX: case K_VMIN: case K_VMUL: case K_VSHR:
+      do_alu(S->R, (enum Kind)kind, x);
+      break;
+    case K_HALT: case K_SYNC: case N_KINDS: break;
   }
 }
 
@@ -396,41 +405,6 @@ static int access(Sim *S, int u, int64_t i, int res, int64_t lo, int64_t hi, int
   return 1;
 }
 
-/* machine._make_accesses: the rows and bytes one instruction reads and writes. */
-static int accesses(Sim *S, int u, int64_t i, int kind, const int64_t *x) {
-  Run *R = S->R;
-  const int64_t T = R->tile, dram = R->n_scopes, acc = R->scope_acc;
-  int64_t fp[4];
-  switch (kind) {
-    case K_LOAD: {
-      int64_t last = x[2] + (x[4] - 1) * x[3];
-      fp[0] = x[2], fp[1] = x[3], fp[2] = x[4], fp[3] = x[5] * R->elem_bytes[x[0]];
-      return access(S, u, i, dram, x[2] < last ? x[2] : last, (x[2] > last ? x[2] : last) + fp[3], 0, fp) &&
-             access(S, u, i, (int)x[0], x[1], x[1] + x[4], 1, NULL);
-    }
-    case K_ZERO: return access(S, u, i, (int)x[0], x[1], x[1] + x[2], 1, NULL);
-    case K_STORE: {
-      int64_t last = x[1] + (x[3] - 1) * x[2];
-      fp[0] = x[1], fp[1] = x[2], fp[2] = x[3], fp[3] = x[4] * (x[5] ? 1 : R->elem_bytes[acc]);
-      return access(S, u, i, acc, x[0], x[0] + x[3], 0, NULL) &&
-             access(S, u, i, dram, x[1] < last ? x[1] : last, (x[1] > last ? x[1] : last) + fp[3], 1, fp);
-    }
-    case K_TMM:
-      return access(S, u, i, R->scope_a, x[1] * T, (x[1] + x[3] * x[5]) * T, 0, NULL) &&
-             access(S, u, i, R->scope_b, x[2] * T, (x[2] + x[4] * x[5]) * T, 0, NULL) &&
-             access(S, u, i, acc, x[0] * T, (x[0] + x[3] * x[4]) * T, 1, NULL);
-    case K_VADD:
-      return (x[1] == x[0] || access(S, u, i, acc, x[1], x[1] + x[2], 0, NULL)) &&
-             access(S, u, i, acc, x[0], x[0] + x[2], 1, NULL);
-    case K_VADDROW:
-      return (x[1] == x[0] || access(S, u, i, acc, x[1], x[1] + 1, 0, NULL)) &&
-             access(S, u, i, acc, x[0], x[0] + x[2], 1, NULL);
-    case K_VMAX: case K_VMIN: case K_VMUL: case K_VSHR:
-      return access(S, u, i, acc, x[0], x[0] + x[2], 1, NULL);
-  }
-  return 1;
-}
-
 /* ---- the scheduler (timing.schedule) ------------------------------------------------------------------- */
 
 static inline void set_time(Run *R, void *col, int64_t i, int64_t t) {
@@ -469,7 +443,7 @@ static int start_instr(Sim *S, int u, int64_t s) {
   S->pend_head[u] = (S->pend_head[u] + 1) % R->depth;
   S->pend_len[u]--;
   S->head_ready[u] = -1;
-  int op = R->op[i], kind = R->kind[op];
+  int op = R->op[i], kind = op;
   int64_t occ = R->occ[i], lat = R->lat[i], beats = R->beats[i], d = dispatched_at(R, i);
   if (R->races) {
     S->clock[u][u]++; /* RaceChecker.begin */
@@ -568,7 +542,7 @@ static int schedule(Sim *S) {
         d_prev = d;
         pc++;
         progress = 1;
-        if (R->kind[R->op[pc - 1]] == K_HALT) {
+        if (R->op[pc - 1] == K_HALT) {
           halted = 1;
           R->cycles = d + 1;
           if (R->cycles > R->limit) return fault(R, F_LIMIT_HALT, pc - 1, d, 0, 0, 0, 0);

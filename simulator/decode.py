@@ -19,25 +19,8 @@ import numpy as np
 from tinynpu.errors import SpecError
 from tinynpu.isa import ArchConfig, Isa
 from tinynpu.simulator.faults import SimFault, where
+from tinynpu.simulator.semantics import SEMANTICS
 
-# Operand order each semantic handler takes (by ISA field name; the bit
-# positions come from the ISA).  This is the simulator's calling convention,
-# not a second copy of the encoding.
-OPERANDS: dict[str, tuple[str, ...]] = {
-    "halt": (),
-    "sync": (),
-    "load": ("scope", "sp_row", "dram", "stride", "rows", "cols"),
-    "zero": ("scope", "sp_row", "rows"),
-    "store": ("sp_row", "dram", "stride", "rows", "cols", "narrow", "relu", "shift"),
-    "tmm": ("acc", "a", "b", "m", "n", "k", "accumulate"),
-    "vadd": ("dst", "src", "rows"),
-    "vaddrow": ("dst", "src", "rows"),
-    "vmax": ("dst", "imm", "rows"),
-    "vmin": ("dst", "imm", "rows"),
-    "vmul": ("dst", "imm", "rows"),
-    "vshr": ("dst", "shift", "rows"),
-}
-N_OPERANDS = max(len(v) for v in OPERANDS.values())
 _MASK64 = (1 << 64) - 1
 
 
@@ -57,6 +40,7 @@ class Decoded:
         beats: DRAM-port beats (0 for instructions that do not use the port).
         dram_read, dram_write: DRAM bytes moved.
         plan: per opcode, the ``(operand column, lsb, msb, signed)`` of each operand field.
+        width: operand columns (the most operands any instruction has).
     """
 
     n: int
@@ -73,15 +57,16 @@ class Decoded:
     dram_read: np.ndarray
     dram_write: np.ndarray
     plan: tuple[tuple[int, tuple[tuple[int, int, int, bool], ...]], ...]
+    width: int
 
     def values(self, sl: slice) -> np.ndarray:
-        """Operands of instructions ``sl`` as ``(len, N_OPERANDS)`` int64 in :data:`OPERANDS` order.
+        """Operands of instructions ``sl`` as ``(len, width)`` int64, in each instruction's operand order.
 
         Signed fields are sign-extended; instructions that do not decode get zeros.
         """
         op = self.op[sl]
         lo, hi = self.lo[sl], self.hi[sl]
-        x = np.zeros((len(op), N_OPERANDS), dtype=np.int64)
+        x = np.zeros((len(op), self.width), dtype=np.int64)
         for index, fields in self.plan:
             sel = np.flatnonzero(op == index)
             if not len(sel):
@@ -127,10 +112,11 @@ def decode_program(isa: Isa, cfg: ArchConfig, words: Sequence[int]) -> Decoded:
         SimFault: an undecodable word, or an instruction whose operands are out
             of range, misaligned or not allowed in this config.
     """
-    for instr in isa.instructions:
-        if instr.mnemonic not in OPERANDS:
-            raise SpecError(f"{isa.source}: the simulator has no semantics for instruction "
-                            f"{instr.mnemonic!r}.")
+    units = {u.name: u for u in isa.units}
+    missing = [i.mnemonic for i in isa.instructions if units[i.unit].queue and i.mnemonic not in SEMANTICS]
+    if missing:
+        raise SpecError(f"{isa.source}: the simulator has no semantics for instruction(s) {', '.join(missing)} "
+                        "(a @semantics method of simulator/semantics.py's State).")
     n = len(words)
     # Narrow columns keep a 786K-instruction program small (occupancy <= latency, checked below to
     # fit int32); sums are taken in int64 by numpy.
@@ -152,10 +138,10 @@ def decode_program(isa: Isa, cfg: ArchConfig, words: Sequence[int]) -> Decoded:
             out[key][base:base + len(chunk)] = arr
         if checked and halt_at >= 0:
             n_exec = base + halt_at + 1
-    plan = tuple((ins.index, tuple((OPERANDS[ins.mnemonic].index(f.name), f.lsb, f.msb, f.signed)
-                                   for f in ins.fields if f.name not in ("wait", "signal")))
+    plan = tuple((ins.index, tuple((ins.operands.index(f.name), f.lsb, f.msb, f.signed)
+                                   for f in ins.fields if f.name in ins.operands))
                  for ins in isa.instructions)
-    return Decoded(n=n, n_exec=n_exec, plan=plan, **out)
+    return Decoded(n=n, n_exec=n_exec, plan=plan, width=isa.max_operands, **out)
 
 
 def _decode_chunk(isa: Isa, cfg: ArchConfig, words: Sequence[int], base: int,
@@ -177,7 +163,7 @@ def _decode_chunk(isa: Isa, cfg: ArchConfig, words: Sequence[int], base: int,
     halts = np.flatnonzero(op == isa.by_mnemonic["halt"].index)
     halt_at = int(halts[0]) if len(halts) else -1
     n_check = (halt_at + 1 if halt_at >= 0 else n) if checked else 0
-    operands = np.zeros((n, N_OPERANDS), dtype=np.int64)
+    operands = np.zeros((n, isa.max_operands), dtype=np.int64)
     wait = np.zeros(n, dtype=np.int64)
     signal = np.zeros(n, dtype=np.int64)
     for instr in isa.instructions:
@@ -192,7 +178,7 @@ def _decode_chunk(isa: Isa, cfg: ArchConfig, words: Sequence[int], base: int,
             elif field.name == "signal":
                 signal[sel] = vals
             else:
-                operands[sel, OPERANDS[instr.mnemonic].index(field.name)] = vals
+                operands[sel, instr.operands.index(field.name)] = vals
     bad = np.flatnonzero(~ok[:n_check])
     if len(bad):
         i = int(bad[0])
@@ -255,7 +241,7 @@ class _Columns:
                 raise SpecError(f"{isa.source}: the simulator does not implement timing class {cls!r}.")
 
     def args(self, mnemonic: str, sel: np.ndarray) -> dict[str, np.ndarray]:
-        return {name: self.x[sel, j] for j, name in enumerate(OPERANDS[mnemonic])}
+        return {name: self.x[sel, j] for j, name in enumerate(self.isa.by_mnemonic[mnemonic].operands)}
 
 
 def _static_checks(isa: Isa, cfg: ArchConfig, cols: _Columns, unit: np.ndarray, wait: np.ndarray,
@@ -283,10 +269,10 @@ def _static_checks(isa: Isa, cfg: ArchConfig, cols: _Columns, unit: np.ndarray, 
         if not len(idx):
             continue
         mn = instr.mnemonic
-        v = {name: x[idx, j] for j, name in enumerate(OPERANDS[mn])}
+        v = {name: x[idx, j] for j, name in enumerate(instr.operands)}
 
-        def val(i: int, name: str, _mn: str = mn) -> int:
-            return int(x[i, OPERANDS[_mn].index(name)])
+        def val(i: int, name: str, _ops: tuple[str, ...] = instr.operands) -> int:
+            return int(x[i, _ops.index(name)])
 
         if "wait" in instr.field_map:
             me = 1 << unit[idx]
@@ -368,4 +354,4 @@ def _dram_checks(check: Callable[..., None], cfg: ArchConfig, idx: np.ndarray, v
                     f"beyond the {cfg.dram_bytes} bytes of DRAM")
 
 
-__all__ = ["N_OPERANDS", "OPERANDS", "Decoded", "decode_program"]
+__all__ = ["Decoded", "decode_program"]

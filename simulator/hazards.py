@@ -23,9 +23,11 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
+from tinynpu.isa import ArchConfig, Instruction, Isa, regions
 from tinynpu.simulator.faults import SimFault
 
 DRAM = -1  # resource id of DRAM; scratchpads use their scope ids
@@ -152,11 +154,72 @@ def _overlap(a: Footprint, b: Footprint) -> int | None:
     return int(common[0]) if len(common) else None
 
 
-def bounds(fp: Footprint) -> tuple[int, int]:
-    """The byte range ``[lo, hi)`` that contains a footprint."""
-    addr, stride, rows, rb = fp
-    last = addr + (rows - 1) * stride
-    return min(addr, last), max(addr, last) + rb
+AccessFn = Callable[[Callable[..., None], int, int, list[int]], None]
 
 
-__all__ = ["DRAM", "Footprint", "RaceChecker", "bounds", "race_fault"]
+def access_functions(isa: Isa, cfg: ArchConfig) -> list[AccessFn]:
+    """Per opcode index, ``f(access, i, u, x)``: report instruction ``i``'s accesses (isa.yaml ``accesses``).
+
+    Each is compiled from the YAML expressions into one small Python function (this runs for every
+    executed instruction, so it must cost what a hand-written one would).  ``x`` holds the operands
+    in the instruction's order; ``access`` is :meth:`RaceChecker.access`.
+    """
+    eb = [0] * (max(isa.scope_ids.values()) + 1)
+    for s in isa.scopes:
+        eb[s.id] = cfg.elem_bytes(s.config_key)
+    env: dict[str, Any] = {"DRAM": DRAM, "eb": eb, "tile": cfg.tile}
+    table: list[AccessFn] = []
+    for ins in sorted(isa.instructions, key=lambda ins: ins.index):
+        table.append(_compile(isa, ins, env))
+    return table
+
+
+def _compile(isa: Isa, ins: Instruction, env: dict[str, Any]) -> AccessFn:
+    def name(n: str) -> str:
+        return "tile" if n == regions.TILE else f"v_{n}"
+
+    def expr(text: str) -> str:
+        return regions.to_python(isa.region_expr(ins, text), isa.scope_ids, name)
+
+    lines = [f"def {ins.mnemonic.replace('.', '_')}(access, i, u, x):"]
+    if not ins.accesses:
+        lines.append("    pass")
+    elif ins.operands:
+        lines.append(f"    {', '.join(name(o) for o in ins.operands)}, = x[:{len(ins.operands)}]")
+    for acc in ins.accesses:
+        pad = "    "
+        if acc.unless is not None:
+            lines.append(f"    if not {expr(acc.unless)}:")
+            pad += "    "
+        if acc.dram:
+            lines.append(f"{pad}fp = ({', '.join(expr(b) for b in acc.bounds)})")
+            lines.append(f"{pad}last = fp[0] + (fp[2] - 1) * fp[1]")
+            lines.append(f"{pad}access(u, i, DRAM, min(fp[0], last), max(fp[0], last) + fp[3], {acc.write}, fp)")
+        else:
+            res = name(acc.space) if acc.space_operand else str(isa.scope_ids[acc.space])
+            lo, hi = (expr(b) for b in acc.bounds)
+            lines.append(f"{pad}access(u, i, {res}, {lo}, {hi}, {acc.write})")
+    scope = dict(env)
+    exec(compile("\n".join(lines) + "\n", f"<accesses of {ins.mnemonic}>", "exec"), scope)  # noqa: S102
+    return scope[ins.mnemonic.replace(".", "_")]
+
+
+def resources(isa: Isa, ins: Instruction, x: np.ndarray | None) -> set[int]:
+    """The resources (scope ids, :data:`DRAM`) instructions of kind ``ins`` touch.
+
+    ``x`` holds their operand rows (needed only when an access names its scope by an operand).
+    """
+    out: set[int] = set()
+    for acc in ins.accesses:
+        if acc.dram:
+            out.add(DRAM)
+        elif acc.space_operand:
+            assert x is not None
+            out.update(np.unique(x[:, ins.operands.index(acc.space)]).tolist())
+        else:
+            out.add(isa.scope_ids[acc.space])
+    return out
+
+
+__all__ = ["DRAM", "AccessFn", "Footprint", "RaceChecker", "access_functions", "race_fault",
+           "resources"]

@@ -24,7 +24,7 @@ from tinynpu.errors import UsageError
 from tinynpu.isa import ArchConfig, Isa, load_isa
 from tinynpu.simulator.decode import Decoded, decode_program
 from tinynpu.simulator.faults import SimFault, where
-from tinynpu.simulator.hazards import DRAM, RaceChecker, bounds
+from tinynpu.simulator.hazards import DRAM, RaceChecker, access_functions, resources
 from tinynpu.simulator.native import NativeUnavailable, library, native_schedule, unsupported
 from tinynpu.simulator.semantics import State
 from tinynpu.simulator.stats import Stats, build_stats
@@ -141,7 +141,7 @@ class Machine:
             result = native_schedule(isa, cfg, dec, self.state, limit=limit, races=races)
         else:
             result = schedule(isa, cfg, dec, self.state, timing=timing, limit=limit, races=races,
-                              accesses=_make_accesses(isa, cfg))
+                              accesses=_accesses(isa, cfg))
         wall = time.perf_counter() - t0
         stats = build_stats(isa, cfg, program, dec, executed=result.executed, cycles=result.cycles,
                             stalls=result.stalls, timing=timing, races=check_races, wall=wall,
@@ -177,25 +177,22 @@ class Machine:
         isa = self.isa
         mnem = [i.mnemonic for i in isa.instructions]
         nq = len(isa.queued_units)
-        ids = {s.name: s.id for s in isa.scopes}
-        users: dict[int, set[int]] = {sid: set() for sid in ids.values()}
+        users: dict[int, set[int]] = {s.id: set() for s in isa.scopes}
         users[DRAM] = set()
-        per_op = {"load": [DRAM], "store": [DRAM, ids["acc"]], "tmm": [ids["a"], ids["b"], ids["acc"]]}
         # In chunks, so the temporaries stay small next to the program's columns (peak memory).
         for base in range(0, dec.n_exec, _USERS_CHUNK):
             ch = slice(base, min(base + _USERS_CHUNK, dec.n_exec))
             op, unit = dec.op[ch], dec.unit[ch]
-            x = None
+            x: np.ndarray | None = None
             for ins in isa.instructions:
                 sel = op == ins.index
                 if not sel.any():
                     continue
                 us = set(np.unique(unit[sel]).tolist())
-                if ins.mnemonic in ("load", "zero"):
-                    x = dec.values(ch) if x is None else x
-                    for sid in np.unique(x[sel, 0]).tolist():  # operand 0: the scope
-                        users[sid] |= us
-                for res in per_op.get(ins.mnemonic, [ids["acc"]] if ins.timing == "alu" else []):
+                if x is None and any(a.space_operand for a in ins.accesses):
+                    x = dec.values(ch)
+                rows = x[sel] if x is not None else None
+                for res in resources(isa, ins, rows):
                     users[res] |= us
 
         def describe(i: int) -> str:
@@ -208,67 +205,9 @@ class Machine:
         return RaceChecker(nq, users, remaining, names, describe)
 
 
-def _make_accesses(isa: Isa, cfg: ArchConfig) -> Callable[[RaceChecker, Sequence], None]:
-    """The race checker's view of each instruction: which rows and bytes it reads and writes.
-
-    One small function per opcode (looked up by index: this runs for every instruction).
-    """
-    t = cfg.tile
-    ids = {s.name: s.id for s in isa.scopes}
-    acc, a_id, b_id = ids["acc"], ids["a"], ids["b"]
-    eb = {s.id: cfg.elem_bytes(s.config_key) for s in isa.scopes}
-    acc_eb = eb[acc]
-
-    def load(access: Callable[..., None], i: int, u: int, x: list[int]) -> None:
-        scope, row, addr, stride, rows, cols = x[:6]
-        fp = (addr, stride, rows, cols * eb[scope])
-        last = addr + (rows - 1) * stride  # hazards.bounds, inlined
-        access(u, i, DRAM, min(addr, last), max(addr, last) + fp[3], False, fp)
-        access(u, i, scope, row, row + rows, True)
-
-    def zero(access: Callable[..., None], i: int, u: int, x: list[int]) -> None:
-        scope, row, rows = x[:3]
-        access(u, i, scope, row, row + rows, True)
-
-    def store(access: Callable[..., None], i: int, u: int, x: list[int]) -> None:
-        row, addr, stride, rows, cols, narrow = x[:6]
-        access(u, i, acc, row, row + rows, False)
-        fp = (addr, stride, rows, cols * (1 if narrow else acc_eb))
-        lo, hi = bounds(fp)
-        access(u, i, DRAM, lo, hi, True, fp)
-
-    def tmm(access: Callable[..., None], i: int, u: int, x: list[int]) -> None:
-        c0, a0, b0, m, n, k = x[:6]
-        access(u, i, a_id, a0 * t, (a0 + m * k) * t, False)
-        access(u, i, b_id, b0 * t, (b0 + n * k) * t, False)
-        access(u, i, acc, c0 * t, (c0 + m * n) * t, True)
-
-    def vadd(access: Callable[..., None], i: int, u: int, x: list[int]) -> None:
-        dst, src, rows = x[:3]
-        if src != dst:
-            access(u, i, acc, src, src + rows, False)
-        access(u, i, acc, dst, dst + rows, True)
-
-    def vaddrow(access: Callable[..., None], i: int, u: int, x: list[int]) -> None:
-        dst, src, rows = x[:3]
-        if src != dst:
-            access(u, i, acc, src, src + 1, False)
-        access(u, i, acc, dst, dst + rows, True)
-
-    def in_place(access: Callable[..., None], i: int, u: int, x: list[int]) -> None:
-        dst, _, rows = x[:3]
-        access(u, i, acc, dst, dst + rows, True)
-
-    def nothing(access: Callable[..., None], i: int, u: int, x: list[int]) -> None:
-        pass
-
-    known = {"load": load, "zero": zero, "store": store, "tmm": tmm, "vadd": vadd, "vaddrow": vaddrow,
-             "vmax": in_place, "vmin": in_place, "vmul": in_place, "vshr": in_place, "halt": nothing,
-             "sync": nothing}
-    for ins in isa.instructions:
-        if ins.mnemonic not in known:
-            raise SimFault(f"the race checker does not know instruction {ins.mnemonic!r}.")
-    table = [known[ins.mnemonic] for ins in sorted(isa.instructions, key=lambda ins: ins.index)]
+def _accesses(isa: Isa, cfg: ArchConfig) -> Callable[[RaceChecker, Sequence], None]:
+    """The race checker's view of a scheduler entry: its opcode's access function (isa.yaml ``accesses``)."""
+    table = access_functions(isa, cfg)
 
     def accesses(rc: RaceChecker, entry: Sequence) -> None:
         table[entry[1]](rc.access, entry[0], entry[2], entry[8])

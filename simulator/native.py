@@ -28,18 +28,20 @@ from pathlib import Path
 import numpy as np
 
 from tinynpu.isa import ArchConfig, Isa
-from tinynpu.simulator.decode import N_OPERANDS, Decoded
+from tinynpu.isa.gen_c import CORE_HEADER_PATH, generate_core_header
+from tinynpu.simulator.decode import Decoded
 from tinynpu.simulator.faults import SimFault
 from tinynpu.simulator.hazards import DRAM, RaceChecker, race_fault
 from tinynpu.simulator.semantics import State
 from tinynpu.simulator.timing import CONTROL_CAUSES, UNIT_CAUSES, Messages, RunResult, timeline_columns, unit_roles
 
 SOURCE = Path(__file__).with_name("core.c")
-FLAGS = ("-O3", "-march=native", "-std=gnu11", "-shared", "-fPIC")
 
-# core.c's limits and enums (its #defines and enum Kind / enum Fault)
+HEADER = CORE_HEADER_PATH  # enum Kind and the access table, generated from isa.yaml (isa/gen_c.py)
+FLAGS = ("-O3", "-march=native", "-std=gnu11", "-shared", "-fPIC", "-Werror=switch")
+
+# core.c's limits and enum Fault (its #defines; enum Kind is the generated header's: kind = opcode index)
 _MAX_UNITS, _MAX_OPS, _MAX_OPERANDS, _MAX_RES = 8, 64, 8, 9
-_KINDS = ("halt", "sync", "load", "zero", "store", "tmm", "vadd", "vaddrow", "vmax", "vmin", "vmul", "vshr")
 (_F_NONE, _F_OVERFLOW, _F_LIMIT_START, _F_LIMIT_HALT, _F_LIMIT_DISPATCH, _F_NEVER_HALTS, _F_DEADLOCK,
  _F_NO_PROGRESS, _F_RACE, _F_NO_MEMORY) = range(10)
 
@@ -52,7 +54,7 @@ class _Run(ctypes.Structure):
     _fields_ = [
         ("n", _i64), ("op", _ptr), ("unit", _ptr), ("wait", _ptr), ("signal", _ptr),
         ("occ", _ptr), ("lat", _ptr), ("beats", _ptr), ("lo", _ptr), ("hi", _ptr),
-        ("kind", _i32 * _MAX_OPS), ("waits_prev", _i32 * _MAX_OPS),
+        ("waits_prev", _i32 * _MAX_OPS),
         ("field_lsb", (_i32 * _MAX_OPERANDS) * _MAX_OPS), ("field_width", (_i32 * _MAX_OPERANDS) * _MAX_OPS),
         ("field_signed", (_i32 * _MAX_OPERANDS) * _MAX_OPS),
         ("nq", _i32), ("depth", _i32), ("max_tok", _i32), ("tile", _i32), ("limit", _i64),
@@ -110,7 +112,7 @@ def _load(enabled: str, cc: str | None, cache: str) -> ctypes.CDLL | NativeUnava
         version = subprocess.run([cc, "--version"], capture_output=True, text=True, check=False).stdout
     except OSError as exc:
         return NativeUnavailable(f"cannot run the C compiler {cc}: {exc}")
-    source = SOURCE.read_bytes()
+    source = SOURCE.read_bytes() + b"\0" + HEADER.read_bytes()
     key = hashlib.sha256(b"\0".join([source, " ".join(FLAGS).encode(), version.encode(), _cpu().encode()]))
     path = Path(cache) / f"core-{key.hexdigest()[:16]}.so"
     try:
@@ -152,12 +154,17 @@ def unsupported(isa: Isa, cfg: ArchConfig, *, timing: bool) -> str | None:
         return "the native core needs int8 a and b scratchpads and an int32 acc"
     if sorted(ids.values()) != list(range(len(ids))) or len(ids) + 1 > _MAX_RES:
         return "the native core needs scratchpad scope ids 0..n-1 (at most 8)"
-    if len(isa.queued_units) > _MAX_UNITS or len(isa.instructions) > _MAX_OPS or N_OPERANDS > _MAX_OPERANDS:
+    if len(isa.queued_units) > _MAX_UNITS or len(isa.instructions) > _MAX_OPS or isa.max_operands > _MAX_OPERANDS:
         return "the ISA has more units, opcodes or operands than core.c's limits"
-    unknown = sorted({ins.mnemonic for ins in isa.instructions} - set(_KINDS))
-    if unknown:
-        return f"core.c has no semantics for {', '.join(unknown)}"
+    if generate_core_header(isa) != _shipped_header():
+        return (f"{isa.source} declares other instructions or accesses than the ISA the native core is built "
+                f"for ({HEADER}; `tinynpu isa cheader` regenerates it for the built-in ISA)")
     return None
+
+
+@functools.cache
+def _shipped_header() -> str:
+    return HEADER.read_text(encoding="utf-8")
 
 
 def _address(arr: np.ndarray) -> int:
@@ -189,7 +196,6 @@ def native_schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, li
         assert column.dtype == dtype, (name, column.dtype)
         setattr(r, name, _address(column))
     for ins in isa.instructions:
-        r.kind[ins.index] = _KINDS.index(ins.mnemonic)
         r.waits_prev[ins.index] = ins.timing == "dma_zero"
     for index, fields in dec.plan:
         for col, lsb, msb, signed in fields:

@@ -21,6 +21,13 @@ from numpy.lib.stride_tricks import as_strided
 from tinynpu.isa import ArchConfig, Isa
 
 Handler = Callable[[list[int]], None]
+SEMANTICS: dict[str, Callable[[State, list[int]], None]] = {}  # mnemonic -> State method, by @semantics
+
+
+def semantics(method: Callable[[State, list[int]], None]) -> Callable[[State, list[int]], None]:
+    """Register ``method`` as the Python semantics of the instruction it is named after."""
+    SEMANTICS[method.__name__] = method
+    return method
 
 
 class State:
@@ -47,11 +54,8 @@ class State:
         if self.integer:
             lo = int(np.iinfo(self.a.dtype).min)
             self.max_product = lo * lo  # the largest |int8 x int8| product
-        self.handlers: dict[str, Handler] = {
-            "load": self.load, "zero": self.zero, "store": self.store, "tmm": self.tmm,
-            "vadd": self.vadd, "vaddrow": self.vaddrow, "vmax": self.vmax, "vmin": self.vmin,
-            "vmul": self.vmul, "vshr": self.vshr,
-        }
+        # The instructions of queued units; the dispatcher's own (halt, sync) have no handler.
+        self.handlers: dict[str, Handler] = {name: getattr(self, name) for name in SEMANTICS}
 
     def _dram_view(self, addr: int, stride: int, rows: int, row_bytes: int) -> np.ndarray:
         if stride >= row_bytes:
@@ -68,6 +72,7 @@ class State:
                 return self.dram[addr:addr + rows * stride].reshape(rows, stride)[:, :row_bytes]
         return as_strided(self.dram[addr:], shape=(rows, row_bytes), strides=(stride, 1))
 
+    @semantics
     def load(self, x: list[int]) -> None:
         scope, sp_row, addr, stride, rows, cols = x[:6]
         rb = cols * self._eb[scope]
@@ -75,10 +80,12 @@ class State:
         if cols < self.tile:
             self.sp[scope][sp_row:sp_row + rows, cols:] = 0
 
+    @semantics
     def zero(self, x: list[int]) -> None:
         scope, sp_row, rows = x[:3]
         self.sp[scope][sp_row:sp_row + rows] = 0
 
+    @semantics
     def store(self, x: list[int]) -> None:
         sp_row, addr, stride, rows, cols, narrow, relu, shift = x[:8]
         val = self.acc[sp_row:sp_row + rows, :cols]
@@ -104,6 +111,7 @@ class State:
         return sp[first * t:(first + outer * k) * t].reshape(outer, k, t, t).transpose(0, 2, 1, 3).reshape(
             outer * t, k * t)
 
+    @semantics
     def tmm(self, x: list[int]) -> None:
         acc_t, a_t, b_t, m, n, k, accumulate = x[:7]
         t = self.tile
@@ -135,29 +143,35 @@ class State:
             else:
                 c += prod
 
+    @semantics
     def vadd(self, x: list[int]) -> None:
         dst, src, rows = x[:3]
         self.acc[dst:dst + rows] += self.acc[src:src + rows]
 
+    @semantics
     def vaddrow(self, x: list[int]) -> None:
         dst, src, rows = x[:3]
         self.acc[dst:dst + rows] += self.acc[src]
 
+    @semantics
     def vmax(self, x: list[int]) -> None:
         dst, imm, rows = x[:3]
         rng = self.acc[dst:dst + rows]
         np.maximum(rng, rng.dtype.type(imm), out=rng)
 
+    @semantics
     def vmin(self, x: list[int]) -> None:
         dst, imm, rows = x[:3]
         rng = self.acc[dst:dst + rows]
         np.minimum(rng, rng.dtype.type(imm), out=rng)
 
+    @semantics
     def vmul(self, x: list[int]) -> None:
         dst, imm, rows = x[:3]
         rng = self.acc[dst:dst + rows]
         np.multiply(rng, rng.dtype.type(imm), out=rng)  # int32 x int32 keeps the low 32 bits
 
+    @semantics
     def vshr(self, x: list[int]) -> None:
         dst, shift, rows = x[:3]
         rng = self.acc[dst:dst + rows]
@@ -165,4 +179,4 @@ class State:
         rng[:] = ((wide + ((1 << shift) >> 1)) >> shift).astype(np.int32)
 
 
-__all__ = ["Handler", "State"]
+__all__ = ["SEMANTICS", "Handler", "State", "semantics"]

@@ -1,4 +1,4 @@
-"""Run statistics: the DESIGN.md stats contract.
+"""Run statistics: the stats contract (what each instruction adds is its isa.yaml ``stats`` class).
 
 Everything that depends only on which instructions ran (instruction mix,
 bytes moved, busy cycles, MACs) is computed from the decoded columns with
@@ -8,8 +8,8 @@ Scratchpad traffic counts what the semantics touch: a load or zero writes
 whole rows (zero fill included); a store reads ``cols`` elements per row; a
 ``tmm`` step reads one A tile and one B tile and writes one acc tile, and
 reads it too unless it is the first, overwriting step of a non-accumulating
-block; ALU ops read their source rows (``vaddrow`` one row) and write their
-destination rows.
+block; ALU ops read and write their destination rows and also read the rows
+of their other accumulator accesses (``vaddrow`` one row).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from tinynpu.assembler.image import Program
-from tinynpu.isa import ArchConfig, Isa
-from tinynpu.simulator.decode import OPERANDS, Decoded
+from tinynpu.isa import ArchConfig, Instruction, Isa, regions
+from tinynpu.simulator.decode import Decoded
 
 
 @dataclass(frozen=True)
@@ -105,27 +105,27 @@ def build_stats(isa: Isa, cfg: ArchConfig, program: Program, dec: Decoded, *, ex
     ends = np.array([t.addr + t.nbytes for t in ts], dtype=np.int64)
     sp_rd: dict[str, int] = {}
     macs = 0  # every tmm step is a tile x tile x tile MAC block
-    tmm_op = isa.by_mnemonic["tmm"].index
-    tmm_m = OPERANDS["tmm"].index("m")
-    assert OPERANDS["tmm"][tmm_m:tmm_m + 3] == ("m", "n", "k")
     sp_wr: dict[str, int] = {}
+    dram_users = [(ins, acc) for ins in isa.instructions for acc in ins.accesses if acc.dram]
     # In chunks: every figure is an exact integer sum, and small temporaries keep the peak memory
     # of a long program's run at its columns.
     for base in range(0, executed, _STATS_CHUNK):
         ch = slice(base, min(base + _STATS_CHUNK, executed))
         x = dec.values(ch)
         busy += np.bincount(dec.unit[ch], weights=dec.occ[ch], minlength=len(units)).astype(np.int64)
-        if ts:
-            for kind, col, mnem in (("read", dec.dram_read[ch], "load"), ("write", dec.dram_write[ch], "store")):
-                sel = np.flatnonzero(col > 0)
-                addr = x[sel, OPERANDS[mnem].index("dram")].astype(np.int64)
-                k = np.searchsorted(starts, addr, side="right") - 1
-                ok = (k >= 0) & (addr < ends[np.maximum(k, 0)])
-                per = np.bincount(k[ok], weights=col[sel][ok], minlength=len(ts))
-                for t, v in zip(ts, per.tolist(), strict=False):
-                    traffic[t.name][kind] += int(v)
-        tmm = np.flatnonzero(dec.op[ch] == tmm_op)
-        macs += int((x[tmm, tmm_m] * x[tmm, tmm_m + 1] * x[tmm, tmm_m + 2]).sum()) * cfg.tile**3
+        for ins, acc in dram_users if ts else []:
+            kind, col = ("write", dec.dram_write[ch]) if acc.write else ("read", dec.dram_read[ch])
+            sel = np.flatnonzero((dec.op[ch] == ins.index) & (col > 0))
+            addr = _evaluate(isa, cfg, ins, acc.bounds[0], x[sel])
+            k = np.searchsorted(starts, addr, side="right") - 1
+            ok = (k >= 0) & (addr < ends[np.maximum(k, 0)])
+            per = np.bincount(k[ok], weights=col[sel][ok], minlength=len(ts))
+            for t, v in zip(ts, per.tolist(), strict=False):
+                traffic[t.name][kind] += int(v)
+        for ins in isa.instructions:
+            if ins.stats == "tmm":
+                v = _operands(ins, x[dec.op[ch] == ins.index])
+                macs += int((v["m"] * v["n"] * v["k"]).sum()) * cfg.tile**3
         for name, rw in _scratchpad(isa, cfg, dec.op[ch], x).items():
             sp_rd[name] = sp_rd.get(name, 0) + rw["read_bytes"]
             sp_wr[name] = sp_wr.get(name, 0) + rw["write_bytes"]
@@ -159,40 +159,56 @@ def build_stats(isa: Isa, cfg: ArchConfig, program: Program, dec: Decoded, *, ex
     )
 
 
+def _operands(ins: Instruction, x: np.ndarray) -> dict[str, np.ndarray]:
+    return {name: x[:, j].astype(np.int64) for j, name in enumerate(ins.operands)}
+
+
+def _evaluate(isa: Isa, cfg: ArchConfig, ins: Instruction, text: str, x: np.ndarray) -> np.ndarray:
+    """One of ``ins``'s access expressions over the operand rows ``x`` (one value per row)."""
+    env: dict[str, Any] = {f"v_{name}": col for name, col in _operands(ins, x).items()}
+    eb = np.zeros(max(isa.scope_ids.values()) + 1, dtype=np.int64)
+    for sc in isa.scopes:
+        eb[sc.id] = cfg.elem_bytes(sc.config_key)
+    env.update(np=np, eb=eb, tile=cfg.tile)
+    code = regions.to_python(isa.region_expr(ins, text), isa.scope_ids,
+                             lambda n: "tile" if n == regions.TILE else f"v_{n}", vector=True)
+    return np.broadcast_to(eval(code, env), (len(x),)).astype(np.int64)  # noqa: S307 (checked by regions.parse)
+
+
 def _scratchpad(isa: Isa, cfg: ArchConfig, op: np.ndarray, x: np.ndarray) -> dict[str, dict[str, int]]:
+    """Scratchpad bytes read and written, by scope, per each instruction's stats class (isa.yaml ``stats``)."""
     t = cfg.tile
     eb = {s.id: cfg.elem_bytes(s.config_key) for s in isa.scopes}
     row_bytes = {sid: t * b for sid, b in eb.items()}
-    ids = {s.name: s.id for s in isa.scopes}
-    acc, a, b = ids["acc"], ids["a"], ids["b"]
+    acc, a, b = (isa.scope_ids[name] for name in ("acc", "a", "b"))
     rd = dict.fromkeys(eb, 0)
     wr = dict.fromkeys(eb, 0)
-
-    def col(mnem: str, sel: np.ndarray, name: str) -> np.ndarray:
-        return x[sel, OPERANDS[mnem].index(name)].astype(np.int64)
-
     for ins in isa.instructions:
         sel = op == ins.index
         if not sel.any():
             continue
-        mn = ins.mnemonic
-        if mn in ("load", "zero"):
-            per = col(mn, sel, "rows")
-            for sid in eb:
-                wr[sid] += int(per[col(mn, sel, "scope") == sid].sum()) * row_bytes[sid]
-        elif mn == "store":
-            rd[acc] += int((col(mn, sel, "rows") * col(mn, sel, "cols")).sum()) * eb[acc]
-        elif mn == "tmm":
-            steps = col(mn, sel, "m") * col(mn, sel, "n") * col(mn, sel, "k")
-            first = np.where(col(mn, sel, "accumulate") != 0, 0, col(mn, sel, "m") * col(mn, sel, "n"))
+        xs = x[sel]
+        v = _operands(ins, xs)
+        if ins.stats == "dma_in":  # whole rows written into the scratchpad its write access names
+            for w in (w for w in ins.accesses if w.write and not w.dram):
+                per = _evaluate(isa, cfg, ins, w.bounds[1], xs) - _evaluate(isa, cfg, ins, w.bounds[0], xs)
+                scope = v[w.space] if w.space_operand else np.full(len(xs), isa.scope_ids[w.space])
+                for sid in eb:
+                    wr[sid] += int(per[scope == sid].sum()) * row_bytes[sid]
+        elif ins.stats == "dma_out":
+            rd[acc] += int((v["rows"] * v["cols"]).sum()) * eb[acc]
+        elif ins.stats == "tmm":
+            steps = v["m"] * v["n"] * v["k"]
+            first = np.where(v["accumulate"] != 0, 0, v["m"] * v["n"])
             total = int(steps.sum())
             rd[a] += total * t * row_bytes[a]
             rd[b] += total * t * row_bytes[b]
             wr[acc] += total * t * row_bytes[acc]
             rd[acc] += int((steps - first).sum()) * t * row_bytes[acc]
-        elif ins.timing == "alu":
-            rows = int(col(mn, sel, "rows").sum())
-            extra = rows if mn == "vadd" else int(sel.sum()) if mn == "vaddrow" else 0
+        elif ins.stats == "alu":  # its destination rows, plus the rows of its other reads
+            rows = int(v["rows"].sum())
+            extra = sum(int((_evaluate(isa, cfg, ins, r.bounds[1], xs) - _evaluate(isa, cfg, ins, r.bounds[0], xs))
+                            .sum()) for r in ins.accesses if not r.write)
             rd[acc] += (rows + extra) * row_bytes[acc]
             wr[acc] += rows * row_bytes[acc]
     names = {s.id: s.name for s in isa.scopes}

@@ -16,12 +16,12 @@ from typing import TextIO
 
 from tinynpu.assembler.image import write_output
 from tinynpu.isa import Isa
-from tinynpu.simulator.decode import OPERANDS, Decoded
+from tinynpu.simulator.decode import Decoded
 from tinynpu.simulator.stats import Stats
 
 
 def _fields(isa: Isa, dec: Decoded, i: int, mnem: str) -> dict[str, int]:
-    vals = dict(zip(OPERANDS[mnem], dec.values(slice(i, i + 1))[0].tolist(), strict=False))
+    vals = dict(zip(isa.by_mnemonic[mnem].operands, dec.values(slice(i, i + 1))[0].tolist(), strict=False))
     if "wait" in isa.by_mnemonic[mnem].field_map:
         vals["wait"], vals["signal"] = int(dec.wait[i]), int(dec.signal[i])
     return vals

@@ -155,18 +155,6 @@ def test_usage_error_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
     assert "Traceback" not in capsys.readouterr().err
 
 
-def test_isa_verilog_without_generator(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                       capsys: pytest.CaptureFixture[str]) -> None:
-    """With the RTL generator absent, `isa verilog` says so and writes nothing."""
-    import sys
-
-    monkeypatch.setitem(sys.modules, "tinynpu.isa.gen_verilog", None)  # makes the import fail
-    target = tmp_path / "isa.vh"
-    code, _, err = _run(capsys, "isa", "verilog", "-o", str(target))
-    assert code == 3 and "not available" in err and "nothing was written" in err
-    assert not target.exists()
-
-
 def test_isa_check_bad_config_file(capsys: pytest.CaptureFixture[str]) -> None:
     bad = Path(__file__).parent / "bad" / "config_negative_dram.yaml"
     code, _, err = _run(capsys, "isa", "check", "--config", str(bad))

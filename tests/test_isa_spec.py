@@ -71,6 +71,22 @@ ISA_CASES = [
      "{name: reserved, lsb: 67, msb: 127, value: 0}", "{name: reserved, lsb: 67",
      ["tmm: bit 67 of 'reserved' is already used by 'accumulate'"]),
     ("unknown-unit", "    unit: tensor\n", "    unit: gpu\n", "unit: gpu", ["unit must be one of", "'gpu'"]),
+    ("access-unknown-name", "rows: [src, src + rows], unless", "rows: [src, srcc + rows], unless",
+     "srcc + rows", ["instructions[6].accesses[0].rows[1]", "names 'srcc'", "neither an operand (dst, src, rows)"]),
+    ("access-bad-operator", "rows: [src, src + 1]", "rows: [src, src // 1]", "src // 1",
+     ["accesses[0].rows[1]", "only + - * are allowed, not FloorDiv"]),
+    ("access-bad-call", '"cols * elem_bytes(scope)"]', '"cols * len(scope)"]', "len(scope)",
+     ["footprint[3]", "the only call is elem_bytes(<scope operand>)"]),
+    ("access-bad-scope-name", "elem_bytes('acc')", "elem_bytes('c')", "elem_bytes('c')",
+     ["footprint[3]", "scope name of a, b, acc"]),
+    ("access-syntax", "unless: src == dst}", "unless: src === dst}", "src === dst",
+     ["accesses[0].unless", "is not an expression"]),
+    ("access-unknown-space", "{write: scope,", "{write: sram,", "{write: sram",
+     ["accesses[1]", "a scope (a, b, acc) or a scope operand (scope), not 'sram'"]),
+    ("access-footprint-arity", "footprint: [dram, stride, rows, \"cols", "footprint: [dram, rows, \"cols",
+     "footprint: [dram, rows", ["accesses[0]", "`footprint: [addr, stride, rows, row_bytes]` (4 expressions)"]),
+    ("stats-needs-operands", "    stats: tmm\n", "    stats: alu\n", "stats: alu",
+     ["instructions[5].stats", "stats class 'alu' needs operand(s) rows"]),
 ]
 
 

@@ -1,0 +1,142 @@
+"""The small expression language of an instruction's ``accesses`` in isa.yaml.
+
+An access names the rows of a scratchpad (``rows: [lo, hi]``, half-open) or
+the 2-D DRAM footprint (``footprint: [addr, stride, rows, row_bytes]``) an
+instruction reads or writes, as expressions over its operands.  The same
+expressions become the Python race checker's per-opcode functions, the
+numpy columns the stats sum, and the C core's access table (a generated
+header), so they are parsed once here and translated to each target.
+
+The language is Python's expression syntax restricted to integers: operand
+names, ``T`` (the tile edge), integer literals, ``+ - *``, comparisons,
+``and``/``or``/``not``, ``a if c else b`` and ``elem_bytes(s)``, the element
+size of a scratchpad given by a scope-valued operand or a scope name in
+quotes (``elem_bytes('acc')``).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from collections.abc import Callable, Mapping
+
+_BINOPS: dict[type, str] = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*"}
+_COMPARE: dict[type, str] = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">",
+                             ast.GtE: ">="}
+TILE = "T"  # the tile edge, the one name that is not an operand
+
+
+class ExprError(ValueError):
+    """An expression outside the language; the message says what and where in the text."""
+
+
+@functools.lru_cache(maxsize=1024)
+def parse(text: str | int, operands: tuple[str, ...], scope_operands: tuple[str, ...],
+          scopes: tuple[str, ...]) -> ast.expr:
+    """Parse and check one expression.
+
+    Args:
+        text: the expression (a YAML integer is taken as a literal).
+        operands: the instruction's operand names.
+        scope_operands: those whose value is a scope id (allowed in ``elem_bytes``).
+        scopes: scope names (allowed quoted in ``elem_bytes``).
+
+    Raises:
+        ExprError: a syntax error, an unknown name or a construct outside the language.
+    """
+    try:
+        tree = ast.parse(str(text), mode="eval").body
+    except SyntaxError as exc:
+        raise ExprError(f"{text!r} is not an expression ({exc.msg})") from None
+    callees = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and id(node) not in callees and node.id not in operands and node.id != TILE:
+            raise ExprError(f"{text!r} names {node.id!r}, which is neither an operand ({', '.join(operands)}) "
+                            f"nor {TILE}")
+        if isinstance(node, ast.Call):
+            arg = node.args[0] if len(node.args) == 1 and not node.keywords else None
+            good_arg = (isinstance(arg, ast.Name) and arg.id in scope_operands) or (
+                isinstance(arg, ast.Constant) and arg.value in scopes)
+            if not (isinstance(node.func, ast.Name) and node.func.id == "elem_bytes" and good_arg):
+                raise ExprError(f"{text!r}: the only call is elem_bytes(<scope operand>) or "
+                                f"elem_bytes('<scope name>'), with a scope name of {', '.join(scopes)}")
+        elif isinstance(node, ast.Constant):
+            if not isinstance(node.value, int | str) or isinstance(node.value, bool):
+                raise ExprError(f"{text!r}: literal {node.value!r} is not an integer")
+        elif isinstance(node, ast.BinOp) and type(node.op) not in _BINOPS:
+            raise ExprError(f"{text!r}: only + - * are allowed, not {type(node.op).__name__}")
+        elif isinstance(node, ast.Compare) and not all(type(o) in _COMPARE for o in node.ops):
+            raise ExprError(f"{text!r}: comparisons are == != < <= > >=")
+        elif isinstance(node, ast.UnaryOp) and not isinstance(node.op, ast.USub | ast.Not):
+            raise ExprError(f"{text!r}: the unary operators are - and not")
+        elif not isinstance(node, ast.Name | ast.Call | ast.Constant | ast.BinOp | ast.Compare | ast.UnaryOp
+                            | ast.BoolOp | ast.IfExp | ast.Load | ast.operator | ast.cmpop | ast.boolop
+                            | ast.unaryop):
+            raise ExprError(f"{text!r}: {type(node).__name__} is outside the access-expression language")
+    return tree
+
+
+def to_python(node: ast.expr, scope_ids: Mapping[str, int], name: Callable[[str], str], *,
+              vector: bool = False) -> str:
+    """Python source for ``node``; ``name`` maps an operand or ``T`` to a variable, ``eb`` holds element sizes.
+
+    ``eb`` is indexed by scope id.  With ``vector`` the source works on numpy columns (``np.where``
+    for ``if``, ``&``/``|``/``~`` for the logic).
+    """
+    def go(n: ast.expr) -> str:
+        if isinstance(n, ast.Name):
+            return name(n.id)
+        if isinstance(n, ast.Constant):
+            return str(n.value)
+        if isinstance(n, ast.Call):
+            arg = n.args[0]
+            return f"eb[{scope_ids[str(arg.value)]}]" if isinstance(arg, ast.Constant) else f"eb[{go(arg)}]"
+        if isinstance(n, ast.BinOp):
+            return f"({go(n.left)} {_BINOPS[type(n.op)]} {go(n.right)})"
+        if isinstance(n, ast.UnaryOp):
+            if isinstance(n.op, ast.USub):
+                return f"(-{go(n.operand)})"
+            return f"(~{go(n.operand)})" if vector else f"(not {go(n.operand)})"
+        if isinstance(n, ast.Compare):
+            parts = [f"({go(a)} {_COMPARE[type(op)]} {go(b)})"
+                     for a, op, b in zip([n.left, *n.comparators[:-1]], n.ops, n.comparators, strict=True)]
+            return "(" + (" & " if vector else " and ").join(parts) + ")"
+        if isinstance(n, ast.BoolOp):
+            joiner = (" & " if vector else " and ") if isinstance(n.op, ast.And) else (" | " if vector else " or ")
+            return "(" + joiner.join(go(v) for v in n.values) + ")"
+        assert isinstance(n, ast.IfExp)
+        if vector:
+            return f"np.where({go(n.test)}, {go(n.body)}, {go(n.orelse)})"
+        return f"({go(n.body)} if {go(n.test)} else {go(n.orelse)})"
+
+    return go(node)
+
+
+def to_c(node: ast.expr, scope_ids: Mapping[str, int], name: Callable[[str], str]) -> str:
+    """C source for ``node``; ``name`` maps an operand to its C variable, ``T`` is ``R->tile``."""
+    def go(n: ast.expr) -> str:
+        if isinstance(n, ast.Name):
+            return "R->tile" if n.id == TILE else name(n.id)
+        if isinstance(n, ast.Constant):
+            return f"INT64_C({n.value!s})"
+        if isinstance(n, ast.Call):
+            arg = n.args[0]
+            scope = str(scope_ids[str(arg.value)]) if isinstance(arg, ast.Constant) else go(arg)
+            return f"(int64_t)R->elem_bytes[{scope}]"
+        if isinstance(n, ast.BinOp):
+            return f"({go(n.left)} {_BINOPS[type(n.op)]} {go(n.right)})"
+        if isinstance(n, ast.UnaryOp):
+            return f"({'-' if isinstance(n.op, ast.USub) else '!'}{go(n.operand)})"
+        if isinstance(n, ast.Compare):
+            parts = [f"({go(a)} {_COMPARE[type(op)]} {go(b)})"
+                     for a, op, b in zip([n.left, *n.comparators[:-1]], n.ops, n.comparators, strict=True)]
+            return "(" + " && ".join(parts) + ")"
+        if isinstance(n, ast.BoolOp):
+            return "(" + (" && " if isinstance(n.op, ast.And) else " || ").join(go(v) for v in n.values) + ")"
+        assert isinstance(n, ast.IfExp)
+        return f"({go(n.test)} ? {go(n.body)} : {go(n.orelse)})"
+
+    return go(node)
+
+
+__all__ = ["TILE", "ExprError", "parse", "to_c", "to_python"]
