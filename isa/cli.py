@@ -154,7 +154,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     ch = sub.add_parser("cheader", help="generate the native simulator core's C header (instruction kinds, "
                         "access table)")
-    ch.add_argument("--isa", default=str(DEFAULT_ISA_PATH), help="ISA YAML")
+    ch.add_argument("--isa", default=str(DEFAULT_ISA_PATH), help=ISA_HELP)
     ch.add_argument("-o", "--output", default=str(CORE_HEADER_PATH), help="output file, - for stdout "
                     "(default: simulator/generated/tinynpu_core.h)")
     ch.add_argument("--check", action="store_true", help=CHECK_HELP)
