@@ -15,7 +15,7 @@ from tinynpu.compiler.conv2d import RESNET50_CONVS, ConvShape, compile_conv2d
 from tinynpu.compiler.run import run_compiled
 from tinynpu.isa import load_config
 
-BAR = 0.80  # issue 4: utilization >= 80% of the padding ceiling of each layer's im2col GEMM
+BAR = 0.80  # the bench target: utilization >= 80% of the padding ceiling of each layer's im2col GEMM
 
 
 def im2col_ceiling(sh: ConvShape, tile: int) -> float:

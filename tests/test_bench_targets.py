@@ -1,0 +1,39 @@
+"""Benchmark target lines name the target, the figure measured and met / not met (and why for --quick)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from tinynpu.compiler.bench import TARGETS, target_lines
+from tinynpu.simulator.bench import _summary
+
+LINE_RE = re.compile(r"^target:? .+: .*\d.*[: (](met|not met)\b")
+
+
+def _compiler_result(*, quick: bool, conv_util: float) -> dict[str, Any]:
+    gemm = {"util_over_ceiling": 0.97, "traffic_over_best": 1.0, "search_gap": 0.01, "search_seconds": 0.1}
+    seed = {"shape": [1024, 1024, 1024], "utilization": 0.999, "traffic_over_best": 1.0, "compile_cpu_seconds": 0.5}
+    return {"targets": TARGETS, "gemm": [gemm], "seed": seed, "conv": [{"util_over_ceiling": conv_util}],
+            "quick": quick}
+
+
+def test_compiler_target_lines_say_figure_and_verdict() -> None:
+    lines = target_lines(_compiler_result(quick=False, conv_util=0.95))
+    assert len(lines) == 8 and all(LINE_RE.match(line) and line.endswith(": met") for line in lines), lines
+    assert any("worst 95.00%" in line and "conv utilization >= 80%" in line for line in lines)
+
+
+def test_a_quick_run_says_why_a_utilization_target_is_not_met() -> None:
+    lines = target_lines(_compiler_result(quick=True, conv_util=0.6))
+    conv = next(line for line in lines if "conv utilization" in line)
+    assert conv.endswith("not met (expected with --quick, see below)")
+    assert "--quick runs small shapes" in lines[-1] and "run without --quick" in lines[-1]
+
+
+def test_simulator_target_lines_say_figure_and_verdict() -> None:
+    runs = [{"schedule": s, "engine": "native", "races_checked": False, "ratio_to_numpy": 4.0,
+             "instructions_per_second": 2.5e6, "peak_rss_over_image": 2.5} for s in ("auto", "naive", "loads")]
+    lines = _summary(runs)
+    assert all(LINE_RE.match(line) for line in lines), lines
+    assert lines[-1].endswith("(not met)") and all(line.endswith("(met)") for line in lines[:-1])
