@@ -22,6 +22,7 @@ import numpy as np
 from tinynpu.errors import UsageError
 
 WORKLOADS = ("matmul", "conv2d", "mlp")
+COSIM_TARGET_SECONDS = 60.0  # bench cosim: a 128^3 matmul co-simulated within a minute keeps RTL checks routine
 _DESCRIPTION = """Run one program on the RTL (Icarus) and on the simulator and compare outputs and cycles.
 
   tinynpu cosim PROGRAM.bin [--input NAME=FILE.npy ...] [--json] [--waves FILE]
@@ -201,7 +202,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         # Baseline measured in the same run: how much slower the RTL is than the Python model.
         "rtl_slowdown_vs_model": report.rtl_seconds / report.model_seconds,
         "cosim_wall_seconds": wall,
-        "target_wall_seconds": 60.0,
+        "target_wall_seconds": COSIM_TARGET_SECONDS,
     }
     if args.json:
         print(json.dumps(out))
@@ -211,8 +212,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         print(f"Icarus {out['rtl_cycles_per_second']:,.0f} cycles/s ({out['rtl_sim_seconds']:.2f} s); "
               f"simulator {out['model_cycles_per_second']:,.0f} cycles/s; RTL is "
               f"{out['rtl_slowdown_vs_model']:,.0f}x slower")
-        print(f"target: co-simulation of the {args.size}^3 matmul <= 60 s wall: {wall:.1f} s: "
-              f"{'met' if wall <= out['target_wall_seconds'] else 'not met'}")
+        print(f"target: co-simulation of the {args.size}^3 matmul <= {COSIM_TARGET_SECONDS:g} s wall: {wall:.1f} s: "
+              f"{'met' if wall <= COSIM_TARGET_SECONDS else 'not met'}")
     return 0 if report.agree and out["verified"] else 1
 
 
