@@ -16,10 +16,12 @@ import sys
 import time
 from typing import Any
 
-from tinynpu.compiler.conv2d import RESNET50_CONVS, compile_conv2d
+from tinynpu.compiler.conv2d import compile_conv2d
+from tinynpu.compiler.conv_shape import RESNET50_CONVS
 from tinynpu.compiler.matmul import compile_matmul
 from tinynpu.compiler.run import run_compiled
 from tinynpu.compiler.search import rank, tune, tune_space
+from tinynpu.intmath import round_up
 from tinynpu.isa import load_config
 
 SEED = (1024, 1024, 1024)
@@ -83,7 +85,7 @@ def _conv_row(shape: tuple[int, ...], *, out_dtype: str, check_races: bool) -> d
     gm, gn, gk = n * p * q, k, c * r * s
     e = cfg.tile
     # The ceiling of the im2col-equivalent GEMM, so padding C (e.g. 3 -> 16) does not lower the bar.
-    ceiling = gm * gn * gk / ((-(-gm // e)) * (-(-gn // e)) * (-(-gk // e)) * e**3)
+    ceiling = gm * gn * gk / (round_up(gm, e) * round_up(gn, e) * round_up(gk, e))
     return {
         "shape": list(shape),
         "gemm": [gm, gn, gk],

@@ -61,7 +61,7 @@ def _add_workloads(p: argparse.ArgumentParser, *, schedule: bool = True) -> list
 
 
 def compile_from_args(args: argparse.Namespace) -> Any:
-    """Build the Compiled for the parsed workload arguments (conv2d/mlp imported lazily)."""
+    """Build the Compiled for the parsed workload arguments (each workload's module imported when used)."""
     from tinynpu.isa import load_config
 
     cfg = load_config(args.config) if getattr(args, "config", None) else None
@@ -71,16 +71,12 @@ def compile_from_args(args: argparse.Namespace) -> Any:
         return compile_matmul(args.m, args.n, args.k, dtype=args.dtype, schedule=args.schedule,
                               layout=args.layout, cfg=cfg, out_dtype=args.out_dtype, shift=args.shift)
     if args.workload == "conv2d":
-        try:
-            from tinynpu.compiler.conv2d import compile_conv2d
-        except ImportError as exc:
-            raise UsageError(f"conv2d is not available in this build ({exc}).") from None
+        from tinynpu.compiler.conv2d import compile_conv2d
+
         return compile_conv2d(args.n, args.c, args.h, args.w, args.k, args.r, args.s, stride=args.stride,
                               pad=args.pad, dtype=args.dtype, cfg=cfg, schedule=args.schedule)
-    try:
-        from tinynpu.compiler.mlp import compile_mlp
-    except ImportError as exc:
-        raise UsageError(f"the MLP is not available in this build ({exc}).") from None
+    from tinynpu.compiler.mlp import compile_mlp
+
     return compile_mlp(args.batch, dtype=args.dtype, cfg=cfg)
 
 
@@ -197,8 +193,8 @@ def format_tiling(tiling: dict[str, Any], tile: int) -> str:
 
 
 def _cmd_tune(args: argparse.Namespace) -> int:
-    from tinynpu.compiler.matmul import resolve_config
     from tinynpu.compiler.search import tune_matmul
+    from tinynpu.compiler.workload import resolve_config
     from tinynpu.isa import load_config
 
     if args.trials < 1:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from tinynpu.compiler.bounds import tiling_traffic
 from tinynpu.compiler.schedule import Tiling
+from tinynpu.intmath import ceil_div
 from tinynpu.isa import ArchConfig
 
 
@@ -51,7 +52,7 @@ def estimate(m: int, n: int, k: int, t: Tiling, cfg: ArchConfig, *, in_bytes: in
              bias: bool = False) -> Estimate:
     """Predict cycles and traffic of :func:`tinynpu.compiler.lower.lower_gemm` for tiling ``t``."""
     e = cfg.tile
-    mt, nt, kt = -(-m // e), -(-n // e), -(-k // e)
+    mt, nt, kt = ceil_div(m, e), ceil_div(n, e), ceil_div(k, e)
     interval = cfg.tmm_interval_cycles
     lat = cfg.dram_latency_cycles
     k_last_cols = k - (kt - 1) * e

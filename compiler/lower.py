@@ -35,11 +35,12 @@ from dataclasses import dataclass
 
 from tinynpu.compiler.operands import Emitter, OperandA, OutputC
 from tinynpu.compiler.schedule import Tiling, buffer_rows
+from tinynpu.intmath import ceil_div
 
 
 @dataclass(frozen=True)
 class Bias:
-    """A per-output-column int32 bias vector of ``n`` elements at DRAM ``addr``."""
+    """A per-output-column bias vector of ``n`` accumulator elements (int32 or fp32) at DRAM ``addr``."""
 
     addr: int
     n: int
@@ -64,7 +65,7 @@ class _Chunk:
 
 def chunks(m: int, n: int, k: int, t: Tiling, tile: int) -> list[_Chunk]:
     """Every (block, chunk) in execution order."""
-    mt, nt, kt = -(-m // tile), -(-n // tile), -(-k // tile)
+    mt, nt, kt = ceil_div(m, tile), ceil_div(n, tile), ceil_div(k, tile)
     iblocks = [(i, min(t.bm, mt - i)) for i in range(0, mt, t.bm)]
     jblocks = [(j, min(t.bn, nt - j)) for j in range(0, nt, t.bn)]
     blocks = [(ib, jb) for ib in iblocks for jb in jblocks] if t.order == "mn" else \
@@ -101,7 +102,7 @@ def lower_gemm(emit: Emitter, *, m: int, n: int, k: int, a: OperandA, b: Operand
         m, n, k: GEMM sizes (any positive values).
         a: Operand for A (M x K); b: operand for B in N x K form; c: the output.
         tiling: The schedule's tiling (already checked to fit).
-        bias: Optional int32 bias per output column, added in acc before the store.
+        bias: Optional bias per output column (accumulator dtype), added in acc before the store.
 
     Returns:
         The MACs issued by tmm (whole tile steps), for the padding ceiling.
@@ -114,6 +115,7 @@ def lower_gemm(emit: Emitter, *, m: int, n: int, k: int, a: OperandA, b: Operand
     b_buf = rows["b_reg"] // t.buffers("b")
     acc_buf = rows["acc"] // t.acc_buffers
     bias_row0 = t.bm * t.bn * e  # bias rows follow the block inside each acc buffer
+    bias_bytes = cfg.elem_bytes("acc")
     plan = chunks(m, n, k, t, e)
     issued = 0
 
@@ -163,12 +165,12 @@ def lower_gemm(emit: Emitter, *, m: int, n: int, k: int, a: OperandA, b: Operand
             col0 = ch.j0 * e
             full = min(ch.nj, (bias.n - col0) // e)
             if full:
-                emit.load("acc", acc0 + bias_row0, bias.addr + col0 * 4, rows=full, cols=e, stride=e * 4,
-                          comment=f"bias[{col0}:{col0 + full * e}]")
+                emit.load("acc", acc0 + bias_row0, bias.addr + col0 * bias_bytes, rows=full, cols=e,
+                          stride=e * bias_bytes, comment=f"bias[{col0}:{col0 + full * e}]")
             if full < ch.nj:
                 c0 = col0 + full * e
-                emit.load("acc", acc0 + bias_row0 + full, bias.addr + c0 * 4, rows=1, cols=bias.n - c0,
-                          stride=e * 4, comment=f"bias[{c0}:{bias.n}]")
+                emit.load("acc", acc0 + bias_row0 + full, bias.addr + c0 * bias_bytes, rows=1,
+                          cols=bias.n - c0, stride=e * bias_bytes, comment=f"bias[{c0}:{bias.n}]")
         if not t.double_buffer:  # single buffers: load right before use, as the seed loop does
             for call in loads(ch):
                 call()
@@ -198,7 +200,7 @@ def lower_gemm(emit: Emitter, *, m: int, n: int, k: int, a: OperandA, b: Operand
                 c.store(emit, sp_row=acc_j, row0=row0, rows=min(ch.ni * e, m - row0), col0=col0,
                         cols=min(e, n - col0))
             # Spread the next chunk's loads evenly over this chunk's tmm instructions.
-            upto = -(-len(prefetch) * (j + 1) // ch.nj)
+            upto = ceil_div(len(prefetch) * (j + 1), ch.nj)
             for call in prefetch[done:upto]:
                 call()
             done = upto
@@ -224,7 +226,7 @@ def _zero_edge_rows(emit: Emitter, total: int, plan: list[_Chunk], sub: Callable
     rem = total % e
     if not rem or not plan:
         return
-    edge = (-(-total // e) - 1)  # the last tile row (or column)
+    edge = ceil_div(total, e) - 1  # the last tile row (or column)
     spans: set[tuple[int, int]] = set()
     for ch in plan:
         r0, nr = (ch.i0, ch.ni) if is_a else (ch.j0, ch.nj)

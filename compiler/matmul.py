@@ -5,100 +5,26 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
-from pathlib import Path
 
 import numpy as np
 
-from tinynpu.assembler.image import Program, Tensor
+from tinynpu.assembler.image import Program
 from tinynpu.compiler.bounds import best_tiling_bytes, matmul_io_lower_bound, roofline_cycles
 from tinynpu.compiler.compiled import Arrays, Bounds, Compiled
 from tinynpu.compiler.lower import lower_gemm
 from tinynpu.compiler.operands import DenseOperand, DenseOutput, Emitter
-from tinynpu.compiler.schedule import Schedule, apply, from_tiling, naive
+from tinynpu.compiler.quant import requantize
+from tinynpu.compiler.schedule import Schedule, apply, from_tiling
 from tinynpu.compiler.search import auto_tiling
+from tinynpu.compiler.workload import DramAllocator, check_sizes, resolve_config, resolve_schedule
 from tinynpu.errors import UsageError
-from tinynpu.isa import ArchConfig, load_config, load_isa
-
-DTYPES = {"int8": "int8", "fp32": "float32"}
-_ALIGN = 64  # DRAM tensors start on 64-byte boundaries (a whole number of DMA beats)
-
-
-def resolve_config(dtype: str, cfg: ArchConfig | None) -> ArchConfig:
-    """The config for ``dtype``: the built-in one if none is given, else check they agree.
-
-    Raises:
-        UsageError: unknown dtype, or a config whose input dtype differs.
-    """
-    if dtype not in DTYPES:
-        raise UsageError(f"dtype must be one of {', '.join(DTYPES)}, not {dtype!r}.")
-    if cfg is None:
-        cfg = load_config("default" if dtype == "int8" else "fp32")
-    if cfg.input_dtype != DTYPES[dtype]:
-        raise UsageError(f"dtype {dtype!r} is not supported by config {cfg.name!r}, whose scratchpads hold "
-                         f"{cfg.input_dtype}; use --dtype {_dtype_name(cfg.input_dtype)} or another config.")
-    return cfg
-
-
-def _dtype_name(numpy_name: str) -> str:
-    return {v: k for k, v in DTYPES.items()}[numpy_name]
-
-
-def check_sizes(cfg: ArchConfig, **sizes: int) -> None:
-    """Every size must be a positive integer."""
-    for name, value in sizes.items():
-        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value <= 0:
-            raise UsageError(f"{name} must be a positive integer, not {value!r}.")
-
-
-class DramAllocator:
-    """Bump allocation of DRAM tensors, failing with the sizes when DRAM is too small."""
-
-    def __init__(self, cfg: ArchConfig) -> None:
-        self.cfg = cfg
-        self.next = 0
-        self.tensors: list[Tensor] = []
-
-    def add(self, name: str, shape: tuple[int, ...], dtype: str, role: str) -> Tensor:
-        addr = -(-self.next // _ALIGN) * _ALIGN
-        t = Tensor(name=name, addr=addr, shape=shape, dtype=dtype, role=role)
-        if addr + t.nbytes > self.cfg.dram_bytes:
-            need = addr + t.nbytes
-            raise UsageError(
-                f"the workload does not fit DRAM: tensor {name} {list(shape)} ({dtype}) would end at "
-                f"byte {need}, "
-                f"but config {self.cfg.name!r} has {self.cfg.dram_bytes} bytes of DRAM."
-            )
-        self.next = addr + t.nbytes
-        self.tensors.append(t)
-        return t
+from tinynpu.isa import ArchConfig, load_isa
 
 
 def default_shift(k: int) -> int:
     """Requantization shift for int8 output of a depth-k int8 GEMM: ~3 sigma of uniform int8 data -> 127."""
     sigma = math.sqrt(k) * 74.0 * 74.0  # std of a sum of k products of uniform int8 values
     return max(0, min(31, math.ceil(math.log2(3 * sigma / 127))))
-
-
-def requantize(x: np.ndarray, shift: int, relu: bool) -> np.ndarray:
-    """The store's narrow mode in numpy: round-half-up shift, relu, saturate to int8."""
-    y = (x.astype(np.int64) + ((1 << shift) >> 1)) >> shift
-    if relu:
-        y = np.maximum(y, 0)
-    return np.clip(y, -128, 127).astype(np.int8)
-
-
-def resolve_schedule(schedule: str | Schedule, cfg: ArchConfig) -> Schedule | None:
-    """``naive`` -> the seed loop, ``auto`` -> None (search), a path -> the saved trace."""
-    if isinstance(schedule, Schedule):
-        return schedule
-    if schedule == "naive":
-        return naive(cfg)
-    if schedule == "auto":
-        return None
-    if not Path(schedule).exists():
-        raise UsageError(f"schedule must be naive, auto or a schedule JSON file; {schedule!r} is none of "
-                         "these.")
-    return Schedule.load(schedule)
 
 
 def compile_matmul(m: int, n: int, k: int, *, dtype: str = "int8", schedule: str | Schedule = "auto",
@@ -123,7 +49,7 @@ def compile_matmul(m: int, n: int, k: int, *, dtype: str = "int8", schedule: str
     """
     t_start = time.perf_counter()
     cfg = resolve_config(dtype, cfg)
-    check_sizes(cfg, m=m, n=n, k=k)
+    check_sizes(m=m, n=n, k=k)
     if layout not in ("nt", "nn"):
         raise UsageError(f"layout must be 'nt' (A @ B^T) or 'nn' (A @ B), not {layout!r}.")
     acc_name = cfg.acc_dtype
@@ -200,7 +126,7 @@ def compile_matmul(m: int, n: int, k: int, *, dtype: str = "int8", schedule: str
             return {"C": (a.astype(np.float64) @ b.T.astype(np.float64)).astype(np.float32)}
         wide = a.astype(np.int64) @ b.T.astype(np.int64)
         if narrow:
-            return {"C": requantize(wide.astype(np.int32), shift, relu)}
+            return {"C": requantize(wide.astype(np.int32), shift, relu=relu)}
         c = wide.astype(np.int32)  # two's-complement wrap, as the accumulator
         return {"C": np.maximum(c, 0) if relu else c}
 
@@ -221,5 +147,4 @@ def compile_matmul(m: int, n: int, k: int, *, dtype: str = "int8", schedule: str
     )
 
 
-__all__ = ["DramAllocator", "check_sizes", "compile_matmul", "default_shift", "requantize",
-           "resolve_config", "resolve_schedule"]
+__all__ = ["compile_matmul", "default_shift"]

@@ -32,15 +32,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tinynpu.assembler.image import Program, Tensor
+from tinynpu.assembler.image import Program
 from tinynpu.compiler.bounds import best_tiling_bytes, roofline_cycles, tiling_space, tiling_traffic
 from tinynpu.compiler.compiled import Bounds, Compiled
 from tinynpu.compiler.lower import Bias, lower_gemm
-from tinynpu.compiler.matmul import resolve_config
 from tinynpu.compiler.operands import DenseOperand, DenseOutput, Emitter
 from tinynpu.compiler.quant import calibrate_shift, linear_int32, mlp_fp32_reference, mlp_int8_reference
 from tinynpu.compiler.schedule import Tiling, from_tiling
 from tinynpu.compiler.search import pick, rank
+from tinynpu.compiler.workload import DramAllocator, check_sizes, resolve_config
 from tinynpu.errors import UsageError
 from tinynpu.isa import ArchConfig, load_isa
 
@@ -70,8 +70,7 @@ def mlp_data(batch: int, *, integer: bool, seed: int = DEFAULT_SEED) -> MlpData:
     sum so they matter.  fp32: pixels in [0, 1) like the course's
     Fashion-MNIST input, weights in [-0.5, 0.5], all multiples of 1/16.
     """
-    if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch <= 0:
-        raise UsageError(f"mlp: batch must be a positive integer, not {batch!r}.")
+    check_sizes("mlp: ", batch=batch)
     rng = np.random.default_rng(seed)
     if integer:
         x = rng.integers(0, 128, size=(batch, IN_FEATURES), dtype=np.int8)
@@ -163,21 +162,12 @@ def _layer_tiling(layer: _Layer, cfg: ArchConfig) -> Tiling:
     return pick(rank(m, n, k, cfg, cands, in_bytes=in_b, out_bytes=out_b, bias=True)).tiling
 
 
-def _layout(sizes: list[tuple[str, int]], align: int = 64) -> dict[str, int]:
-    """Consecutive DRAM addresses, each tensor aligned to ``align`` bytes."""
-    addr, out = 0, {}
-    for name, nbytes in sizes:
-        out[name] = addr
-        addr += -(-nbytes // align) * align
-    return out
-
-
 def compile_mlp(batch: int, *, dtype: str = "int8", cfg: ArchConfig | None = None) -> Compiled:
     """Compile the course's MLP (784 -> 128 -> relu -> 10) for ``batch`` images into one program.
 
     Each layer is a GEMM lowered by :func:`~tinynpu.compiler.lower.lower_gemm`
-    with the tiling :func:`~tinynpu.compiler.search.auto_tiling` picks, its
-    bias added in ``acc`` (``vaddrow``) before the store.
+    with its least-traffic tiling (:func:`_layer_tiling`), its bias added in
+    ``acc`` (``vaddrow``) before the store.
 
     Args:
         batch: Images per run (any positive size; the course uses 1, and 64 is the batched case).
@@ -194,8 +184,7 @@ def compile_mlp(batch: int, *, dtype: str = "int8", cfg: ArchConfig | None = Non
     cfg = resolve_config(dtype, cfg)
     isa = load_isa()
     integer = cfg.is_integer
-    if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch <= 0:
-        raise UsageError(f"mlp: batch must be a positive integer, not {batch!r}.")
+    check_sizes("mlp: ", batch=batch)
     act_bytes = batch * (IN_FEATURES * cfg.elem_bytes("a_reg") + (HIDDEN + CLASSES) * cfg.elem_bytes("acc"))
     if act_bytes > cfg.dram_bytes:  # checked before generating data of that size
         raise UsageError(f"mlp: batch {batch} needs more than {act_bytes} bytes of DRAM for its activations, "
@@ -211,11 +200,9 @@ def compile_mlp(batch: int, *, dtype: str = "int8", cfg: ArchConfig | None = Non
         ("hidden", (batch, HIDDEN), in_dt if integer else acc_dt, "scratch"),
         ("logits", (batch, CLASSES), acc_dt, "output"),
     ]
-    addr = _layout([(name, int(np.prod(shape)) * np.dtype(dt).itemsize) for name, shape, dt, _ in shapes])
-    tensors = [Tensor(name, addr[name], shape, dt, role) for name, shape, dt, role in shapes]
-    if sum(tt.nbytes for tt in tensors) > cfg.dram_bytes:
-        raise UsageError(f"mlp: batch {batch} needs {sum(tt.nbytes for tt in tensors)} bytes of DRAM, more "
-                         f"than the {cfg.dram_bytes} bytes of config {cfg.name!r}.")
+    alloc = DramAllocator(cfg, f"the MLP at batch {batch}")
+    addr = {name: alloc.add(name, shape, dt, role).addr for name, shape, dt, role in shapes}
+    tensors = alloc.tensors
 
     l1, l2 = _layers(batch, cfg)
     emit = Emitter(isa, cfg)

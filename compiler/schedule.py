@@ -29,14 +29,23 @@ from pathlib import Path
 from typing import Any
 
 from tinynpu.errors import UsageError
+from tinynpu.intmath import ceil_div, round_up
 from tinynpu.isa import ArchConfig, load_isa
 
 Step = dict[str, Any]
 
 
-@dataclass(frozen=True)
+ORDERS = ("mn", "nm")
+INITS = ("fold", "fill_zero")
+RESIDENTS = ("none", "a", "b")
+
+
+@dataclass(frozen=True, kw_only=True)
 class Tiling:
     """What a schedule means for the lowering (all sizes in tiles).
+
+    Construct with keywords; every field is checked and a bad value is refused
+    with the field, what it must be and the value given.
 
     Attributes:
         bm: Output block rows (tiles) held in ``acc``.
@@ -51,7 +60,8 @@ class Tiling:
             (``compute_at`` at the outer block loop, with the matching order); the panel holds all
             of K while the other operand streams in chunks of ``bk``.
         panel_buffers: Buffers of the resident panel (2: the next panel loads while the current
-            one is used); ``double_buffer`` then applies to the streamed operand only.
+            one is used); ``double_buffer`` then applies to the streamed operand only.  0 (the
+            default) means as ``double_buffer``; without a resident panel it always does.
     """
 
     bm: int
@@ -62,9 +72,24 @@ class Tiling:
     acc_buffers: int = 1
     init: str = "fold"
     resident: str = "none"
-    panel_buffers: int = 0  # 0: as double_buffer (2 or 1)
+    panel_buffers: int = 0
 
     def __post_init__(self) -> None:
+        for name in ("bm", "bn", "bk"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise UsageError(f"tiling: {name} must be a positive integer, not {value!r}.")
+        for name, allowed in (("order", ORDERS), ("init", INITS), ("resident", RESIDENTS)):
+            value = getattr(self, name)
+            if value not in allowed:
+                raise UsageError(f"tiling: {name} must be one of {', '.join(allowed)}, not {value!r}.")
+        if not isinstance(self.double_buffer, bool):
+            raise UsageError(f"tiling: double_buffer must be true or false, not {self.double_buffer!r}.")
+        for name, allowed_n in (("acc_buffers", (1, 2)), ("panel_buffers", (0, 1, 2))):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value not in allowed_n:
+                raise UsageError(f"tiling: {name} must be one of {', '.join(map(str, allowed_n))}, "
+                                 f"not {value!r}.")
         if self.panel_buffers == 0 or self.resident == "none":  # one canonical form per tiling
             object.__setattr__(self, "panel_buffers", 2 if self.double_buffer else 1)
 
@@ -154,7 +179,7 @@ def from_tiling(t: Tiling, cfg: ArchConfig, name: str = "auto") -> Schedule:
 
 def naive(cfg: ArchConfig) -> Schedule:
     """The course's seed loop: one tile per block, fill-zero, single buffers."""
-    return from_tiling(Tiling(1, 1, 1, "mn", False, 1, "fill_zero"), cfg, name="naive")
+    return from_tiling(Tiling(bm=1, bn=1, bk=1, double_buffer=False, init="fill_zero"), cfg, name="naive")
 
 
 _SCOPE_OF = {"A": "a_reg", "B": "b_reg", "C": "acc"}
@@ -192,7 +217,7 @@ def apply(schedule: Schedule, *, m: int, n: int, k: int, cfg: ArchConfig, bias: 
                     and isinstance(factors[1], int)):
                 raise _bad(i, s, "factors must be [null, inner] with an integer inner factor.")
             f = factors[1]
-            padded = -(-extents[loop] // e) * e
+            padded = round_up(extents[loop], e)
             if f <= 0 or f % e or f > padded:
                 raise _bad(i, s, f"the inner factor must be a positive multiple of the tile edge {e} and at "
                                  f"most {padded} (loop {loop} has extent {extents[loop]}), not {f}.")
@@ -274,10 +299,10 @@ def buffer_rows(t: Tiling, cfg: ArchConfig, *, bias: bool = False, k: int | None
     A resident panel holds all ``ceil(k / tile)`` reduction tiles (``k`` omitted: ``bk`` of them).
     """
     e = cfg.tile
-    kt = t.bk if k is None else max(t.bk, -(-k // e))
+    kt = t.bk if k is None else max(t.bk, ceil_div(k, e))
     ka = kt if t.resident == "a" else t.bk
     kb = kt if t.resident == "b" else t.bk
-    acc_block = t.bm * t.bn * e + (-(-t.bn // e) * e if bias else 0)
+    acc_block = t.bm * t.bn * e + (round_up(t.bn, e) if bias else 0)
     return {"a_reg": t.buffers("a") * t.bm * ka * e, "b_reg": t.buffers("b") * t.bn * kb * e,
             "acc": t.acc_buffers * acc_block}
 

@@ -9,15 +9,19 @@ so a compute-bound shape also gets the traffic-optimal blocking.
 
 from __future__ import annotations
 
+import itertools
 import random
 import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
+from tinynpu.compiler.bounds import resident_panels
 from tinynpu.compiler.cost import Estimate, estimate
 from tinynpu.compiler.schedule import Tiling, fits
+from tinynpu.intmath import ceil_div
 from tinynpu.isa import ArchConfig
 
 _CYCLE_SLACK = 1.03  # the model is within a few percent of the simulator on the GEMM suite
@@ -55,7 +59,7 @@ def balanced(extent_tiles: int, limit: int) -> list[int]:
     Traffic depends only on the number of blocks, and for a given number the
     smallest block size wastes least at the edge, so these dominate all others.
     """
-    sizes = {-(-extent_tiles // q) for q in range(1, extent_tiles + 1)}
+    sizes = {ceil_div(extent_tiles, q) for q in range(1, extent_tiles + 1)}
     return sorted(x for x in sizes if x <= limit)
 
 
@@ -67,30 +71,27 @@ def _auto_space(m: int, n: int, k: int, cfg: ArchConfig, *, bias: bool) -> Itera
     buffering of a_reg/b_reg never loses, so ``auto`` always uses it.
     """
     e = cfg.tile
-    mt, nt, kt = -(-m // e), -(-n // e), -(-k // e)
+    mt, nt, kt = ceil_div(m, e), ceil_div(n, e), ceil_div(k, e)
     acc_tiles = cfg.rows("acc") // e
     for accb in (1, 2):
         for bm in balanced(mt, acc_tiles):
             for bn in balanced(nt, acc_tiles // bm):
+                chunk = partial(Tiling, bm=bm, bn=bn, acc_buffers=accb)
                 chunk_sizes = []
                 bk = 1
-                while bk <= kt and fits(Tiling(bm, bn, bk, "mn", True, accb), cfg, bias=bias):
+                while bk <= kt and fits(chunk(bk=bk), cfg, bias=bias):
                     chunk_sizes.append(bk)
                     bk *= 2
                 if not chunk_sizes:
                     continue
                 top = chunk_sizes[-1]
-                while top < kt and fits(Tiling(bm, bn, top + 1, "mn", True, accb), cfg, bias=bias):
+                while top < kt and fits(chunk(bk=top + 1), cfg, bias=bias):
                     top += 1
-                for bk in sorted(set(chunk_sizes) | {top}):
-                    yield Tiling(bm, bn, bk, "mn", True, accb, "fold")
+                chunks = [chunk(bk=bk) for bk in sorted(set(chunk_sizes) | {top})]
+                yield from chunks
                 # A whole panel (block x all of K) can stay resident, with one or two panel buffers.
-                for bk in sorted(set(chunk_sizes) | {top}):
-                    for pb in (2, 1):
-                        for order, res in (("mn", "a"), ("nm", "b")):
-                            r = Tiling(bm, bn, bk, order, True, accb, "fold", res, pb)
-                            if fits(r, cfg, bias=bias, k=k):
-                                yield r
+                for t in chunks:
+                    yield from resident_panels(t, cfg, k=k, bias=bias, panel_buffers=(2, 1))
 
 
 def auto_tiling(m: int, n: int, k: int, cfg: ArchConfig, *, in_bytes: int, out_bytes: int,
@@ -103,19 +104,17 @@ def auto_tiling(m: int, n: int, k: int, cfg: ArchConfig, *, in_bytes: int, out_b
 def tune_space(m: int, n: int, k: int, cfg: ArchConfig, *, bias: bool = False) -> Iterable[Tiling]:
     """Every tiling ``tune`` can sample: perfect-tile factors per extent, both orders, buffering choices."""
     e = cfg.tile
-    mt, nt, kt = -(-m // e), -(-n // e), -(-k // e)
+    mt, nt, kt = ceil_div(m, e), ceil_div(n, e), ceil_div(k, e)
     acc_tiles = cfg.rows("acc") // e
-    for bm in tile_candidates(mt, acc_tiles):
-        for bn in tile_candidates(nt, max(1, acc_tiles // bm)):
-            for bk in tile_candidates(kt, kt):
-                for order in ("mn", "nm"):
-                    for db in (True, False):
-                        for accb in (1, 2):
-                            for res, pb in (("none", 2), ("a" if order == "mn" else "b", 2),
-                                            ("a" if order == "mn" else "b", 1)):
-                                t = Tiling(bm, bn, bk, order, db, accb, "fold", res, pb)
-                                if fits(t, cfg, bias=bias, k=k):
-                                    yield t
+    blocks = ((bm, bn, bk) for bm in tile_candidates(mt, acc_tiles)
+              for bn in tile_candidates(nt, max(1, acc_tiles // bm)) for bk in tile_candidates(kt, kt))
+    for (bm, bn, bk), order, db, accb in itertools.product(blocks, ("mn", "nm"), (True, False), (1, 2)):
+        panel = "a" if order == "mn" else "b"
+        for res, pb in (("none", 2), (panel, 2), (panel, 1)):
+            t = Tiling(bm=bm, bn=bn, bk=bk, order=order, double_buffer=db, acc_buffers=accb, resident=res,
+                       panel_buffers=pb)
+            if fits(t, cfg, bias=bias, k=k):
+                yield t
 
 
 def exhaustive(m: int, n: int, k: int, cfg: ArchConfig, *, in_bytes: int, out_bytes: int,
@@ -161,7 +160,7 @@ def tune(m: int, n: int, k: int, cfg: ArchConfig, *, in_bytes: int, out_bytes: i
     Deterministic for a given ``seed``.  ``progress`` shows a tqdm bar on stderr.
     """
     e = cfg.tile
-    mt, nt, kt = -(-m // e), -(-n // e), -(-k // e)
+    mt, nt, kt = ceil_div(m, e), ceil_div(n, e), ceil_div(k, e)
     acc_tiles = cfg.rows("acc") // e
     rng = random.Random(seed)
     start = time.perf_counter()
@@ -179,7 +178,8 @@ def tune(m: int, n: int, k: int, cfg: ArchConfig, *, in_bytes: int, out_bytes: i
         bk = sample_perfect_tile(kt, kt, rng)
         order = rng.choice(("mn", "nm"))
         res = ("a" if order == "mn" else "b") if rng.random() < 0.5 else "none"
-        t = Tiling(bm, bn, bk, order, rng.random() < 0.75, rng.choice((1, 2)), "fold", res, rng.choice((1, 2)))
+        t = Tiling(bm=bm, bn=bn, bk=bk, order=order, double_buffer=rng.random() < 0.75,
+                   acc_buffers=rng.choice((1, 2)), resident=res, panel_buffers=rng.choice((1, 2)))
         if t.key() in seen or not fits(t, cfg, bias=bias, k=k):
             continue
         seen[t.key()] = Ranked(t, estimate(m, n, k, t, cfg, in_bytes=in_bytes, out_bytes=out_bytes,
@@ -189,7 +189,7 @@ def tune(m: int, n: int, k: int, cfg: ArchConfig, *, in_bytes: int, out_bytes: i
     if bar is not None:
         bar.close()
     if not seen:  # nothing sampled fit: fall back to the smallest tiling, which always fits
-        t = Tiling(1, 1, 1)
+        t = Tiling(bm=1, bn=1, bk=1)
         seen[t.key()] = Ranked(t, estimate(m, n, k, t, cfg, in_bytes=in_bytes, out_bytes=out_bytes,
                                            bias=bias))
     ranked = sorted(seen.values(), key=_score)

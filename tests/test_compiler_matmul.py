@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from tinynpu.compiler.lower import Bias, lower_gemm
 from tinynpu.compiler.operands import DenseOperand, DenseOutput, Emitter
 from tinynpu.compiler.schedule import apply, fits, from_tiling, naive
 from tinynpu.errors import TinyNpuError, UsageError
+from tinynpu.intmath import ceil_div
 from tinynpu.isa import load_config, load_isa
 from tinynpu.simulator import Machine
 
@@ -43,13 +45,13 @@ def test_auto_fp32_matches_numpy(m: int, n: int, k: int) -> None:
 def tilings(draw: st.DrawFn) -> tuple[int, int, int, Tiling]:
     m, n, k = draw(st.integers(1, 140)), draw(st.integers(1, 140)), draw(st.integers(1, 140))
     e = CFG.tile
-    t = Tiling(bm=draw(st.integers(1, -(-m // e))), bn=draw(st.integers(1, -(-n // e))),
-               bk=draw(st.integers(1, -(-k // e))), order=draw(st.sampled_from(["mn", "nm"])),
+    t = Tiling(bm=draw(st.integers(1, ceil_div(m, e))), bn=draw(st.integers(1, ceil_div(n, e))),
+               bk=draw(st.integers(1, ceil_div(k, e))), order=draw(st.sampled_from(["mn", "nm"])),
                double_buffer=draw(st.booleans()), acc_buffers=draw(st.sampled_from([1, 2])),
                init=draw(st.sampled_from(["fold", "fill_zero"])))
     if draw(st.booleans()):  # a resident panel: the whole K in one chunk, matching order
-        t = Tiling(t.bm, t.bn, -(-k // e), t.order, t.double_buffer, t.acc_buffers, t.init,
-                   "a" if t.order == "mn" else "b", draw(st.sampled_from([1, 2])))
+        t = replace(t, bk=ceil_div(k, e), resident="a" if t.order == "mn" else "b",
+                    panel_buffers=draw(st.sampled_from([1, 2])))
     assume(fits(t, CFG))
     return m, n, k, t
 
@@ -74,7 +76,7 @@ def test_traffic_matches_hand_counts() -> None:
     r = run_compiled(compile_matmul(32, 32, 32, schedule="naive"))
     assert (r["dram_read_bytes"], r["dram_write_bytes"]) == (4096, 4096)
     # One 2x2-tile block: A and B read once (1024 B each), C written once.
-    r = run_compiled(compile_matmul(32, 32, 32, schedule=from_tiling(Tiling(2, 2, 2), CFG)))
+    r = run_compiled(compile_matmul(32, 32, 32, schedule=from_tiling(Tiling(bm=2, bn=2, bk=2), CFG)))
     assert (r["dram_read_bytes"], r["dram_write_bytes"]) == (2048, 4096)
     # Edge tiles: cols < 16 are read as cols, rows past M are never read: 20x18x5 naive reads
     # A (20 rows x 5 cols) once per column tile (2) and B (18 x 5) once per row tile (2).
@@ -103,8 +105,10 @@ def test_seed_1024_compiles_fast_and_is_traffic_optimal() -> None:
 
 
 def test_every_tiling_replays_from_its_trace() -> None:
-    for t in (Tiling(2, 3, 4), Tiling(1, 1, 1, "nm", False, 2, "fill_zero"),
-              Tiling(2, 2, 5, "mn", True, 1, "fold", "a", 1), Tiling(3, 1, 5, "nm", False, 1, "fold", "b", 2)):
+    for t in (Tiling(bm=2, bn=3, bk=4),
+              Tiling(bm=1, bn=1, bk=1, order="nm", double_buffer=False, acc_buffers=2, init="fill_zero"),
+              Tiling(bm=2, bn=2, bk=5, resident="a", panel_buffers=1),
+              Tiling(bm=3, bn=1, bk=5, order="nm", double_buffer=False, resident="b", panel_buffers=2)):
         assert apply(from_tiling(t, CFG), m=64, n=64, k=80, cfg=CFG) == t
 
 
@@ -164,7 +168,8 @@ def test_bias_and_requantized_relu_output() -> None:
     bias = rng.integers(-5000, 5000, n, dtype=np.int32)
     tensors = [Tensor("A", 0, (m, k), "int8"), Tensor("B", 4096, (n, k), "int8"),
                Tensor("bias", 8192, (n,), "int32"), Tensor("C", 12288, (m, n), "int8", "output")]
-    for t in (Tiling(2, 2, 2), Tiling(3, 3, 5, acc_buffers=2), Tiling(1, 1, 1, "mn", False, 1, "fill_zero")):
+    for t in (Tiling(bm=2, bn=2, bk=2), Tiling(bm=3, bn=3, bk=5, acc_buffers=2),
+              Tiling(bm=1, bn=1, bk=1, double_buffer=False, init="fill_zero")):
         emit = Emitter(isa, CFG)
         lower_gemm(emit, m=m, n=n, k=k, a=DenseOperand(0, m, k, 1), b=DenseOperand(4096, n, k, 1),
                    c=DenseOutput(12288, n, 1, narrow=True, shift=9, relu=True), tiling=t, bias=Bias(8192, n))
@@ -362,9 +367,9 @@ def test_chained_gemms_through_dram_are_ordered_without_a_barrier() -> None:
                Tensor("y", 16384, (m, n), "int32", "output")]
     emit = Emitter(isa, CFG)
     lower_gemm(emit, m=m, n=h, k=k, a=DenseOperand(0, m, k, 1), b=DenseOperand(4096, h, k, 1),
-               c=DenseOutput(12288, h, 1, narrow=True, shift=10, relu=True), tiling=Tiling(1, 1, 1))
+               c=DenseOutput(12288, h, 1, narrow=True, shift=10, relu=True), tiling=Tiling(bm=1, bn=1, bk=1))
     lower_gemm(emit, m=m, n=n, k=h, a=DenseOperand(12288, m, h, 1), b=DenseOperand(8192, n, h, 1),
-               c=DenseOutput(16384, n, 4), tiling=Tiling(2, 2, 3))
+               c=DenseOutput(16384, n, 4), tiling=Tiling(bm=2, bn=2, bk=3))
     words, _ = emit.finish()
     machine = Machine(CFG, isa)
     machine.load(Program.build(isa, CFG, words, tensors))

@@ -13,14 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tinynpu.compiler.conv2d import (
-    RESNET50_CONVS,
-    ConvLayout,
-    ConvShape,
-    Dma,
-    choose_layout,
-    conv2d_reference,
-)
+from tinynpu.compiler.conv_geometry import ConvLayout, Dma, choose_layout
+from tinynpu.compiler.conv_shape import RESNET50_CONVS, ConvShape, conv2d_reference
 from tinynpu.errors import TinyNpuError, UsageError
 from tinynpu.isa import load_config
 
@@ -166,7 +160,7 @@ def test_bad_shapes(kwargs: dict[str, int], needle: str) -> None:
 
 
 def test_conv_operand_emits_loads_and_zero_rows() -> None:
-    from tinynpu.compiler.conv2d import ConvOperand
+    from tinynpu.compiler.conv_lower import ConvOperand
     from tinynpu.compiler.operands import Emitter
     from tinynpu.isa import load_isa
 
@@ -188,7 +182,7 @@ def test_conv_operand_emits_loads_and_zero_rows() -> None:
 def test_touched_input_positions_match_brute_force() -> None:
     import itertools
 
-    from tinynpu.compiler.conv2d import _touched
+    from tinynpu.compiler.conv_bounds import _touched
 
     for size, kernel, stride, pad in itertools.product(range(1, 9), range(1, 8), range(1, 4), range(4)):
         if kernel > size + 2 * pad:

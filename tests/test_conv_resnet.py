@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from tinynpu.compiler.conv2d import RESNET50_CONVS, ConvShape, compile_conv2d
+from tinynpu.compiler.conv2d import compile_conv2d
+from tinynpu.compiler.conv_shape import RESNET50_CONVS, ConvShape
 from tinynpu.compiler.run import run_compiled
+from tinynpu.intmath import round_up
 from tinynpu.isa import load_config
 
 BAR = 0.80  # the bench target: utilization >= 80% of the padding ceiling of each layer's im2col GEMM
@@ -21,7 +23,7 @@ BAR = 0.80  # the bench target: utilization >= 80% of the padding ceiling of eac
 def im2col_ceiling(sh: ConvShape, tile: int) -> float:
     """Useful MACs over the MACs of the unpadded im2col GEMM rounded up to whole tiles."""
     m, n, k = sh.gemm_m, sh.gemm_n, sh.gemm_k
-    return m * n * k / (-(-m // tile) * -(-n // tile) * -(-k // tile) * tile**3)
+    return m * n * k / (round_up(m, tile) * round_up(n, tile) * round_up(k, tile))
 
 
 @pytest.mark.parametrize("shape", RESNET50_CONVS, ids=[f"L{i}" for i in range(len(RESNET50_CONVS))])

@@ -21,10 +21,10 @@ def test_tutorial_schedules_replay() -> None:
         for p in sorted((ROOT / "docs" / "tutorial").glob("*.json"))
     }
     assert tilings == {
-        "2_tiling_reorder": Tiling(8, 8, 1, "mn", False, 1, "fill_zero"),
-        "3_scopes": Tiling(8, 8, 8, "mn", False, 1, "fill_zero"),
-        "4_tensorize_fold": Tiling(8, 8, 8, "mn", False, 1, "fold"),
-        "5_double_buffer": Tiling(8, 8, 8, "mn", True, 1, "fold"),
+        "2_tiling_reorder": Tiling(bm=8, bn=8, bk=1, double_buffer=False, init="fill_zero"),
+        "3_scopes": Tiling(bm=8, bn=8, bk=8, double_buffer=False, init="fill_zero"),
+        "4_tensorize_fold": Tiling(bm=8, bn=8, bk=8, double_buffer=False, init="fold"),
+        "5_double_buffer": Tiling(bm=8, bn=8, bk=8, init="fold"),
     }
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from tqdm import tqdm
 
 from tinynpu.errors import UsageError
+from tinynpu.intmath import ceil_div
 from tinynpu.isa import load_config
 from tinynpu.report.build import prepare_dir, write_report
 from tinynpu.report.landscape import matmul_landscape
@@ -114,7 +115,7 @@ def run_demo(out: Path, *, size: int, config: str, force: bool, as_json: bool) -
     prepare_dir(out, force=force)
     # tqdm.write keeps a progress bar on the terminal intact below the messages.
     say = (lambda msg: None) if as_json else (lambda msg: tqdm.write(msg, file=sys.stderr))
-    tiles = -(-size // cfg.tile)
+    tiles = ceil_div(size, cfg.tile)
     say(
         f"tinynpu demo: {size}x{size}x{size} {cfg.input_dtype} matmul on the '{cfg.name}' config "
         f"({cfg.macs_per_cycle} MAC/cycle, DRAM {cfg.dram_bytes_per_cycle} B/cycle)."

@@ -127,7 +127,7 @@ def suite_workloads(*, quick: bool) -> list[Workload]:
 
 
 def _resnet50() -> Sequence[Any]:
-    from tinynpu.compiler.conv2d import RESNET50_CONVS
+    from tinynpu.compiler.conv_shape import RESNET50_CONVS
 
     return RESNET50_CONVS
 
