@@ -1,12 +1,13 @@
-"""``tinynpu cosim`` and ``tinynpu bench cosim``: the RTL on Icarus next to the simulator.
+"""``tinynpu cosim`` and ``tinynpu bench cosim``: the RTL (Verilator or Icarus) next to the simulator.
 
 Two forms share one command::
 
-    tinynpu cosim PROGRAM.bin [--input NAME=FILE.npy ...] [--json] [--waves FILE]
-    tinynpu cosim matmul --m 64 --n 64 --k 64 [--json] [--waves FILE]   (also conv2d, mlp)
+    tinynpu cosim PROGRAM.bin [--input NAME=FILE.npy ...] [--simulator S] [--json] [--waves FILE]
+    tinynpu cosim matmul --m 64 --n 64 --k 64 [--simulator S] [--json] [--waves FILE]   (also conv2d, mlp)
 
 The first token decides the form, so the workload flags are exactly those of
-``tinynpu run``.
+``tinynpu run``.  ``--simulator auto`` (the default) runs Verilator where it
+builds, else Icarus; the output says which ran.
 """
 
 from __future__ import annotations
@@ -22,14 +23,18 @@ import numpy as np
 from tinynpu.errors import UsageError
 
 WORKLOADS = ("matmul", "conv2d", "mlp")
-COSIM_TARGET_SECONDS = 60.0  # bench cosim: a 128^3 matmul co-simulated within a minute keeps RTL checks routine
-_DESCRIPTION = """Run one program on the RTL (Icarus) and on the simulator and compare outputs and cycles.
+# bench cosim targets: Verilator fast enough that whole workloads run on the RTL, cycle for cycle, in minutes.
+TARGET_VERILATOR_OVER_ICARUS = 100.0  # cycles/s ratio on the same matmul in the same run
+TARGET_SEED_SECONDS = 120.0           # the tuned 1024^3 seed (4.2 M cycles) co-simulated on Verilator
+TARGET_RESNET50_SECONDS = 900.0       # every conv layer of ResNet-50 (--resnet50)
+_DESCRIPTION = """Run one program on the RTL and on the simulator and compare outputs and cycles.
 
-  tinynpu cosim PROGRAM.bin [--input NAME=FILE.npy ...] [--json] [--waves FILE]
-  tinynpu cosim matmul --m 64 --n 64 --k 64 [--json] [--waves FILE]   (also conv2d, mlp)
+  tinynpu cosim PROGRAM.bin [--input NAME=FILE.npy ...] [--simulator S] [--json] [--waves FILE]
+  tinynpu cosim matmul --m 64 --n 64 --k 64 [--simulator S] [--json] [--waves FILE]   (also conv2d, mlp)
 
 The first token decides the form; the workload flags are those of `tinynpu run`
-(`tinynpu cosim matmul --help` lists them)."""
+(`tinynpu cosim matmul --help` lists them).  --simulator auto (the default) runs
+Verilator where it builds, else Icarus; the output says which ran."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -39,7 +44,16 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}. Run 'tinynpu cosim --help' for the two forms.")
 
 
+SIMULATOR_NAMES = {"verilator": "Verilator", "icarus": "Icarus"}
+
+
+def _simulator_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--simulator", choices=("auto", "verilator", "icarus"), default="auto",
+                   help="Verilog simulator for the RTL (default auto: Verilator where it builds, else Icarus)")
+
+
 def _common(p: argparse.ArgumentParser) -> None:
+    _simulator_option(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--waves", metavar="FILE.fst", help="dump every RTL signal for GTKWave (FST)")
     p.add_argument("--force", action="store_true", help="overwrite an existing --waves file")
@@ -134,7 +148,8 @@ def _format(out: dict[str, Any]) -> str:
         f"(difference {out['cycle_diff']:+,})",
         f"outputs {'match' if out['outputs_match'] else 'DIFFER: ' + ', '.join(out['output_mismatches'])}; "
         f"{out['instructions_compared']:,} instructions compared, {out['trace_mismatches']} with other cycles",
-        f"RTL simulated in {out['rtl_seconds']:.2f} s ({out['rtl_cycles_per_second']:,.0f} cycles/s on Icarus)",
+        f"RTL simulated on {SIMULATOR_NAMES[out['simulator']]} in {out['rtl_seconds']:.2f} s "
+        f"({out['rtl_cycles_per_second']:,.0f} cycles/s)",
     ]
     if "verified" in out:
         lines.append(f"against numpy: {'verified' if out['verified'] else 'MISMATCH'}")
@@ -161,7 +176,7 @@ def _cmd_cosim(args: argparse.Namespace) -> int:
     waves = _waves_path(inner)
     if waves is not None and waves.exists():
         waves.unlink()
-    [report] = cosimulate(isa, cfg, [case], waves=waves)
+    [report] = cosimulate(isa, cfg, [case], waves=waves, simulator=inner.simulator)
     if report.model_error is not None:
         raise UsageError(f"{case.name}: the simulator rejects the program, so there is nothing to compare: "
                          f"{report.model_error}")
@@ -171,68 +186,155 @@ def _cmd_cosim(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
-def _cmd_bench(args: argparse.Namespace) -> int:
+def _bench_case(isa: Any, cfg: Any, name: str, compiled: Any, simulator: str) -> dict[str, Any]:
+    """Co-simulate one compiled workload on ``simulator``; the figures of one row of ``bench cosim``."""
+    from tinynpu.rtl.compare import CosimCase, cosimulate
+
+    inputs = compiled.make_inputs(0)
+    t0 = time.perf_counter()
+    [report] = cosimulate(isa, cfg, [CosimCase(name, compiled.program, compiled.to_device(inputs))],
+                          simulator=simulator)
+    wall = time.perf_counter() - t0
+    ref = compiled.reference(inputs)
+    return {
+        "workload": name,
+        "simulator": report.simulator,
+        "rtl_cycles": report.rtl_cycles,
+        "model_cycles": report.model_cycles,
+        "instructions_compared": report.instructions_compared,
+        "trace_mismatches": len(report.trace_mismatches),
+        "agree": report.agree,
+        "verified": report.rtl_error is None and all(
+            np.array_equal(report.outputs[k].reshape(ref[k].shape), ref[k]) for k in compiled.outputs),
+        "rtl_sim_seconds": report.rtl_seconds,
+        "rtl_cycles_per_second": report.rtl_cycles / report.rtl_seconds if report.rtl_seconds else 0.0,
+        "model_seconds": report.model_seconds,
+        "cosim_wall_seconds": wall,
+    }
+
+
+def _bench_figures(args: argparse.Namespace) -> dict[str, Any]:
     from tinynpu.compiler import compile_matmul
     from tinynpu.isa import load_config, load_isa
-    from tinynpu.rtl.compare import CosimCase, cosimulate
+    from tinynpu.rtl.runner import missing_reason
 
     isa = load_isa()
     cfg = load_config("default", isa)
     size = args.size
-    t0 = time.perf_counter()
     compiled = compile_matmul(size, size, size)
-    inputs = compiled.make_inputs(0)
-    case = CosimCase(f"matmul{size}", compiled.program, compiled.to_device(inputs))
-    [report] = cosimulate(isa, cfg, [case])
-    wall = time.perf_counter() - t0
-    ref = compiled.reference(inputs)["C"]
-    out = {
-        "workload": f"matmul {size}x{size}x{size} int8",
-        "rtl_cycles": report.rtl_cycles,
-        "model_cycles": report.model_cycles,
-        "cycle_diff": report.cycle_diff,
-        "outputs_match": report.outputs_match,
-        "verified": bool(np.array_equal(report.outputs["C"].reshape(ref.shape), ref)),
-        "instructions_compared": report.instructions_compared,
-        "trace_mismatches": len(report.trace_mismatches),
-        "rtl_sim_seconds": report.rtl_seconds,
-        "rtl_cycles_per_second": report.rtl_cycles / report.rtl_seconds,
-        "model_seconds": report.model_seconds,
-        "model_cycles_per_second": report.model_cycles / report.model_seconds,
-        # Baseline measured in the same run: how much slower the RTL is than the Python model.
-        "rtl_slowdown_vs_model": report.rtl_seconds / report.model_seconds,
-        "cosim_wall_seconds": wall,
-        "target_wall_seconds": COSIM_TARGET_SECONDS,
-    }
+    out: dict[str, Any] = {"workload": f"matmul {size}x{size}x{size} int8"}
+    speed = {}
+    for sim in ("icarus", "verilator"):
+        reason = missing_reason(sim)
+        out[sim] = {"skipped": reason} if reason else _bench_case(isa, cfg, f"matmul{size}", compiled, sim)
+        if not reason:
+            speed[sim] = out[sim]["rtl_cycles_per_second"]
+    # The target ratio: both simulators on the same program in this run.
+    out["verilator_over_icarus"] = speed["verilator"] / speed["icarus"] if len(speed) == 2 else None
+    out["target_verilator_over_icarus"] = TARGET_VERILATOR_OVER_ICARUS
+    out["seed"] = None
+    if args.seed_size and "verilator" in speed:
+        n = args.seed_size
+        row = _bench_case(isa, cfg, f"seed{n} tuned", compile_matmul(n, n, n), "verilator")
+        out["seed"] = dict(row, target_wall_seconds=TARGET_SEED_SECONDS)
+    out["resnet50"] = None
+    if args.resnet50 and "verilator" in speed:
+        from tinynpu.compiler.conv2d import RESNET50_CONVS, compile_conv2d
+
+        t0 = time.perf_counter()
+        rows = [_bench_case(isa, cfg, str(s), compile_conv2d(s.n, s.c, s.h, s.w, s.k, s.r, s.s, stride=s.stride,
+                                                             pad=s.pad), "verilator")
+                for s in RESNET50_CONVS]
+        out["resnet50"] = {"layers": rows, "rtl_cycles": sum(r["rtl_cycles"] for r in rows),
+                           "agree": all(r["agree"] and r["verified"] for r in rows),
+                           "wall_seconds": time.perf_counter() - t0, "target_wall_seconds": TARGET_RESNET50_SECONDS}
+    out["target_lines"] = _target_lines(out)
+    return out
+
+
+def _verdict(ok: bool) -> str:
+    return "met" if ok else "not met"
+
+
+def _target_lines(out: dict[str, Any]) -> list[str]:
+    """One line per target: what it is, the figure measured in this run, met or not met."""
+    lines = []
+    ratio = out["verilator_over_icarus"]
+    if ratio is not None:
+        ok = ratio >= TARGET_VERILATOR_OVER_ICARUS
+        lines.append(f"target: Verilator / Icarus cycles per second on the {out['workload']} >= "
+                     f"{TARGET_VERILATOR_OVER_ICARUS:g}x: {ratio:,.0f}x: {_verdict(ok)}")
+    seed = out["seed"]
+    if seed:
+        ok = seed["agree"] and seed["verified"] and seed["cosim_wall_seconds"] <= TARGET_SEED_SECONDS
+        lines.append(f"target: {seed['workload']} on Verilator, bit-exact and cycle-exact, "
+                     f"<= {TARGET_SEED_SECONDS:g} s: {seed['cosim_wall_seconds']:.1f} s: {_verdict(ok)}")
+    resnet = out["resnet50"]
+    if resnet:
+        ok = resnet["agree"] and resnet["wall_seconds"] <= TARGET_RESNET50_SECONDS
+        lines.append(f"target: every ResNet-50 conv layer on Verilator, bit-exact and cycle-exact, <= "
+                     f"{TARGET_RESNET50_SECONDS:g} s: {resnet['wall_seconds']:.0f} s: {_verdict(ok)}")
+    return lines
+
+
+def _bench_ok(out: dict[str, Any]) -> bool:
+    rows = [out[s] for s in ("icarus", "verilator") if "skipped" not in out[s]]
+    rows += [out["seed"]] if out["seed"] else []
+    rows += out["resnet50"]["layers"] if out["resnet50"] else []
+    return bool(rows) and all(r["agree"] and r["verified"] for r in rows)
+
+
+def _bench_row_text(r: dict[str, Any]) -> str:
+    return (f"  {SIMULATOR_NAMES[r['simulator']]:9} {r['workload']}: {r['rtl_cycles']:,} cycles, "
+            f"RTL == simulator: {r['agree']}, numpy verified: {r['verified']}; "
+            f"{r['rtl_cycles_per_second']:,.0f} cycles/s ({r['rtl_sim_seconds']:.2f} s simulated, "
+            f"{r['cosim_wall_seconds']:.1f} s in all)")
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    out = _bench_figures(args)
     if args.json:
         print(json.dumps(out))
-    else:
-        print(f"{out['workload']}: {out['rtl_cycles']:,} cycles, RTL == simulator: {report.agree}, "
-              f"numpy verified: {out['verified']}")
-        print(f"Icarus {out['rtl_cycles_per_second']:,.0f} cycles/s ({out['rtl_sim_seconds']:.2f} s); "
-              f"simulator {out['model_cycles_per_second']:,.0f} cycles/s; RTL is "
-              f"{out['rtl_slowdown_vs_model']:,.0f}x slower")
-        print(f"target: co-simulation of the {args.size}^3 matmul <= {COSIM_TARGET_SECONDS:g} s wall: {wall:.1f} s: "
-              f"{'met' if wall <= COSIM_TARGET_SECONDS else 'not met'}")
-    return 0 if report.agree and out["verified"] else 1
+        return 0 if _bench_ok(out) else 1
+    print(out["workload"])
+    for sim in ("icarus", "verilator"):
+        row = out[sim]
+        print(f"  {SIMULATOR_NAMES[sim]:9} skipped: {row['skipped']}" if "skipped" in row else _bench_row_text(row))
+    if out["seed"]:
+        print(_bench_row_text(out["seed"]))
+    if out["resnet50"]:
+        for row in out["resnet50"]["layers"]:
+            print(_bench_row_text(row))
+        print(f"ResNet-50 convolutions: {out['resnet50']['rtl_cycles']:,} cycles co-simulated in "
+              f"{out['resnet50']['wall_seconds']:.0f} s")
+    for line in out["target_lines"]:
+        print(line)
+    return 0 if _bench_ok(out) else 1
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``cosim``."""
     p = subparsers.add_parser(
-        "cosim", help="run a program or workload on the RTL (Icarus) and the simulator and compare",
+        "cosim", help="run a program or workload on the RTL (Verilator or Icarus) and the simulator and compare",
         description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("target", metavar="PROGRAM.bin|matmul|conv2d|mlp",
                    help="a program image, or a workload compiled as `tinynpu run` would")
     p.add_argument("rest", nargs=argparse.REMAINDER,
                    help="--input NAME=FILE.npy, --config, --max-cycles (program form) or the workload flags of "
-                        "`tinynpu run`; both forms take --json, --waves FILE.fst, --force")
+                        "`tinynpu run`; both forms take --simulator auto|verilator|icarus, --json, "
+                        "--waves FILE.fst, --force")
     p.set_defaults(handler=_cmd_cosim)
 
 
 def register_bench(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``bench cosim``."""
-    p = bench_subparsers.add_parser("cosim", help="co-simulation speed: the int8 matmul on Icarus vs the simulator")
+    p = bench_subparsers.add_parser(
+        "cosim", help="co-simulation speed: an int8 matmul on Verilator and Icarus, the tuned 1024^3 seed on Verilator")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--size", type=int, default=128, help="M = N = K (default 128)")
+    p.add_argument("--size", type=int, default=128,
+                   help="M = N = K of the matmul run on both simulators (default 128)")
+    p.add_argument("--seed-size", type=int, default=1024,
+                   help="M = N = K of the tuned seed run on Verilator (default 1024; 0 skips it)")
+    p.add_argument("--resnet50", action="store_true",
+                   help="also co-simulate every ResNet-50 conv layer on Verilator (minutes; default off)")
     p.set_defaults(handler=_cmd_bench)

@@ -1,4 +1,4 @@
-"""Differential co-simulation: the same binary on the RTL and on the Python simulator.
+"""Differential co-simulation: the same binary on the RTL (Verilator or Icarus) and on the simulator.
 
 Every DRAM tensor of the program's manifest is compared bit for bit after the
 run, the total cycle counts are compared, and the instruction trace of the
@@ -57,6 +57,7 @@ class CosimReport:
     model_error: str | None
     rtl_seconds: float
     model_seconds: float
+    simulator: str = "icarus"
     outputs: Mapping[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     @property
@@ -87,6 +88,7 @@ class CosimReport:
             "model_error": self.model_error,
             "rtl_seconds": self.rtl_seconds,
             "model_seconds": self.model_seconds,
+            "simulator": self.simulator,
         }
 
 
@@ -130,6 +132,9 @@ def _compare(isa: Isa, case: CosimCase, model: _ModelRun, rtl: RtlResult) -> Cos
         rtl_error = f"no halt within {case.max_cycles} cycles"
     elif rtl.late_responses:
         rtl_error = f"the bench's DRAM model answered {rtl.late_responses} requests late (a bench timing fault)"
+    elif rtl.bad_requests:
+        rtl_error = (f"the RTL sent {rtl.bad_requests} DRAM requests outside DRAM or beyond the bench's "
+                     "in-flight limit (the RTL's own range check should have stopped them)")
     mismatched = tuple(name for name, raw in model.outputs.items() if rtl_out.get(name) != raw)
     trace: list[TraceMismatch] = []
     for index, _unit, mnemonic, d, s, e in model.timeline:
@@ -147,13 +152,18 @@ def _compare(isa: Isa, case: CosimCase, model: _ModelRun, rtl: RtlResult) -> Cos
         outputs_match=not mismatched and model.error is None and rtl_error is None,
         output_mismatches=mismatched, instructions_compared=len(model.timeline),
         trace_mismatches=tuple(trace), rtl_error=rtl_error, model_error=model.error,
-        rtl_seconds=rtl.sim_seconds, model_seconds=model.seconds, outputs=arrays,
+        rtl_seconds=rtl.sim_seconds, model_seconds=model.seconds, simulator=rtl.simulator, outputs=arrays,
     )
 
 
 def cosimulate(isa: Isa, cfg: ArchConfig, cases: Sequence[CosimCase], *,
-               waves: Path | None = None) -> list[CosimReport]:
-    """Run every case on the simulator and (in one simulator process) on the RTL, and compare."""
+               waves: Path | None = None, simulator: str | None = None) -> list[CosimReport]:
+    """Run every case on the simulator and (in one simulator process) on the RTL, and compare.
+
+    Args:
+        simulator: ``verilator``, ``icarus``, or ``auto``/None (Verilator where it builds, else Icarus);
+            each report's ``simulator`` says which ran.
+    """
     models = [_run_model(isa, cfg, case) for case in cases]
     # The RTL stops a little after the model's cycle count, so a program the
     # model rejects (deadlock, race) costs little simulation time.
@@ -161,5 +171,5 @@ def cosimulate(isa: Isa, cfg: ArchConfig, cases: Sequence[CosimCase], *,
                    read=tuple((t.addr, t.nbytes) for t in case.program.tensors),
                    max_cycles=min(case.max_cycles, 2 * m.cycles + 10_000))
             for case, m in zip(cases, models, strict=True)]
-    results = run_rtl(isa, cfg, jobs, waves=waves)
+    results = run_rtl(isa, cfg, jobs, waves=waves, simulator=simulator)
     return [_compare(isa, c, m, r) for c, m, r in zip(cases, models, results, strict=True)]

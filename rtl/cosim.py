@@ -1,36 +1,49 @@
-"""Co-simulation driver: build the RTL once, run programs on Icarus through cocotb.
+"""Raw RTL runs: programs and DRAM images in, cycles, trace and DRAM regions out.
 
-The RTL runs the same :class:`~tinynpu.assembler.image.Program` binary as the
-Python simulator.  :func:`run_rtl` takes plain jobs (words, DRAM contents,
-regions to read back) and returns per-program results with the instruction
-trace; :func:`cosimulate` runs a program on both and compares outputs bit for
-bit and cycles instruction for instruction.
+:func:`run_rtl` takes plain jobs (words, DRAM contents, regions to read back)
+and runs them all in one simulator process on Verilator or Icarus
+(:mod:`tinynpu.rtl.runner` picks and builds).  Each job travels as files:
+the bench (``rtl/tb/tinynpu_tb.sv``) loads the program and the DRAM image
+with ``$readmemh``, runs the DRAM model and collects the per-instruction trace
+in SystemVerilog, and dumps trace, regions and status with ``$writememh``;
+the cocotb side only starts each job and waits for it, so no Python runs per
+cycle or per DRAM request.  :func:`tinynpu.rtl.compare.cosimulate` compares the
+results with the simulator.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import hashlib
-import logging
-import pickle
-import shutil
-import sys
+import json
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tinynpu.errors import TinyNpuError, UsageError
-from tinynpu.isa import ArchConfig, Isa
+import numpy as np
 
-RTL_DIR = Path(__file__).resolve().parent
-TB_DIR = RTL_DIR / "tb"
-INCLUDE_DIR = RTL_DIR / "generated"
+from tinynpu.errors import UsageError
+from tinynpu.isa import ArchConfig, Isa
+from tinynpu.rtl.runner import (
+    INCLUDE_DIR,
+    RTL_DIR,
+    SIMULATORS,
+    TB_DIR,
+    Build,
+    RtlError,
+    build,
+    missing_reason,
+    run_test,
+)
+
+__all__ = ["ERROR_CAUSES", "INCLUDE_DIR", "RTL_DIR", "TB_DIR", "RtlError", "RtlJob", "RtlResult",
+           "check_config", "choose_simulator", "icarus_missing_reason", "run_rtl", "run_unit_benches"]
+
 TOPLEVEL = "tinynpu_tb"
 TEST_MODULE = "tinynpu_cocotb"
-IMEM_AW = 14  # instruction memory of the build: 2**14 words
+MIN_IMEM_AW = 16  # instruction memory of the smallest build: 2**16 words (the tuned 1024^3 has 41,473)
+ROW_BYTES = 64    # the bench's DRAM word: one full DMA row
+MAX_REGIONS = 256  # regions read back per job (tinynpu_tb.sv: MaxRegions)
 
 #: error_cause values of rtl/tinynpu_dispatch.sv.
 ERROR_CAUSES = {
@@ -43,10 +56,6 @@ ERROR_CAUSES = {
     7: "ran past the last instruction without a halt",
     8: "DRAM back-pressure (ready low)",
 }
-
-
-class RtlError(TinyNpuError):
-    """The RTL co-simulation could not run (no simulator, build failure, bench failure)."""
 
 
 @dataclass(frozen=True)
@@ -69,11 +78,13 @@ class RtlResult:
     cause: int
     error_pc: int
     timed_out: bool
-    trace: tuple[tuple[int, int, int], ...]  # per instruction: (dispatch, start, end)
+    trace: tuple[tuple[int, int, int], ...]  # per instruction: (dispatch, start, end); -1 where never recorded
     regions: tuple[bytes, ...]
     late_responses: int
     sim_seconds: float
     wall_seconds: float
+    bad_requests: int = 0
+    simulator: str = "icarus"
     extra: dict[str, object] = field(default_factory=dict)
 
     @property
@@ -81,23 +92,9 @@ class RtlResult:
         return ERROR_CAUSES.get(self.cause, f"cause {self.cause}")
 
 
-def sources() -> list[Path]:
-    """Every Verilog file of the build: RTL modules then the bench wrapper."""
-    return sorted(RTL_DIR.glob("*.sv")) + sorted(TB_DIR.glob("*.sv"))
-
-
 def icarus_missing_reason() -> str | None:
-    """Why the RTL cannot be simulated here, or None if it can."""
-    for tool in ("iverilog", "vvp"):
-        if shutil.which(tool) is None:
-            return (f"Icarus Verilog is not installed ({tool} not on PATH); "
-                    "install it with apt-get install iverilog")
-    try:
-        import cocotb  # noqa: F401
-        import cocotb_tools.runner  # noqa: F401
-    except ImportError:
-        return "cocotb is not installed; pip install cocotb==2.1.0"
-    return None
+    """Why the RTL cannot be simulated on Icarus here, or None if it can."""
+    return missing_reason("icarus")
 
 
 def check_config(cfg: ArchConfig) -> None:
@@ -117,104 +114,147 @@ def check_config(cfg: ArchConfig) -> None:
                          + "; ".join(problems) + ".")
 
 
-def _build_key(isa: Isa, cfg: ArchConfig) -> str:
-    h = hashlib.sha256()
-    for path in sources() + [INCLUDE_DIR / "tinynpu_isa.vh"]:
-        h.update(path.name.encode())
-        h.update(path.read_bytes())
-    h.update(f"{isa.digest}{cfg.digest}{IMEM_AW}".encode())
-    return h.hexdigest()[:16]
+def _imem_aw(jobs: Sequence[RtlJob]) -> int:
+    longest = max((len(j.words) for j in jobs), default=0)
+    return max(MIN_IMEM_AW, (longest - 1).bit_length())
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def _runner(isa: Isa, cfg: ArchConfig, toplevel: str = TOPLEVEL) -> tuple[object, Path]:
-    """An Icarus runner with the RTL built (once per source version) and its build directory.
-
-    The build lives in the system temp directory, keyed by a hash of the sources,
-    so every test session and command reuses it.
-    """
+def _build_for(simulator: str | None, isa: Isa, cfg: ArchConfig, imem_aw: int, waves: bool) -> Build:
+    """The build to run on: the named simulator, or Verilator where it builds, else Icarus."""
     check_config(cfg)
-    reason = icarus_missing_reason()
-    if reason:
-        raise RtlError(reason)
-    from cocotb_tools.runner import get_runner
-
-    build_dir = Path(tempfile.gettempdir()) / f"tinynpu-rtl-{toplevel}-{_build_key(isa, cfg)}"
-    runner = get_runner("icarus")
-    # The runner warns "Skipping compilation" on every reuse of the build: that is the point here.
-    logging.getLogger(runner.log.name).setLevel(logging.ERROR)
-    with _locked(build_dir.with_suffix(".lock")):
-        log = build_dir.with_suffix(".log")
+    params = {"IMEM_AW": imem_aw, "IDX_W": max(16, imem_aw)}
+    if simulator is not None and simulator != "auto":
+        if simulator not in SIMULATORS:
+            raise UsageError(f"--simulator must be auto, {' or '.join(SIMULATORS)}, not {simulator!r}.")
+        return build(simulator, isa, cfg, TOPLEVEL, parameters=params, waves=waves)
+    if missing_reason("verilator") is None:
         try:
-            # Built with the runner's wave-dump module; dumping happens only in runs asking for it.
-            runner.build(
-                sources=sources(), includes=[INCLUDE_DIR], hdl_toplevel=toplevel, build_dir=build_dir,
-                parameters={"IMEM_AW": IMEM_AW} if toplevel == TOPLEVEL else {}, timescale=("1ns", "1ps"),
-                waves=True, log_file=log,
-            )
-        except (SystemExit, Exception) as exc:  # the runner exits on compiler errors
-            raise RtlError(f"building the RTL with Icarus failed ({exc}); see {log}.") from None
-    return runner, build_dir
+            return build("verilator", isa, cfg, TOPLEVEL, parameters=params, waves=waves)
+        except RtlError:
+            pass  # the default falls back to Icarus; the result says which simulator ran
+    return build("icarus", isa, cfg, TOPLEVEL, parameters=params, waves=waves)
 
 
-def run_rtl(
-    isa: Isa, cfg: ArchConfig, jobs: Sequence[RtlJob], *, waves: Path | None = None
-) -> list[RtlResult]:
-    """Run each job on the RTL (one simulator process for all of them)."""
-    for n, job in enumerate(jobs):
-        if len(job.words) > 1 << IMEM_AW:
-            raise UsageError(f"program {n} has {len(job.words)} instructions; the RTL instruction memory "
-                             f"holds {1 << IMEM_AW}.")
-    runner, build_dir = _runner(isa, cfg)
+def choose_simulator(simulator: str | None) -> str:
+    """The simulator ``auto`` stands for here, without building (Verilator if installed, else Icarus)."""
+    if simulator not in (None, "auto"):
+        return str(simulator)
+    return "verilator" if missing_reason("verilator") is None else "icarus"
 
-    with tempfile.TemporaryDirectory(prefix="tinynpu-cosim-") as tmp:
-        job_path, result_path = Path(tmp) / "job.pkl", Path(tmp) / "result.pkl"
-        payload = {
-            "dram_bytes": cfg.dram_bytes,
-            "latency": cfg.dram_latency_cycles,
-            "bytes_per_cycle": cfg.dram_bytes_per_cycle,
-            "programs": [{"words": list(j.words), "dram": list(j.dram), "read": list(j.read),
-                          "max_cycles": j.max_cycles} for j in jobs],
-        }
-        job_path.write_bytes(pickle.dumps(payload))
-        env = {
-            "TINYNPU_COSIM_JOB": str(job_path),
-            "TINYNPU_COSIM_RESULT": str(result_path),
-            "COCOTB_LOG_LEVEL": "WARNING",
-        }
-        # The runner passes sys.path as the simulator's PYTHONPATH; the bench module lives in rtl/tb.
-        if str(TB_DIR) not in sys.path:
-            sys.path.append(str(TB_DIR))
-        plusargs = [f"+dumpfile_path={Path(waves).resolve()}"] if waves else []
-        log = Path(tmp) / "sim.log"
+
+# ---- job files (the bench's side of them is documented in rtl/tb/tinynpu_tb.sv) ---------------------
+
+def _word_runs(chunks: Iterable[tuple[int, bytes]]) -> list[tuple[int, int]]:
+    """Merged, sorted [lo, hi] DRAM word ranges covering every chunk."""
+    spans = sorted((a // ROW_BYTES, (a + len(d) - 1) // ROW_BYTES) for a, d in chunks if d)
+    runs: list[tuple[int, int]] = []
+    for lo, hi in spans:
+        if runs and lo <= runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], max(runs[-1][1], hi))
+        else:
+            runs.append((lo, hi))
+    return runs
+
+
+def _hex_words(raw: np.ndarray) -> str:
+    """Little-endian 64-byte words as $readmemh lines (most significant byte first)."""
+    text = raw.reshape(-1, ROW_BYTES)[:, ::-1].tobytes().hex()
+    width = 2 * ROW_BYTES
+    return "\n".join(text[i:i + width] for i in range(0, len(text), width))
+
+
+def _write_image(path: Path, chunks: Sequence[tuple[int, bytes]]) -> tuple[int, int]:
+    """The DRAM image as $readmemh text; returns its [lo, hi] word span (lo > hi when empty)."""
+    runs = _word_runs(chunks)
+    parts = []
+    for lo, hi in runs:
+        buf = np.zeros((hi - lo + 1) * ROW_BYTES, dtype=np.uint8)
+        base = lo * ROW_BYTES
+        for addr, data in chunks:
+            end = addr + len(data)
+            if data and addr >= base and end <= base + buf.size:
+                buf[addr - base:end - base] = np.frombuffer(data, dtype=np.uint8)
+        parts.append(f"@{lo:x}\n{_hex_words(buf)}")
+    path.write_text("\n".join(parts) + "\n")
+    return (runs[0][0], runs[-1][1]) if runs else (1, 0)
+
+
+def _read_hex(path: Path) -> str:
+    """The hex digits of a $writememh file (comment and address lines dropped)."""
+    return "".join(line.strip() for line in path.read_text().splitlines()
+                   if line.strip() and not line.startswith(("//", "@")))
+
+
+def _write_job(tmp: Path, n: int, job: RtlJob, dram_bytes: int) -> list[tuple[int, int]]:
+    if len(job.read) > MAX_REGIONS:
+        raise UsageError(f"program {n} reads back {len(job.read)} DRAM regions; the bench reads at most {MAX_REGIONS}.")
+    for addr, data in job.dram:
+        if addr < 0 or addr + len(data) > dram_bytes:
+            raise UsageError(f"program {n}: DRAM contents at {addr:#x} (+{len(data)} bytes) lie outside the "
+                             f"{dram_bytes}-byte DRAM.")
+    lo, hi = _write_image(tmp / f"p{n}.dram.hex", job.dram)
+    (tmp / f"p{n}.imem.hex").write_text("".join(f"{w:032x}\n" for w in job.words))
+    regions = [(a // ROW_BYTES, (a + max(size, 1) - 1) // ROW_BYTES) for a, size in job.read]
+    header = f"{len(job.words)} {job.max_cycles} {lo} {hi} {len(regions)}\n"
+    (tmp / f"p{n}.job").write_text(header + "".join(f"{a} {b}\n" for a, b in regions))
+    return regions
+
+
+def _read_result(tmp: Path, n: int, job: RtlJob, regions: list[tuple[int, int]], timing: dict[str, float],
+                 simulator: str) -> RtlResult:
+    try:
+        fields = [int(x) for x in (tmp / f"p{n}.result").read_text().split()]
+        cycles, done, error, cause, error_pc, timed_out, late, bad = fields
+    except (OSError, ValueError) as exc:
+        raise RtlError(f"the bench wrote no usable result for program {n} ({exc}).") from None
+    raw = np.frombuffer(bytes.fromhex(_read_hex(tmp / f"p{n}.trace.hex")), dtype=">u4").astype(np.int64)
+    raw[raw == 0xFFFFFFFF] = -1
+    trace = tuple(map(tuple, raw.reshape(-1, 3)[:len(job.words)].tolist()))
+    out = []
+    for r, ((addr, size), (lo, _)) in enumerate(zip(job.read, regions, strict=True)):
+        words = np.frombuffer(bytes.fromhex(_read_hex(tmp / f"p{n}.r{r}.hex")), dtype=np.uint8)
+        data = words.reshape(-1, ROW_BYTES)[:, ::-1].tobytes()
+        start = addr - lo * ROW_BYTES
+        out.append(data[start:start + size])
+    return RtlResult(cycles=cycles, done=bool(done), error=bool(error), cause=cause, error_pc=error_pc,
+                     timed_out=bool(timed_out), trace=trace, regions=tuple(out), late_responses=late,
+                     bad_requests=bad, sim_seconds=timing["sim_seconds"], wall_seconds=timing["wall_seconds"],
+                     simulator=simulator)
+
+
+def run_rtl(isa: Isa, cfg: ArchConfig, jobs: Sequence[RtlJob], *, waves: Path | None = None,
+            simulator: str | None = None) -> list[RtlResult]:
+    """Run each job on the RTL, all in one simulator process.
+
+    Args:
+        simulator: ``verilator``, ``icarus``, or ``auto``/None (Verilator where it builds, else Icarus).
+        waves: write every signal to this FST file.
+    """
+    if not jobs:
+        return []
+    bld = _build_for(simulator, isa, cfg, _imem_aw(jobs), waves is not None)
+    with tempfile.TemporaryDirectory(prefix="tinynpu-cosim-") as tmp_name:
+        tmp = Path(tmp_name)
+        regions = [_write_job(tmp, n, job, cfg.dram_bytes) for n, job in enumerate(jobs)]
+        timings = tmp / "timings.json"
+        log = tmp / "sim.log"
         start = time.perf_counter()
         try:
-            runner.test(  # type: ignore[attr-defined]
-                test_module=TEST_MODULE, hdl_toplevel=TOPLEVEL, build_dir=build_dir, test_dir=tmp,
-                extra_env=env, plusargs=plusargs, waves=waves is not None, log_file=log,
-                results_xml=str(Path(tmp) / "results.xml"),
-            )
+            run_test(bld, TEST_MODULE, test_dir=tmp,
+                     extra_env={"TINYNPU_COSIM_JOBS": str(len(jobs)), "TINYNPU_COSIM_TIMINGS": str(timings),
+                                "COCOTB_LOG_LEVEL": "WARNING"},
+                     plusargs=[f"+tinynpu_job_dir={tmp}"], waves=waves.resolve() if waves else None, log=log,
+                     results_xml=tmp / "results.xml")
         except (SystemExit, Exception) as exc:
-            raise RtlError(f"the cocotb bench failed ({exc}):\n{_tail(log)}") from None
-        if not result_path.exists():
-            raise RtlError(f"the cocotb bench produced no results:\n{_tail(log)}")
-        raw = pickle.loads(result_path.read_bytes())
+            raise RtlError(f"the cocotb bench failed on {bld.simulator} ({exc}):\n{_tail(log)}") from None
+        if not timings.exists():
+            raise RtlError(f"the cocotb bench on {bld.simulator} produced no results:\n{_tail(log)}")
+        per_job = json.loads(timings.read_text())
         wall = time.perf_counter() - start
-    return [RtlResult(cycles=r["cycles"], done=r["done"], error=r["error"], cause=r["cause"],
-                      error_pc=r["error_pc"], timed_out=r["timed_out"], trace=tuple(map(tuple, r["trace"])),
-                      regions=tuple(r["regions"]), late_responses=r["late_responses"],
-                      sim_seconds=r["sim_seconds"], wall_seconds=r["wall_seconds"],
-                      extra={"process_seconds": wall}) for r in raw]
+        results = [_read_result(tmp, n, job, regions[n], per_job[n], bld.simulator) for n, job in enumerate(jobs)]
+    for r in results:
+        r.extra["process_seconds"] = wall
+    return results
 
 
 def _tail(log: Path, lines: int = 30) -> str:
@@ -228,7 +268,7 @@ UNITS_TOPLEVEL = "tinynpu_units_tb"
 UNITS_TEST_MODULE = "tinynpu_units_cocotb"
 
 
-def run_unit_benches(isa: Isa, cfg: ArchConfig) -> tuple[int, int, str]:
+def run_unit_benches(isa: Isa, cfg: ArchConfig, simulator: str = "icarus") -> tuple[int, int, str]:
     """Run the module-level cocotb benches (MAC array, requantizer) against numpy.
 
     Returns:
@@ -236,17 +276,15 @@ def run_unit_benches(isa: Isa, cfg: ArchConfig) -> tuple[int, int, str]:
     """
     from cocotb_tools.check_results import get_results
 
-    runner, build_dir = _runner(isa, cfg, UNITS_TOPLEVEL)
-    if str(TB_DIR) not in sys.path:
-        sys.path.append(str(TB_DIR))
+    check_config(cfg)
+    bld = build(simulator, isa, cfg, UNITS_TOPLEVEL, parameters={})
     with tempfile.TemporaryDirectory(prefix="tinynpu-units-") as tmp:
         log, xml = Path(tmp) / "sim.log", Path(tmp) / "results.xml"
         try:
-            runner.test(  # type: ignore[attr-defined]
-                test_module=UNITS_TEST_MODULE, hdl_toplevel=UNITS_TOPLEVEL, build_dir=build_dir, test_dir=tmp,
-                extra_env={"COCOTB_LOG_LEVEL": "WARNING"}, log_file=log, results_xml=str(xml),
-            )
+            run_test(bld, UNITS_TEST_MODULE, test_dir=Path(tmp), extra_env={"COCOTB_LOG_LEVEL": "WARNING"},
+                     plusargs=[], waves=None, log=log, results_xml=xml)
         except (SystemExit, Exception) as exc:
             raise RtlError(f"the unit benches did not run ({exc}):\n{_tail(log)}") from None
         total, failed = get_results(xml)
         return total, failed, _tail(log, 60)
+

@@ -1,4 +1,4 @@
-"""``tinynpu cosim`` and ``tinynpu bench cosim``: JSON contract, waves, and every usage error."""
+"""``tinynpu cosim`` and ``tinynpu bench cosim``: JSON contract, simulator choice, waves, and every usage error."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_rtl_cosim import alu_case, require_rtl
+from test_rtl_cosim import alu_case, require_rtl, require_simulator
 
 from tinynpu.cli import main
+from tinynpu.rtl.cosim import choose_simulator
+from tinynpu.rtl.runner import SIMULATORS
 
 pytestmark = pytest.mark.rtl
 
@@ -21,12 +23,22 @@ def run_json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, 
     return code, json.loads(out[0])
 
 
-def test_cosim_workload_json(capsys: pytest.CaptureFixture[str]) -> None:
+def test_cosim_workload_json_default_simulator(capsys: pytest.CaptureFixture[str]) -> None:
     require_rtl()
     code, out = run_json(capsys, ["cosim", "matmul", "--m", "40", "--n", "24", "--k", "20", "--json"])
     assert code == 0
     assert out["rtl_cycles"] == out["model_cycles"] > 0 and out["cycle_diff"] == 0
     assert out["outputs_match"] and out["verified"] and out["instructions_compared"] > 3
+    assert out["simulator"] == choose_simulator("auto")
+
+
+@pytest.mark.parametrize("simulator", SIMULATORS)
+def test_cosim_says_which_simulator_ran(capsys: pytest.CaptureFixture[str], simulator: str) -> None:
+    require_simulator(simulator)
+    code = main(["cosim", "matmul", "--m", "16", "--n", "16", "--k", "16", "--simulator", simulator])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert f"RTL simulated on {simulator.capitalize()}" in out and "outputs match" in out
 
 
 def test_cosim_program_with_inputs_and_waves(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -36,8 +48,9 @@ def test_cosim_program_with_inputs_and_waves(tmp_path: Path, capsys: pytest.Capt
     case.program.save(binary)
     np.save(tmp_path / "x.npy", case.inputs["X"])
     waves = tmp_path / "alu.fst"
+    # Icarus: a Verilator build with tracing is a second build of a minute (the slow test below uses it).
     code, out = run_json(capsys, ["cosim", str(binary), "--input", f"X={tmp_path / 'x.npy'}", "--json",
-                                  "--waves", str(waves)])
+                                  "--simulator", "icarus", "--waves", str(waves)])
     assert code == 0 and out["outputs_match"] and out["cycle_diff"] == 0
     assert waves.stat().st_size > 1000 and out["waves"] == str(waves)
     # An existing waves file is not replaced without --force.
@@ -54,6 +67,8 @@ def test_cosim_program_with_inputs_and_waves(tmp_path: Path, capsys: pytest.Capt
     (["cosim", "matmul", "--m", "8"], "required"),
     (["cosim", "PROG", "--bogus"], "unrecognized arguments"),
     (["cosim", "matmul", "--m", "16", "--n", "16", "--k", "16", "--dtype", "fp32"], "cannot run on the RTL"),
+    (["cosim", "PROG", "--simulator", "modelsim"], "invalid choice: 'modelsim'"),
+    (["cosim", "matmul", "--m", "16", "--n", "16", "--k", "16", "--simulator", "xcelium"], "invalid choice"),
 ])
 def test_cosim_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str],
                             message: str) -> None:
@@ -69,9 +84,31 @@ def test_cosim_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], 
 
 
 def test_bench_cosim_json(capsys: pytest.CaptureFixture[str]) -> None:
-    require_rtl()
-    code, out = run_json(capsys, ["bench", "cosim", "--json", "--size", "32"])
+    for simulator in SIMULATORS:
+        require_simulator(simulator)
+    code, out = run_json(capsys, ["bench", "cosim", "--json", "--size", "32", "--seed-size", "0"])
     assert code == 0
-    assert out["rtl_cycles"] == out["model_cycles"] and out["verified"]
-    assert out["rtl_cycles_per_second"] > 0 and out["rtl_slowdown_vs_model"] > 0
-    assert out["cosim_wall_seconds"] >= out["rtl_sim_seconds"]
+    for simulator in SIMULATORS:
+        row = out[simulator]
+        assert row["simulator"] == simulator
+        assert row["rtl_cycles"] == row["model_cycles"] and row["agree"] and row["verified"]
+        assert row["rtl_cycles_per_second"] > 0 and row["cosim_wall_seconds"] >= row["rtl_sim_seconds"]
+    ratio = out["verilator"]["rtl_cycles_per_second"] / out["icarus"]["rtl_cycles_per_second"]
+    assert out["verilator_over_icarus"] == pytest.approx(ratio)
+    assert out["seed"] is None and out["resnet50"] is None
+    [line] = out["target_lines"]
+    assert line.startswith("target: Verilator / Icarus cycles per second on the matmul 32x32x32 int8 >= 100x: ")
+
+
+@pytest.mark.slow
+def test_verilator_waves(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    require_simulator("verilator")
+    case, _ = alu_case(np.random.default_rng(1))
+    binary = tmp_path / "alu.bin"
+    case.program.save(binary)
+    np.save(tmp_path / "x.npy", case.inputs["X"])
+    waves = tmp_path / "alu.fst"
+    code, out = run_json(capsys, ["cosim", str(binary), "--input", f"X={tmp_path / 'x.npy'}", "--json",
+                                  "--simulator", "verilator", "--waves", str(waves)])
+    assert code == 0 and out["outputs_match"] and out["simulator"] == "verilator"
+    assert waves.read_bytes()[:1] == b"\x00" and waves.stat().st_size > 1000  # an FST header block

@@ -1,11 +1,13 @@
-"""Co-simulation of the RTL on Icarus against the simulator and numpy.
+"""Co-simulation of the RTL on Verilator and on Icarus against the simulator and numpy.
 
-One simulator process runs every case of this module (the build is shared
-through the temp directory), so the module costs one Icarus start.  Hand
+One simulator process per simulator runs every case of this module (builds
+are cached per source version), so the module costs one start of each.  Hand
 programs check each unit against numpy (MAC array, DMA engines with zero
 fill, requantizer, vector ALU); compiled workloads and random programs are
 compared with the simulator output for output and instruction for
-instruction.
+instruction.  ``TINYNPU_REQUIRE_RTL=1`` (Icarus) and
+``TINYNPU_REQUIRE_VERILATOR=1`` turn a missing simulator from a skip into a
+failure (CI sets both).
 """
 
 from __future__ import annotations
@@ -18,24 +20,31 @@ import pytest
 from tinynpu.assembler.image import Program, Tensor
 from tinynpu.isa import load_config, load_isa
 from tinynpu.rtl.compare import CosimCase, CosimReport, cosimulate
-from tinynpu.rtl.cosim import icarus_missing_reason
 from tinynpu.rtl.randprog import random_program
+from tinynpu.rtl.runner import SIMULATORS, lint_verilator, missing_reason
 
 pytestmark = pytest.mark.rtl
 ISA = load_isa()
 CFG = load_config("default", ISA)
 T = CFG.tile
-N_RANDOM = 200 if os.environ.get("TINYNPU_SLOW") == "1" else 4
+N_RANDOM = 4  # per simulator in the default suite; the slow runs below take thousands
+#: environment switch that makes a missing simulator a failure instead of a skip.
+REQUIRE = {"icarus": "TINYNPU_REQUIRE_RTL", "verilator": "TINYNPU_REQUIRE_VERILATOR"}
+
+
+def require_simulator(simulator: str) -> None:
+    """Skip without ``simulator``, unless the environment says it must be there (CI)."""
+    reason = missing_reason(simulator)
+    if reason is None:
+        return
+    if os.environ.get(REQUIRE[simulator]) == "1":
+        pytest.fail(f"{REQUIRE[simulator]}=1 but the RTL cannot be simulated on {simulator}: {reason}")
+    pytest.skip(reason)
 
 
 def require_rtl() -> None:
-    """Skip without Icarus, unless the environment says it must be there (CI)."""
-    reason = icarus_missing_reason()
-    if reason is None:
-        return
-    if os.environ.get("TINYNPU_REQUIRE_RTL") == "1":
-        pytest.fail(f"TINYNPU_REQUIRE_RTL=1 but the RTL cannot be simulated: {reason}")
-    pytest.skip(reason)
+    """Skip without Icarus (the simulator every RTL test can fall back to), unless CI requires it."""
+    require_simulator("icarus")
 
 
 def enc(mnemonic: str, **fields: int) -> int:
@@ -178,15 +187,17 @@ def compiled_cases() -> list[tuple[CosimCase, dict[str, np.ndarray]]]:
     return out
 
 
-@pytest.fixture(scope="module")
-def reports() -> dict[str, tuple[CosimReport, dict[str, np.ndarray]]]:
-    require_rtl()
+@pytest.fixture(scope="module", params=SIMULATORS)
+def reports(request: pytest.FixtureRequest) -> dict[str, tuple[CosimReport, dict[str, np.ndarray]]]:
+    simulator = str(request.param)
+    require_simulator(simulator)
     rng = np.random.default_rng(5)
     cases = [mac_case(rng), dma_requant_case(rng), alu_case(rng), *compiled_cases()]
     for seed in range(N_RANDOM):
         prog, inputs = random_program(ISA, CFG, seed)
         cases.append((CosimCase(f"random{seed}", prog, inputs), {}))
-    results = cosimulate(ISA, CFG, [c for c, _ in cases])
+    results = cosimulate(ISA, CFG, [c for c, _ in cases], simulator=simulator)
+    assert all(r.simulator == simulator for r in results)
     return {r.name: (r, exp) for r, (_, exp) in zip(results, cases, strict=True)}
 
 
@@ -211,6 +222,14 @@ def test_rtl_agrees_with_simulator(reports: dict, name: str) -> None:
     assert report.instructions_compared > 1
 
 
+@pytest.mark.parametrize("toplevel", ["tinynpu_top", "tinynpu_tb"])
+def test_verilator_lint_is_clean(toplevel: str) -> None:
+    """The RTL (no waivers) and the co-simulation bench (waivers commented in the file) with -Wall."""
+    require_simulator("verilator")
+    proc = lint_verilator(toplevel, CFG)
+    assert proc.returncode == 0 and "%Warning" not in proc.stderr, proc.stderr
+
+
 def test_random_programs_exercise_every_instruction(reports: dict) -> None:
     seen: set[str] = set()
     for seed in range(N_RANDOM):
@@ -219,22 +238,75 @@ def test_random_programs_exercise_every_instruction(reports: dict) -> None:
     assert seen == {i.mnemonic for i in ISA.instructions}
 
 
+def random_cases(first_seed: int, count: int, *, length: int | None = None) -> list[CosimCase]:
+    kwargs = {} if length is None else {"length": length}
+    return [CosimCase(f"random{seed}", *random_program(ISA, CFG, seed, **kwargs))
+            for seed in range(first_seed, first_seed + count)]
+
+
 @pytest.mark.slow
-def test_bench_sized_matmul_128_agrees() -> None:
+@pytest.mark.parametrize("simulator", SIMULATORS)
+def test_bench_sized_matmul_128_agrees(simulator: str) -> None:
     """The `tinynpu bench cosim` workload, cycle for cycle and bit for bit."""
-    require_rtl()
+    require_simulator(simulator)
     from tinynpu.compiler import compile_matmul
 
     compiled = compile_matmul(128, 128, 128)
     inputs = compiled.make_inputs(3)
-    [report] = cosimulate(ISA, CFG, [CosimCase("matmul128", compiled.program, compiled.to_device(inputs))])
+    [report] = cosimulate(ISA, CFG, [CosimCase("matmul128", compiled.program, compiled.to_device(inputs))],
+                          simulator=simulator)
     assert report.agree, report.to_json()
     np.testing.assert_array_equal(report.outputs["C"], compiled.reference(inputs)["C"])
 
 
 @pytest.mark.slow
-def test_long_random_programs_agree() -> None:
-    require_rtl()
-    cases = [CosimCase(f"long{seed}", *random_program(ISA, CFG, 10_000 + seed, length=400)) for seed in range(20)]
-    bad = [r.to_json() for r in cosimulate(ISA, CFG, cases) if not r.agree]
+@pytest.mark.parametrize("simulator, count", [("icarus", 200), ("verilator", 10_000)])
+def test_random_differential_run(simulator: str, count: int) -> None:
+    """Random programs (every instruction, random synchronization) agree on every cycle and byte."""
+    require_simulator(simulator)
+    bad: list[dict] = []
+    for first in range(100, 100 + count, 1000):  # batches keep the job files and reports small
+        reports = cosimulate(ISA, CFG, random_cases(first, min(1000, 100 + count - first)), simulator=simulator)
+        bad += [r.to_json() for r in reports if not r.agree]
     assert not bad, bad[:3]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("simulator", SIMULATORS)
+def test_long_random_programs_agree(simulator: str) -> None:
+    require_simulator(simulator)
+    bad = [r.to_json() for r in cosimulate(ISA, CFG, random_cases(10_000, 20, length=400), simulator=simulator)
+           if not r.agree]
+    assert not bad, bad[:3]
+
+
+@pytest.mark.slow
+def test_tuned_seed_1024_on_verilator() -> None:
+    """The tuned 1024^3 seed (4.2 M cycles): outputs bit-exact, every instruction's cycles equal."""
+    require_simulator("verilator")
+    from tinynpu.compiler import compile_matmul
+
+    compiled = compile_matmul(1024, 1024, 1024)
+    inputs = compiled.make_inputs(0)
+    [report] = cosimulate(ISA, CFG, [CosimCase("seed1024", compiled.program, compiled.to_device(inputs))],
+                          simulator="verilator")
+    assert report.agree and report.instructions_compared == len(compiled.program.words), report.to_json()
+    np.testing.assert_array_equal(report.outputs["C"], compiled.reference(inputs)["C"])
+
+
+@pytest.mark.slow
+def test_resnet50_convs_on_verilator() -> None:
+    """Every distinct conv layer of ResNet-50, cycle for cycle and bit for bit against numpy."""
+    require_simulator("verilator")
+    from tinynpu.compiler.conv2d import RESNET50_CONVS, compile_conv2d
+
+    cases, expected = [], []
+    for shape in RESNET50_CONVS:
+        compiled = compile_conv2d(**shape.kwargs())
+        inputs = compiled.make_inputs(0)
+        cases.append(CosimCase(str(shape), compiled.program, compiled.to_device(inputs)))
+        expected.append({name: compiled.reference(inputs)[name] for name in compiled.outputs})
+    for report, want in zip(cosimulate(ISA, CFG, cases, simulator="verilator"), expected, strict=True):
+        assert report.agree, report.to_json()
+        for name, array in want.items():
+            np.testing.assert_array_equal(report.outputs[name].reshape(array.shape), array, err_msg=report.name)

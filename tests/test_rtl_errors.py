@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_rtl_cosim import require_rtl  # noqa: I001  (tests/ is on sys.path under pytest)
+from test_rtl_cosim import require_simulator  # noqa: I001  (tests/ is on sys.path under pytest)
 
 from tinynpu.assembler.image import Program
 from tinynpu.errors import TinyNpuError
 from tinynpu.isa import load_config, load_isa
 from tinynpu.rtl.cosim import ERROR_CAUSES, RtlJob, RtlResult, run_rtl
+from tinynpu.rtl.runner import SIMULATORS
 from tinynpu.simulator import Machine
 
 pytestmark = pytest.mark.rtl
@@ -52,11 +53,11 @@ CASES: dict[str, tuple[list[int], int, int]] = {
 }
 
 
-@pytest.fixture(scope="module")
-def results() -> dict[str, RtlResult]:
-    require_rtl()
+@pytest.fixture(scope="module", params=SIMULATORS)
+def results(request: pytest.FixtureRequest) -> dict[str, RtlResult]:
+    require_simulator(request.param)
     jobs = [RtlJob(words=tuple(words), max_cycles=20_000) for words, _, _ in CASES.values()]
-    return dict(zip(CASES, run_rtl(ISA, CFG, jobs), strict=True))
+    return dict(zip(CASES, run_rtl(ISA, CFG, jobs, simulator=request.param), strict=True))
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -78,8 +79,11 @@ def test_simulator_also_faults(name: str) -> None:
         machine.run(max_cycles=20_000)
 
 
-def test_a_clean_program_raises_no_error(results: dict[str, RtlResult]) -> None:
-    require_rtl()
-    [r] = run_rtl(ISA, CFG, [RtlJob(words=(enc("zero", scope=0, sp_row=0, rows=3), enc("halt")))])
-    assert r.done and not r.error and r.cycles == 1 + 3 + 1
+@pytest.mark.parametrize("simulator", SIMULATORS)
+def test_a_clean_program_raises_no_error(simulator: str) -> None:
+    require_simulator(simulator)
+    [r] = run_rtl(ISA, CFG, [RtlJob(words=(enc("zero", scope=0, sp_row=0, rows=3), enc("halt")))],
+                  simulator=simulator)
+    assert r.done and not r.error and r.cycles == 1 + 3 + 1 and r.simulator == simulator
     assert np.array_equal(r.trace[0], (0, 1, 4))
+    assert r.trace[1][1:] == (-1, -1)  # halt: dispatched, never started by a unit
