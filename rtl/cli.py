@@ -239,7 +239,8 @@ def _bench_figures(args: argparse.Namespace) -> dict[str, Any]:
         out["seed"] = dict(row, target_wall_seconds=TARGET_SEED_SECONDS)
     out["resnet50"] = None
     if args.resnet50 and "verilator" in speed:
-        from tinynpu.compiler.conv2d import RESNET50_CONVS, compile_conv2d
+        from tinynpu.compiler.conv2d import compile_conv2d
+        from tinynpu.compiler.conv_shape import RESNET50_CONVS
 
         t0 = time.perf_counter()
         rows = [_bench_case(isa, cfg, str(s), compile_conv2d(s.n, s.c, s.h, s.w, s.k, s.r, s.s, stride=s.stride,

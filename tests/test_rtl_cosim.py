@@ -298,7 +298,8 @@ def test_tuned_seed_1024_on_verilator() -> None:
 def test_resnet50_convs_on_verilator() -> None:
     """Every distinct conv layer of ResNet-50, cycle for cycle and bit for bit against numpy."""
     require_simulator("verilator")
-    from tinynpu.compiler.conv2d import RESNET50_CONVS, compile_conv2d
+    from tinynpu.compiler.conv2d import compile_conv2d
+    from tinynpu.compiler.conv_shape import RESNET50_CONVS
 
     cases, expected = [], []
     for shape in RESNET50_CONVS:
