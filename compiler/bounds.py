@@ -7,9 +7,9 @@
   of fast memory (Smith, Low, Langou, van de Geijn, "A tight I/O lower bound
   for matrix multiplication", 2019; Hong & Kung's red-blue pebble game
   without constants); the ``- 2S`` term credits data that can sit on chip at
-  the start and the end.  DESIGN.md writes the bound without it; that form
-  is not a bound when the whole problem nearly fits on chip (512x512x64
-  moves less than ``2MNK/sqrt(S) + MN``), so tinynpu keeps the proven form.
+  the start and the end.  The form without it, often quoted, is not a bound
+  when the whole problem nearly fits on chip (512x512x64 moves less than
+  ``2MNK/sqrt(S) + MN``), so tinynpu keeps the proven form.
   ``compulsory`` is reading every input once and writing every output once.
 - ``best_tiling_bytes``: the least DRAM traffic of any tiling in the
   compiler's space (every block size bm x bn in tiles, chunk bk, block loop

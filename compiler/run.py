@@ -1,6 +1,6 @@
 """compile -> simulate -> verify against numpy -> report, for every workload.
 
-The report's field names are DESIGN.md's.  ``utilization`` counts the
+The report's fields are documented in docs/architecture.md.  ``utilization`` counts the
 workload's *useful* MACs: ``useful_macs / (cycles * MACs per cycle)``; the
 simulator's own figure (every MAC the tmm steps issue, padding included) is
 ``array_utilization``; so ``utilization / padding_ceiling == array_utilization``.

@@ -1,6 +1,6 @@
 """Generate the course's seed program (``lnumpy_tmm``) in tinynpu assembly for any M, N, K.
 
-The loop nest is the one in DESIGN.md, with one tile each of A_reg, B_reg and
+The loop nest is the course's (README.md, "The programming model"), with one tile each of A_reg, B_reg and
 the accumulator::
 
     for i in range(M // T):

@@ -1,4 +1,4 @@
-; The course's seed program, lnumpy_tmm from DESIGN.md, hand-written for
+; The course's seed program, lnumpy_tmm (README.md, "The programming model"), hand-written for
 ; M = N = K = 32 on the default config (int8 x int8 -> int32, 16x16 tiles):
 ;
 ;     for i in range(2):                       # C row tiles

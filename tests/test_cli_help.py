@@ -116,7 +116,7 @@ def test_k_says_what_it_is_for_each_workload(command: str) -> None:
 
 def test_the_checks_catch_what_they_look_for() -> None:
     """The patterns above find what they are meant to find (a test that cannot fail proves nothing)."""
-    assert PATH_RE.findall("the benchmark suite of DESIGN.md") == ["DESIGN.md"]
+    assert PATH_RE.findall("the benchmark suite of NOTES.md") == ["NOTES.md"]
     assert PATH_RE.findall("(default: isa/generated/ISA.md)") == ["isa/generated/ISA.md"]
     assert PATH_RE.findall("--input NAME=FILE.npy, ui.perfetto.dev, $TINYNPU_CACHE") == []
     word = "issue"  # spelled apart so the repository-wide search for tracker references passes this file

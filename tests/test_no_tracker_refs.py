@@ -1,7 +1,7 @@
-"""The product never refers to the project's tracker: an issue number means nothing to a user.
+"""The product refers only to what a user has: no tracker issue numbers, no design brief outside the repo.
 
 Every text file in the repository (code, docs, generated reports, scripts) is searched; a hit names the
-file and line, so the reference can be replaced by what it stood for (the target, the reason).
+file and line, so the reference can be replaced by what it stood for (the target, the reason, the doc).
 """
 
 from __future__ import annotations
@@ -43,3 +43,13 @@ def test_the_pattern_finds_tracker_references() -> None:
     word = "issue"  # spelled apart so that this file passes its own search
     assert TRACKER_RE.search(f"targets ({word} 4): ...") and TRACKER_RE.search(f"see {word.title()} #12")
     assert not TRACKER_RE.search("4 issues in 12 files") and not TRACKER_RE.search("reissue 3 loads")
+
+
+def test_no_file_cites_a_design_brief_the_repo_does_not_have() -> None:
+    """The architecture is written down in docs/architecture.md; nothing points elsewhere for it."""
+    name = "DESIGN" + ".md"  # spelled apart so that this file passes its own search
+    hits = [f"{path.relative_to(ROOT)}:{number}"
+            for path in _repo_files() if path.suffix != ".json"
+            for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
+            if name in line]
+    assert not hits, f"references to {name} (point to docs/architecture.md instead): {hits}"

@@ -1,7 +1,7 @@
 """Report figures: pure functions from stats dicts to a PNG plus the data plotted.
 
 Every function takes the numbers it plots from the report dicts of
-:func:`tinynpu.compiler.run_compiled` (DESIGN.md field names), the
+:func:`tinynpu.compiler.run_compiled` (fields in docs/architecture.md), the
 simulator's ``stats.timeline`` or a benchmark's ``--json`` object, writes one
 PNG with labelled axes (units included) and returns a :class:`Figure` whose
 ``data`` is exactly what was drawn, so tests and readers can check a figure

@@ -158,7 +158,7 @@ def report_suite(
     bench_sim: Path | None = None,
     run_cosim: bool = True,
 ) -> Written:
-    """The benchmark suite of DESIGN.md (or its quick subset), with every figure.
+    """The benchmark suite of docs/architecture.md (or its quick subset), with every figure.
 
     The simulator-speed section comes from ``bench_sim`` (a saved ``tinynpu bench sim --json``), else
     from running that benchmark (full suite), else (``quick``) from the quick runs themselves.
@@ -187,8 +187,8 @@ def report_suite(
     scope = (
         "a quick subset (small shapes of every kind; `--quick`)"
         if quick
-        else "the benchmark suite of DESIGN.md: the course's 1024^3 seed (tuned and naive), DeepBench and "
-        "BERT-base GEMMs, the ResNet-50 convolutions and the course's MLP"
+        else "the benchmark suite (listed in tinynpu's `docs/architecture.md`): the course's 1024^3 seed (tuned "
+        "and naive), DeepBench and BERT-base GEMMs, the ResNet-50 convolutions and the course's MLP"
     )
     intro = (
         f"Performance of tinynpu's compiler and simulator on {scope}, on the `{cfg.name}` configuration. "

@@ -2,8 +2,8 @@
 
 A :class:`Workload` is one row of a report; :func:`run_workload` compiles it
 with :mod:`tinynpu.compiler`, simulates and verifies it with
-:func:`tinynpu.compiler.run_compiled` and returns that report dict (DESIGN.md
-field names) together with the command that reproduces it.  The compiler is
+:func:`tinynpu.compiler.run_compiled` and returns that report dict (fields in
+docs/architecture.md) together with the command that reproduces it.  The compiler is
 imported lazily so ``tinynpu --help`` stays fast.
 """
 
@@ -111,12 +111,12 @@ def mlp(batch: int) -> Workload:
 
 
 def suite_workloads(*, quick: bool) -> list[Workload]:
-    """The benchmark suite of DESIGN.md (``quick``: small shapes of every kind, said in the report)."""
+    """The benchmark suite of docs/architecture.md (``quick``: small shapes of every kind, said in the report)."""
     if quick:
         gemms = [matmul(*s, group="quick GEMM") for s in QUICK_GEMMS]
         gemms.insert(1, matmul(*QUICK_GEMMS[0], schedule="naive", group="quick GEMM"))
         return gemms + [conv2d(s, group="quick conv2d") for s in QUICK_CONVS] + [mlp(b) for b in MLP_BATCHES]
-    # DESIGN.md's GEMM list lives once, in the compiler's benchmark: the seed, DeepBench, BERT-base.
+    # The GEMM list lives once, in the compiler's benchmark: the seed, DeepBench, BERT-base.
     from tinynpu.compiler.bench import GEMMS, SEED
 
     out = [matmul(*SEED, group="seed"), matmul(*SEED, schedule="naive", group="seed")]
