@@ -94,6 +94,10 @@ def _instruction(isa: Isa, instr: Instruction) -> list[str]:
     if instr.accesses:
         out += ["Accesses (what the race checker sees; T is the tile edge):", "",
                 *(f"- {_access(a)}" for a in instr.accesses), ""]
+    rules = (["- integer configs only"] if instr.integer_only else []) + [
+        f"- refused when `{c.fault}`: {_esc(c.message)}" for c in instr.checks]
+    if rules:
+        out += ["Static checks (besides every field's range):", "", *rules, ""]
     return out
 
 

@@ -9,21 +9,27 @@ header), so they are parsed once here and translated to each target.
 
 The language is Python's expression syntax restricted to integers: operand
 names, ``T`` (the tile edge), integer literals, ``+ - *``, comparisons,
-``and``/``or``/``not``, ``a if c else b`` and ``elem_bytes(s)``, the element
+``and``/``or``/``not``, ``a if c else b``, ``elem_bytes(s)``, the element
 size of a scratchpad given by a scope-valued operand or a scope name in
-quotes (``elem_bytes('acc')``).
+quotes (``elem_bytes('acc')``), and ``scope_rows(s)``, its number of rows.
+An instruction's static ``checks`` use the same language.
 """
 
 from __future__ import annotations
 
 import ast
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
 
 _BINOPS: dict[type, str] = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*"}
 _COMPARE: dict[type, str] = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">",
                              ast.GtE: ">="}
 TILE = "T"  # the tile edge, the one name that is not an operand
+# function -> (Python table indexed by scope id, its C array)
+FUNCTIONS = {"elem_bytes": ("eb", "R->elem_bytes"), "scope_rows": ("srows", "R->sp_rows")}
 
 
 class ExprError(ValueError):
@@ -57,9 +63,9 @@ def parse(text: str | int, operands: tuple[str, ...], scope_operands: tuple[str,
             arg = node.args[0] if len(node.args) == 1 and not node.keywords else None
             good_arg = (isinstance(arg, ast.Name) and arg.id in scope_operands) or (
                 isinstance(arg, ast.Constant) and arg.value in scopes)
-            if not (isinstance(node.func, ast.Name) and node.func.id == "elem_bytes" and good_arg):
-                raise ExprError(f"{text!r}: the only call is elem_bytes(<scope operand>) or "
-                                f"elem_bytes('<scope name>'), with a scope name of {', '.join(scopes)}")
+            if not (isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS and good_arg):
+                raise ExprError(f"{text!r}: the only calls are elem_bytes(s) and scope_rows(s), s a scope "
+                                f"operand or a quoted scope name of {', '.join(scopes)}")
         elif isinstance(node, ast.Constant):
             if not isinstance(node.value, int | str) or isinstance(node.value, bool):
                 raise ExprError(f"{text!r}: literal {node.value!r} is not an integer")
@@ -78,10 +84,10 @@ def parse(text: str | int, operands: tuple[str, ...], scope_operands: tuple[str,
 
 def to_python(node: ast.expr, scope_ids: Mapping[str, int], name: Callable[[str], str], *,
               vector: bool = False) -> str:
-    """Python source for ``node``; ``name`` maps an operand or ``T`` to a variable, ``eb`` holds element sizes.
+    """Python source for ``node``; ``name`` maps an operand or ``T`` to a variable.
 
-    ``eb`` is indexed by scope id.  With ``vector`` the source works on numpy columns (``np.where``
-    for ``if``, ``&``/``|``/``~`` for the logic).
+    ``eb`` and ``srows`` (element sizes and row counts) are indexed by scope id.  With ``vector``
+    the source works on numpy columns (``np.where`` for ``if``, ``&``/``|``/``~`` for the logic).
     """
     def go(n: ast.expr) -> str:
         if isinstance(n, ast.Name):
@@ -89,8 +95,8 @@ def to_python(node: ast.expr, scope_ids: Mapping[str, int], name: Callable[[str]
         if isinstance(n, ast.Constant):
             return str(n.value)
         if isinstance(n, ast.Call):
-            arg = n.args[0]
-            return f"eb[{scope_ids[str(arg.value)]}]" if isinstance(arg, ast.Constant) else f"eb[{go(arg)}]"
+            arg, table = n.args[0], FUNCTIONS[n.func.id][0]  # type: ignore[attr-defined]
+            return f"{table}[{scope_ids[str(arg.value)] if isinstance(arg, ast.Constant) else go(arg)}]"
         if isinstance(n, ast.BinOp):
             return f"({go(n.left)} {_BINOPS[type(n.op)]} {go(n.right)})"
         if isinstance(n, ast.UnaryOp):
@@ -112,6 +118,18 @@ def to_python(node: ast.expr, scope_ids: Mapping[str, int], name: Callable[[str]
     return go(node)
 
 
+def evaluate(node: ast.expr, scope_ids: Mapping[str, int], values: Mapping[str, Any], *, tile: int,
+             elem_bytes: Sequence[int], scope_rows: Sequence[int], vector: bool = False) -> Any:
+    """The value of ``node`` for operand ``values`` (numbers, or numpy columns with ``vector``).
+
+    ``elem_bytes`` and ``scope_rows`` are indexed by scope id.
+    """
+    env: dict[str, Any] = {f"v_{k}": v for k, v in values.items()}
+    env.update(np=np, tile=tile, eb=np.asarray(elem_bytes), srows=np.asarray(scope_rows))
+    code = to_python(node, scope_ids, lambda n: "tile" if n == TILE else f"v_{n}", vector=vector)
+    return eval(code, env)  # noqa: S307 (node passed parse(): integers, operands and the two tables only)
+
+
 def to_c(node: ast.expr, scope_ids: Mapping[str, int], name: Callable[[str], str]) -> str:
     """C source for ``node``; ``name`` maps an operand to its C variable, ``T`` is ``R->tile``."""
     def go(n: ast.expr) -> str:
@@ -120,9 +138,9 @@ def to_c(node: ast.expr, scope_ids: Mapping[str, int], name: Callable[[str], str
         if isinstance(n, ast.Constant):
             return f"INT64_C({n.value!s})"
         if isinstance(n, ast.Call):
-            arg = n.args[0]
+            arg, table = n.args[0], FUNCTIONS[n.func.id][1]  # type: ignore[attr-defined]
             scope = str(scope_ids[str(arg.value)]) if isinstance(arg, ast.Constant) else go(arg)
-            return f"(int64_t)R->elem_bytes[{scope}]"
+            return f"(int64_t){table}[{scope}]"
         if isinstance(n, ast.BinOp):
             return f"({go(n.left)} {_BINOPS[type(n.op)]} {go(n.right)})"
         if isinstance(n, ast.UnaryOp):
@@ -139,4 +157,4 @@ def to_c(node: ast.expr, scope_ids: Mapping[str, int], name: Callable[[str], str
     return go(node)
 
 
-__all__ = ["TILE", "ExprError", "parse", "to_c", "to_python"]
+__all__ = ["FUNCTIONS", "TILE", "ExprError", "evaluate", "parse", "to_c", "to_python"]

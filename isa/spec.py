@@ -13,7 +13,8 @@ import ast
 import functools
 import hashlib
 import json
-from collections.abc import Mapping
+import string
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -137,6 +138,23 @@ class Access:
         return self.space == DRAM_SPACE
 
 
+@dataclass(frozen=True)
+class Check:
+    """A static rule: a program whose instruction makes ``fault`` true is refused before it runs.
+
+    ``message`` says why, with ``{expression}`` fields over the operands; the simulator prefixes
+    the instruction's index, pc and mnemonic.
+    """
+
+    fault: str
+    message: str
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The expressions of the message's ``{...}`` fields."""
+        return tuple(f for _, f, _, _ in string.Formatter().parse(self.message) if f is not None)
+
+
 DRAM_SPACE = "dram"
 # What each stats class adds to the run's statistics (simulator/stats.py):
 STATS_CLASSES = {
@@ -163,6 +181,8 @@ class Instruction:
     timing: str
     stats: str
     accesses: tuple[Access, ...]
+    checks: tuple[Check, ...]
+    integer_only: bool
     summary: str
     description: str
     semantics: str
@@ -245,6 +265,13 @@ class Isa:
     @functools.cached_property
     def scope_ids(self) -> dict[str, int]:
         return {s.name: s.id for s in self.scopes}
+
+    def per_scope(self, value: Callable[[Scope], int]) -> list[int]:
+        """``value(scope)`` for every scope, indexed by scope id (0 for unused ids)."""
+        out = [0] * (max(self.scope_ids.values()) + 1)
+        for scope in self.scopes:
+            out[scope.id] = value(scope)
+        return out
 
     @functools.cached_property
     def max_operands(self) -> int:
@@ -364,7 +391,8 @@ def load_isa(path: Path = DEFAULT_ISA_PATH) -> Isa:
         if raw["stats"] == "dma_in" and not any(a.write and not a.dram for a in accesses):
             raise _fail(src, (*at, "stats"), "stats class 'dma_in' needs a scratchpad write in `accesses`.")
         instructions.append(
-            _check_instruction(src, at, word_bits, mnemonic, fields, fixed, accesses, scope_names, raw))
+            _check_instruction(src, at, word_bits, mnemonic, fields, fixed, accesses,
+                               _checks(src, at, raw, fields, scopes), scope_names, raw))
     _check_overlaps(src, instructions)
     digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
     return Isa(
@@ -390,6 +418,7 @@ def _check_instruction(
     fields: tuple[Field, ...],
     fixed: tuple[FixedBits, ...],
     accesses: tuple[Access, ...],
+    checks: tuple[Check, ...],
     scope_names: set[str],
     raw: dict[str, Any],
 ) -> Instruction:
@@ -445,6 +474,8 @@ def _check_instruction(
         timing=raw["timing"],
         stats=raw["stats"],
         accesses=accesses,
+        checks=checks,
+        integer_only=raw.get("integer_only", False),
         summary=raw["summary"],
         description=raw["description"],
         semantics=raw["semantics"],
@@ -489,6 +520,27 @@ def _accesses(src: YamlSource, at: KeyPath, raw: dict[str, Any], fields: tuple[F
     return tuple(out)
 
 
+def _checks(src: YamlSource, at: KeyPath, raw: dict[str, Any], fields: tuple[Field, ...],
+            scopes: tuple[Scope, ...]) -> tuple[Check, ...]:
+    """The instruction's static ``checks``, every expression parsed and checked."""
+    operands = tuple(f.name for f in fields if f.kind != "units")
+    scope_operands = tuple(f.name for f in fields if f.kind == "scope")
+    out: list[Check] = []
+    for i, item in enumerate(raw.get("checks", [])):
+        check = Check(fault=item["fault"], message=item["message"])
+        try:
+            texts = [("fault", check.fault), *(("message", f) for f in check.fields)]
+        except ValueError as exc:
+            raise _fail(src, (*at, "checks", i, "message"), f"{exc} in the message.") from None
+        for key, text in texts:
+            try:
+                regions.parse(text, operands, scope_operands, tuple(s.name for s in scopes))
+            except regions.ExprError as exc:
+                raise _fail(src, (*at, "checks", i, key), f"{exc}.") from None
+        out.append(check)
+    return tuple(out)
+
+
 def _check_overlaps(src: YamlSource, instructions: list[Instruction]) -> None:
     for i, first in enumerate(instructions):
         for second in instructions[i + 1 :]:
@@ -519,6 +571,7 @@ __all__ = [
     "STATS_CLASSES",
     "STATS_OPERANDS",
     "Access",
+    "Check",
     "FixedBits",
     "Field",
     "Instruction",

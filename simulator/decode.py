@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from tinynpu.errors import SpecError
-from tinynpu.isa import ArchConfig, Isa
+from tinynpu.isa import ArchConfig, Instruction, Isa, regions
+from tinynpu.isa.spec import Check
 from tinynpu.simulator.faults import SimFault, where
 from tinynpu.simulator.semantics import SEMANTICS
 
@@ -263,6 +265,11 @@ def _static_checks(isa: Isa, cfg: ArchConfig, cols: _Columns, unit: np.ndarray, 
         if len(hits):
             first.append((int(hits[0]), message(int(hits[0]))))
 
+    def expr(ins: Instruction, text: str, values: dict[str, Any], vector: bool = False) -> Any:
+        return regions.evaluate(isa.region_expr(ins, text), isa.scope_ids, values, tile=tile, vector=vector,
+                                elem_bytes=isa.per_scope(lambda s: cfg.elem_bytes(s.config_key)),
+                                scope_rows=isa.per_scope(lambda s: cfg.rows(s.config_key)))
+
     x = cols.x
     for instr in isa.instructions:
         idx = np.flatnonzero(cols.op[:n_exec] == instr.index)
@@ -330,9 +337,17 @@ def _static_checks(isa: Isa, cfg: ArchConfig, cols: _Columns, unit: np.ndarray, 
             check(idx, (v["src"] >= v["dst"]) & (v["src"] < v["dst"] + v["rows"]),
                   lambda i: f"the broadcast row {val(i, 'src')} lies inside the destination rows "
                             f"{val(i, 'dst')}..{val(i, 'dst') + val(i, 'rows') - 1}")
-        if mn == "vshr" and not cfg.is_integer:
+        if instr.integer_only and not cfg.is_integer:
             check(idx, np.ones(len(idx), dtype=bool),
-                  lambda i: f"vshr is for integer configs only (config {cfg.name!r} is {cfg.acc_dtype})")
+                  lambda i: f"{isa.instructions[int(cols.op[i])].mnemonic} is for integer configs only "
+                            f"(config {cfg.name!r} is {cfg.acc_dtype})")
+        for rule in instr.checks:  # isa.yaml `checks`
+
+            def message(i: int, _rule: Check = rule, _ins: Instruction = instr) -> str:
+                values = {n: int(x[i, j]) for j, n in enumerate(_ins.operands)}
+                return _rule.message.format_map({f: expr(_ins, f, values) for f in _rule.fields})
+
+            check(idx, np.asarray(expr(instr, rule.fault, v, vector=True), dtype=bool), message)
     if first:
         i, reason = min(first)
         mnem = isa.instructions[int(cols.op[i])].mnemonic

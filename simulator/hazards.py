@@ -164,10 +164,8 @@ def access_functions(isa: Isa, cfg: ArchConfig) -> list[AccessFn]:
     executed instruction, so it must cost what a hand-written one would).  ``x`` holds the operands
     in the instruction's order; ``access`` is :meth:`RaceChecker.access`.
     """
-    eb = [0] * (max(isa.scope_ids.values()) + 1)
-    for s in isa.scopes:
-        eb[s.id] = cfg.elem_bytes(s.config_key)
-    env: dict[str, Any] = {"DRAM": DRAM, "eb": eb, "tile": cfg.tile}
+    env: dict[str, Any] = {"DRAM": DRAM, "tile": cfg.tile, "eb": isa.per_scope(lambda s: cfg.elem_bytes(s.config_key)),
+                           "srows": isa.per_scope(lambda s: cfg.rows(s.config_key))}
     table: list[AccessFn] = []
     for ins in sorted(isa.instructions, key=lambda ins: ins.index):
         table.append(_compile(isa, ins, env))

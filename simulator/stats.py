@@ -165,14 +165,10 @@ def _operands(ins: Instruction, x: np.ndarray) -> dict[str, np.ndarray]:
 
 def _evaluate(isa: Isa, cfg: ArchConfig, ins: Instruction, text: str, x: np.ndarray) -> np.ndarray:
     """One of ``ins``'s access expressions over the operand rows ``x`` (one value per row)."""
-    env: dict[str, Any] = {f"v_{name}": col for name, col in _operands(ins, x).items()}
-    eb = np.zeros(max(isa.scope_ids.values()) + 1, dtype=np.int64)
-    for sc in isa.scopes:
-        eb[sc.id] = cfg.elem_bytes(sc.config_key)
-    env.update(np=np, eb=eb, tile=cfg.tile)
-    code = regions.to_python(isa.region_expr(ins, text), isa.scope_ids,
-                             lambda n: "tile" if n == regions.TILE else f"v_{n}", vector=True)
-    return np.broadcast_to(eval(code, env), (len(x),)).astype(np.int64)  # noqa: S307 (checked by regions.parse)
+    value = regions.evaluate(isa.region_expr(ins, text), isa.scope_ids, _operands(ins, x), tile=cfg.tile,
+                             elem_bytes=isa.per_scope(lambda s: cfg.elem_bytes(s.config_key)),
+                             scope_rows=isa.per_scope(lambda s: cfg.rows(s.config_key)), vector=True)
+    return np.broadcast_to(value, (len(x),)).astype(np.int64)
 
 
 def _scratchpad(isa: Isa, cfg: ArchConfig, op: np.ndarray, x: np.ndarray) -> dict[str, dict[str, int]]:

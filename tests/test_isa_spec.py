@@ -76,7 +76,7 @@ ISA_CASES = [
     ("access-bad-operator", "rows: [src, src + 1]", "rows: [src, src // 1]", "src // 1",
      ["accesses[0].rows[1]", "only + - * are allowed, not FloorDiv"]),
     ("access-bad-call", '"cols * elem_bytes(scope)"]', '"cols * len(scope)"]', "len(scope)",
-     ["footprint[3]", "the only call is elem_bytes(<scope operand>)"]),
+     ["footprint[3]", "the only calls are elem_bytes(s) and scope_rows(s)"]),
     ("access-bad-scope-name", "elem_bytes('acc')", "elem_bytes('c')", "elem_bytes('c')",
      ["footprint[3]", "scope name of a, b, acc"]),
     ("access-syntax", "unless: src == dst}", "unless: src === dst}", "src === dst",
