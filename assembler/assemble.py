@@ -21,11 +21,11 @@ from tinynpu.assembler.image import DTYPES, ROLES, Program, Tensor
 from tinynpu.assembler.lexer import Pos, Token, tokenize
 from tinynpu.assembler.syntax import SP_KINDS, Operand, Syntax, syntax_table
 from tinynpu.errors import AsmError
-from tinynpu.isa import ArchConfig, Field, Instruction, Isa
+from tinynpu.isa import ArchConfig, Field, Instruction, Isa, regions
+from tinynpu.isa.spec import Check
 
 # Scratchpad fields that address one row whatever `rows` says (isa.yaml:
 # vaddrow's src is "the broadcast row"); every other sp_row field spans `rows` rows.
-_SINGLE_ROW = frozenset({("vaddrow", "src")})
 # tmm's tile operands span a block of tiles (isa.yaml tmm semantics):
 # acc m*n tiles, a m*k tiles, b n*k tiles.
 _TILE_EXTENT = {"acc": ("m", "n"), "a": ("m", "k"), "b": ("n", "k")}
@@ -70,12 +70,16 @@ class _State:
     words: list[int] = field(default_factory=list)
     plans: dict[str, _EncodePlan] = field(init=False)
     capacity: dict[str, tuple[str, int]] = field(init=False)  # scope name -> (config key, rows)
+    elem_bytes: list[int] = field(init=False)  # by scope id, for isa.yaml expressions
+    scope_rows: list[int] = field(init=False)
     fast_items: dict[tuple[str, int, str], _Filled] = field(default_factory=dict)  # see _fast_instruction
 
     def __post_init__(self) -> None:
         self.plans = _encode_plans(self.isa)
         # Every scratchpad operand is checked against its capacity: look each up once.
         self.capacity = {s.name: (s.config_key, self.cfg.rows(s.config_key)) for s in self.isa.scopes}
+        self.elem_bytes = self.isa.per_scope(lambda s: self.cfg.elem_bytes(s.config_key))
+        self.scope_rows = self.isa.per_scope(lambda s: self.cfg.rows(s.config_key))
 
     def lookup(self, name: str, where: Pos) -> int:
         sym = self.symbols.get(name) or self.labels.get(name)
@@ -569,6 +573,8 @@ class _EncodePlan:
     scratchpad: tuple[Field, ...]  # fields checked against scratchpad capacity
     dram: Field | None  # the DRAM address field, if any
     dram_scratchpad: Field | None  # the scratchpad field that gives the DRAM element size
+    row_extent: dict[str, regions.Scalar]  # sp_row field -> rows its access spans (isa.yaml accesses)
+    rules: tuple[tuple[Check, regions.Scalar, tuple[tuple[str, regions.Scalar], ...]], ...]  # isa.yaml checks
 
 
 @functools.lru_cache(maxsize=16)
@@ -579,8 +585,15 @@ def _encode_plans(isa: Isa) -> dict[str, _EncodePlan]:
                                   f.lsb) for f in instr.fields)
         scratchpad = tuple(f for f in instr.fields if f.kind in SP_KINDS)
         dram = next((f for f in instr.fields if f.kind == "dram_addr"), None)
+
+        def compiled(text: str, ins: Instruction = instr) -> regions.Scalar:
+            return regions.scalar_function(isa.region_expr(ins, text), isa.scope_ids)
+
+        extent = {a.bounds[0]: compiled(f"({a.bounds[1]}) - ({a.bounds[0]})")
+                  for a in instr.accesses if not a.dram and a.bounds[0] in instr.operands}
+        rules = tuple((c, compiled(c.fault), tuple((f, compiled(f)) for f in c.fields)) for c in instr.checks)
         plans[instr.mnemonic] = _EncodePlan(instr.match, fields, scratchpad, dram,
-                                            scratchpad[0] if dram is not None else None)
+                                            scratchpad[0] if dram is not None else None, extent, rules)
     return plans
 
 
@@ -645,7 +658,8 @@ def _check_scratchpad(instr: Instruction, fld: Field, val: _Value, full: dict[st
             tiles *= full.get(d, 1)
         extent = tiles * cfg.tile
     else:
-        extent = 1 if (instr.mnemonic, fld.name) in _SINGLE_ROW else full.get("rows", 1)
+        span = state.plans[instr.mnemonic].row_extent.get(fld.name)
+        extent = span(full, cfg.tile, state.elem_bytes, state.scope_rows) if span is not None else full.get("rows", 1)
     if row < 0 or row + extent > capacity:
         # The description is built only here: this check runs for every scratchpad operand.
         if fld.kind == "sp_tile":
@@ -708,6 +722,14 @@ def _check_rules(instr: Instruction, values: dict[str, _Value], full: dict[str, 
         if dst <= src < dst + rows:
             raise AsmError(f"{pos('src')}: vaddrow broadcast row {src} lies inside the destination rows "
                            f"{dst}..{dst + rows - 1}; it must lie outside them.")
+    if instr.integer_only and not cfg.is_integer:
+        raise AsmError(f"{at}: {instr.mnemonic} is for integer configs only; config {cfg.name!r} accumulates in "
+                       f"{cfg.acc_dtype}.")
+    tables = (cfg.tile, state.elem_bytes, state.scope_rows)
+    for rule, fault, fields in state.plans[instr.mnemonic].rules:  # isa.yaml `checks`
+        if fault(full, *tables):
+            text = rule.message.format_map({name: f(full, *tables) for name, f in fields})
+            raise AsmError(f"{at}: {instr.mnemonic}: {text}.")
 
 
 __all__ = ["assemble"]

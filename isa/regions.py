@@ -130,6 +130,15 @@ def evaluate(node: ast.expr, scope_ids: Mapping[str, int], values: Mapping[str, 
     return eval(code, env)  # noqa: S307 (node passed parse(): integers, operands and the two tables only)
 
 
+Scalar = Callable[[Mapping[str, int], int, Sequence[int], Sequence[int]], Any]
+
+
+def scalar_function(node: ast.expr, scope_ids: Mapping[str, int]) -> Scalar:
+    """``node`` compiled once into ``f(values, tile, elem_bytes, scope_rows)`` for one instruction's operands."""
+    code = to_python(node, scope_ids, lambda n: "tile" if n == TILE else f"v[{n!r}]")
+    return eval(f"lambda v, tile, eb, srows: {code}")  # type: ignore[no-any-return]  # noqa: S307 (parsed)
+
+
 def to_c(node: ast.expr, scope_ids: Mapping[str, int], name: Callable[[str], str]) -> str:
     """C source for ``node``; ``name`` maps an operand to its C variable, ``T`` is ``R->tile``."""
     def go(n: ast.expr) -> str:
@@ -157,4 +166,4 @@ def to_c(node: ast.expr, scope_ids: Mapping[str, int], name: Callable[[str], str
     return go(node)
 
 
-__all__ = ["FUNCTIONS", "TILE", "ExprError", "evaluate", "parse", "to_c", "to_python"]
+__all__ = ["FUNCTIONS", "TILE", "ExprError", "Scalar", "evaluate", "parse", "scalar_function", "to_c", "to_python"]

@@ -100,7 +100,7 @@ class _Generator:
 
     def alu(self) -> _Instr:
         rng = self.rng
-        op = rng.choice(["vadd", "vaddrow", "vmax", "vmin", "vmul", "vshr"])
+        op = rng.choice(["vadd", "vaddrow", "vmax", "vmin", "vmul", "vshr", "vrequant"])
         rows = rng.randint(1, 24)
         dst = rng.randrange(0, ROWS_USED - rows + 1)
         f: dict[str, int] = {"dst": dst, "rows": rows}
@@ -114,6 +114,10 @@ class _Generator:
             outside = [r for r in range(ROWS_USED) if not dst <= r < dst + rows]
             f["src"] = rng.choice(outside)
             reads |= _rows("acc", f["src"], 1)
+        elif op == "vrequant":  # the multiplier and shift rows src, src + 1 lie outside the destination
+            outside = [r for r in range(ROWS_USED - 1) if r + 1 < dst or r >= dst + rows]
+            f["src"] = rng.choice(outside)
+            reads |= _rows("acc", f["src"], 2)
         elif op == "vshr":
             f["shift"] = rng.randint(0, 31)
         else:

@@ -1,7 +1,9 @@
 // The vector ALU: one accumulator row per cycle.  An op that starts in cycle
 // s processes rows in cycles s + 1 .. s + rows and occupies the unit for
 // rows + alu.latency_cycles cycles (not pipelined across instructions); its
-// completion pulse is in cycle s + rows + latency - 1.
+// completion pulse is in cycle s + rows + latency - 1.  vrequant reads its
+// shift row through the source port in cycle s (the unit is otherwise idle
+// then) and its multiplier row in every row cycle.
 `timescale 1ns / 1ps
 `default_nettype none
 
@@ -32,6 +34,8 @@ module tinynpu_alu_unit #(
 );
   `include "tinynpu_isa.vh"
 
+  localparam int WideW = 2 * TNPU_ACC_BITS;  // vrequant's exact product
+
   // The queue entry is the whole word; opcode and reserved bits were checked at dispatch.
   /* verilator lint_off UNUSEDSIGNAL */
   logic [127:0]     word;
@@ -51,6 +55,9 @@ module tinynpu_alu_unit #(
   logic [TNPU_VMAX_IMM_W-1:0] imm_q;
   logic [4:0]       shift_q;
   logic [IDX_W-1:0] idx_q;
+  logic [TNPU_TILE*5-1:0] rq_shift_q;  // vrequant: each lane's shift S (low 5 bits of row src+1)
+  logic             rq_start;
+  assign rq_start = start_o && (word[7:4] == 4'(TNPU_VREQUANT_FUNCT));
 
   assign start_o     = q_valid_i && ((wait_m & ~tok_avail_i) == 4'b0) && (rem_q == '0);
   assign start_idx_o = idx;
@@ -58,7 +65,8 @@ module tinynpu_alu_unit #(
   assign consume_o   = start_o ? wait_m : 4'b0;
 
   assign raddr_dst_o = ACC_ROW_BITS'(dst_q);
-  assign raddr_src_o = ACC_ROW_BITS'(src_q);
+  assign raddr_src_o = rq_start ? ACC_ROW_BITS'(word[TNPU_VADD_SRC_LSB +: TNPU_VADD_SRC_W] + 1'b1)
+                     : ACC_ROW_BITS'(src_q);
   assign waddr_o     = ACC_ROW_BITS'(dst_q);
   assign we_o        = (left_q != '0);
 
@@ -70,6 +78,15 @@ module tinynpu_alu_unit #(
     assign imm  = $signed(imm_q);
     assign sx   = {x[TNPU_ACC_BITS-1], x};
     assign half = $signed(((TNPU_ACC_BITS + 1)'(1) << shift_q) >> 1);
+    // vrequant: (x * M + 2^(30+S)) >>> (31+S), exact in WideW bits, saturated to the acc width
+    logic signed [WideW-1:0] rq;
+    logic [4:0] rq_s;
+    logic rq_fits;
+    logic signed [TNPU_ACC_BITS-1:0] rq_sat;
+    assign rq_s    = rq_shift_q[l*5 +: 5];
+    assign rq      = (WideW'(x) * WideW'(y) + (WideW'(1) <<< (6'd30 + 6'(rq_s)))) >>> (6'd31 + 6'(rq_s));
+    assign rq_fits = (rq[WideW-1:TNPU_ACC_BITS-1] == '0) || (rq[WideW-1:TNPU_ACC_BITS-1] == '1);
+    assign rq_sat  = rq_fits ? rq[TNPU_ACC_BITS-1:0] : {rq[WideW-1], {(TNPU_ACC_BITS-1){~rq[WideW-1]}}};
     always @* begin
       case (funct_q)
         4'(TNPU_VADD_FUNCT), 4'(TNPU_VADDROW_FUNCT): res = x + y;
@@ -77,6 +94,7 @@ module tinynpu_alu_unit #(
         4'(TNPU_VMIN_FUNCT): res = (x < imm) ? x : imm;
         4'(TNPU_VMUL_FUNCT): res = x * imm;
         4'(TNPU_VSHR_FUNCT): res = TNPU_ACC_BITS'((sx + half) >>> shift_q);
+        4'(TNPU_VREQUANT_FUNCT): res = rq_sat;
         default: res = x;
       endcase
     end
@@ -98,13 +116,14 @@ module tinynpu_alu_unit #(
       imm_q    <= '0;
       shift_q  <= '0;
       idx_q    <= '0;
+      rq_shift_q <= '0;
     end else begin
       if (rem_q != '0) rem_q <= rem_q - 1'b1;
       if (left_q != '0) begin
         left_q <= left_q - 1'b1;
         dst_q  <= dst_q + 1'b1;
-        // vaddrow broadcasts one source row; vadd walks the source range.
-        if (funct_q != 4'(TNPU_VADDROW_FUNCT)) src_q <= src_q + 1'b1;
+        // vaddrow and vrequant broadcast one source row; vadd walks the source range.
+        if (funct_q != 4'(TNPU_VADDROW_FUNCT) && funct_q != 4'(TNPU_VREQUANT_FUNCT)) src_q <= src_q + 1'b1;
       end
       if (start_o) begin
         // rows_per_cycle is 1 in the RTL (the cosim driver refuses other configs).
@@ -117,6 +136,8 @@ module tinynpu_alu_unit #(
         imm_q    <= word[TNPU_VMAX_IMM_LSB +: TNPU_VMAX_IMM_W];
         shift_q  <= word[TNPU_VSHR_SHIFT_LSB +: TNPU_VSHR_SHIFT_W];
         idx_q    <= idx;
+        if (rq_start)
+          for (int l = 0; l < TNPU_TILE; l++) rq_shift_q[l*5 +: 5] <= rdata_src_i[l*TNPU_ACC_BITS +: 5];
       end
     end
   end

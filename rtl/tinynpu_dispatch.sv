@@ -69,7 +69,8 @@ module tinynpu_dispatch #(
   assign is_tmm   = word_is(w, TNPU_TMM_MASK, TNPU_TMM_MATCH);
   assign is_alu   = word_is(w, TNPU_VADD_MASK, TNPU_VADD_MATCH) || word_is(w, TNPU_VADDROW_MASK, TNPU_VADDROW_MATCH)
                     || word_is(w, TNPU_VMAX_MASK, TNPU_VMAX_MATCH) || word_is(w, TNPU_VMIN_MASK, TNPU_VMIN_MATCH)
-                    || word_is(w, TNPU_VMUL_MASK, TNPU_VMUL_MATCH) || word_is(w, TNPU_VSHR_MASK, TNPU_VSHR_MATCH);
+                    || word_is(w, TNPU_VMUL_MASK, TNPU_VMUL_MATCH) || word_is(w, TNPU_VSHR_MASK, TNPU_VSHR_MATCH)
+                    || vrequant;
 
   // ---- operand fields (positions shared by every instruction that has them) ----
   logic [1:0]  scope;
@@ -78,7 +79,7 @@ module tinynpu_dispatch #(
   logic [TNPU_LOAD_STRIDE_W-1:0] stride;
   logic [TNPU_LOAD_ROWS_W-1:0] rows;
   logic [4:0]  cols, shift;
-  logic        narrow, vaddrow, vadd;
+  logic        narrow, vaddrow, vadd, vrequant;
   logic [3:0]  wait_m, signal_m;
   logic [9:0]  t_acc, t_a, t_b;
   logic [6:0]  m, n, k;
@@ -93,6 +94,7 @@ module tinynpu_dispatch #(
   assign alu_src  = w[TNPU_VADD_SRC_LSB +: TNPU_VADD_SRC_W];
   assign vaddrow  = word_is(w, TNPU_VADDROW_MASK, TNPU_VADDROW_MATCH);
   assign vadd     = word_is(w, TNPU_VADD_MASK, TNPU_VADD_MATCH);
+  assign vrequant = word_is(w, TNPU_VREQUANT_MASK, TNPU_VREQUANT_MATCH);
   assign wait_m   = w[TNPU_LOAD_WAIT_LSB +: TNPU_LOAD_WAIT_W];
   assign signal_m = w[TNPU_LOAD_SIGNAL_LSB +: TNPU_LOAD_SIGNAL_W];
   assign t_acc    = w[TNPU_TMM_ACC_LSB +: TNPU_TMM_ACC_W];
@@ -140,6 +142,10 @@ module tinynpu_dispatch #(
                      && 32'(sp_row) + 32'(rows) > 32'(alu_src)))) bad_spad = 1'b1;
     if (vaddrow && (32'(alu_src) >= TNPU_ACC_ROWS
                     || (alu_src >= sp_row && 32'(alu_src) < 32'(sp_row) + 32'(rows)))) bad_spad = 1'b1;
+    // vrequant's two parameter rows (multiplier, shift) lie in acc and outside the destination rows
+    if (vrequant && (32'(alu_src) + 32'd2 > TNPU_ACC_ROWS
+                     || (32'(alu_src) + 32'd1 >= 32'(sp_row) && 32'(alu_src) < 32'(sp_row) + 32'(rows))))
+      bad_spad = 1'b1;
   end
 
   always @* begin

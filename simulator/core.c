@@ -331,6 +331,14 @@ static void do_alu(const Run *R, enum Kind kind, const int64_t *x) {
     case K_VSHR:
       for (int64_t e = 0; e < count; e++) dst[e] = round_shift(dst[e], x[1]);
       break;
+    case K_VREQUANT: { /* semantics.requantize: round(x * M * 2^-(31+S)), exact in 64 bits, saturated */
+      const int32_t *mul = acc + x[1] * T, *sh = acc + (x[1] + 1) * T;
+      for (int64_t e = 0; e < count; e++) {
+        int64_t s = sh[e % T] & 31, y = ((int64_t)dst[e] * mul[e % T] + ((int64_t)1 << (30 + s))) >> (31 + s);
+        dst[e] = (int32_t)(y < INT32_MIN ? INT32_MIN : y > INT32_MAX ? INT32_MAX : y);
+      }
+      break;
+    }
     default: break; /* not an ALU kind: execute() does not send it here */
   }
 }
@@ -346,7 +354,7 @@ static void execute(Sim *S, int kind, const int64_t *x) {
       if (S->R->tile == 16) tmm16(S, x);
       else tmm_any(S, x);
       break;
-    case K_VADD: case K_VADDROW: case K_VMAX: case K_VMIN: case K_VMUL: case K_VSHR:
+    case K_VADD: case K_VADDROW: case K_VMAX: case K_VMIN: case K_VMUL: case K_VSHR: case K_VREQUANT:
       do_alu(S->R, (enum Kind)kind, x);
       break;
     case K_HALT: case K_SYNC: case N_KINDS: break;

@@ -30,6 +30,20 @@ def semantics(method: Callable[[State, list[int]], None]) -> Callable[[State, li
     return method
 
 
+def requantize(x: np.ndarray, multiplier: np.ndarray, shift: np.ndarray) -> np.ndarray:
+    """``vrequant``'s arithmetic: ``round(x * multiplier * 2^-(31 + shift))``, saturated to int32.
+
+    Round to nearest, ties toward +infinity (as ``vshr`` and ``store ... shift=``).  ``x`` is any
+    int32-valued array; ``multiplier`` (int32) and ``shift`` (low 5 bits used) broadcast against it,
+    one per column (output channel).  The product is exact in int64 (``|x * M| <= 2^62``).  This is
+    the one definition of the rule: the ONNX integer reference imports it.
+    """
+    s = np.asarray(shift, dtype=np.int64) & 31
+    p = np.asarray(x, dtype=np.int64) * np.asarray(multiplier, dtype=np.int64)
+    y = (p + (np.int64(1) << (30 + s))) >> (31 + s)
+    return np.clip(y, -(1 << 31), (1 << 31) - 1).astype(np.int32)
+
+
 class State:
     """Scratchpads and DRAM, plus one handler per mnemonic."""
 
@@ -178,5 +192,10 @@ class State:
         wide = rng.astype(np.int64)
         rng[:] = ((wide + ((1 << shift) >> 1)) >> shift).astype(np.int32)
 
+    @semantics
+    def vrequant(self, x: list[int]) -> None:
+        dst, src, rows = x[:3]
+        self.acc[dst:dst + rows] = requantize(self.acc[dst:dst + rows], self.acc[src], self.acc[src + 1])
 
-__all__ = ["SEMANTICS", "Handler", "State", "semantics"]
+
+__all__ = ["SEMANTICS", "Handler", "State", "requantize", "semantics"]

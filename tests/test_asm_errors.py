@@ -54,6 +54,8 @@ CASES = [
     ("zero acc[1024], rows=1", "t.s:1:6", ["acc[1024]", "1024 rows"]),
     ("vadd acc[1000], acc[0], rows=32", "t.s:1:6", ["acc[1000] spanning 32 rows"]),
     ("vaddrow acc[0], acc[1023], rows=16", None, []),  # the broadcast row is one row: fine
+    ("vrequant acc[0], acc[1022], rows=16", None, []),  # the parameter rows are two rows: fine
+    ("vrequant acc[0], acc[1023], rows=16", "t.s:1:18", ["acc[1023] spanning 2 rows reaches row 1024"]),
     ("tmm acc[1008], a[0], b[0], m=2", "t.s:1:5", ["acc[1008] spanning 2 tiles", "m=2 * n=1"]),
     ("tmm acc[0], a[2032], b[0], k=2", "t.s:1:13", ["a[2032] spanning 2 tiles"]),
     ("tmm acc[0], a[0], b[1984], n=3, k=2", "t.s:1:19", ["b[1984] spanning 6 tiles"]),
@@ -101,6 +103,8 @@ CASES = [
     ("vadd acc[0], acc[8], rows=16", "t.s:1:14", ["partly overlap"]),
     ("vadd acc[0], acc[0], rows=16", None, []),
     ("vaddrow acc[0], acc[4], rows=16", "t.s:1:17", ["inside the destination rows"]),
+    ("vrequant acc[16], acc[15], rows=16", "t.s:1:1",
+     ["vrequant: the parameter rows 15..16 overlap the destination rows 16..31."]),
 ]
 
 

@@ -54,7 +54,7 @@ def valid_instruction(draw: Any, cfg: ArchConfig) -> tuple[Instruction, dict[str
     enforced by construction, not by filtering, so every draw is usable.
     """
     instr = draw(st.sampled_from(ISA.instructions))
-    if instr.mnemonic == "vshr" and not cfg.is_integer:
+    if instr.integer_only and not cfg.is_integer:
         instr = ISA.by_mnemonic["vmax"]
     f = instr.field_map
     values: dict[str, int] = {}
@@ -74,7 +74,7 @@ def valid_instruction(draw: Any, cfg: ArchConfig) -> tuple[Instruction, dict[str
             scope = fld.scope or ISA.scope_by_id[values[scope_field.name]].name  # type: ignore[index]
             scope_of_field[fld.name] = scope
             cap = cfg.rows(ISA.scope_by_name[scope].config_key)
-            extent = 1 if (instr.mnemonic, fld.name) == ("vaddrow", "src") else rows
+            extent = {("vaddrow", "src"): 1, ("vrequant", "src"): 2}.get((instr.mnemonic, fld.name), rows)
             values[fld.name] = draw(st.integers(0, cap - extent))
         elif fld.kind == "sp_tile":
             assert fld.scope is not None
@@ -99,6 +99,8 @@ def valid_instruction(draw: Any, cfg: ArchConfig) -> tuple[Instruction, dict[str
             values["src"] = values["dst"]
     if instr.mnemonic == "vaddrow" and values["dst"] <= values["src"] < values["dst"] + rows:
         values["src"] = values["dst"] + rows if values["dst"] + rows < cfg.rows("acc") else values["dst"] - 1
+    if instr.mnemonic == "vrequant" and values["src"] + 1 >= values["dst"] and values["src"] < values["dst"] + rows:
+        values["src"] = values["dst"] + rows if values["dst"] + rows + 2 <= cfg.rows("acc") else values["dst"] - 2
     if "dram" in f:
         sp = next(fl for fl in instr.fields if fl.kind == "sp_row")
         key = ISA.scope_by_name[scope_of_field[sp.name]].config_key

@@ -78,6 +78,21 @@ def test_vaddrow_source_inside_destination() -> None:
     assert "lies inside the destination" in _fault([("vaddrow", {"dst": 0, "src": 4, "rows": 8}), HALT])
 
 
+def test_vrequant_parameter_rows_inside_destination() -> None:
+    msg = _fault([("vrequant", {"dst": 4, "src": 3, "rows": 8}), HALT])
+    assert msg == ("instruction 0 (pc 0x0, vrequant): the parameter rows 3..4 overlap the destination rows "
+                   "4..11."), msg
+    assert "overlap" in _fault([("vrequant", {"dst": 4, "src": 11, "rows": 8}), HALT])
+    machine([("vrequant", {"dst": 4, "src": 12, "rows": 8}), ("vrequant", {"dst": 4, "src": 2, "rows": 8}),
+             HALT]).run()
+
+
+def test_vrequant_parameter_rows_out_of_range() -> None:
+    last = DEFAULT.rows("acc") - 1
+    msg = _fault([("vrequant", {"dst": 0, "src": last, "rows": 1}), HALT])
+    assert f"the parameter rows {last}..{last + 1} are out of range (acc has {last + 1} rows)" in msg
+
+
 def test_no_halt() -> None:
     assert "never halts" in _fault([load("a", 0, 0)])
 
@@ -102,6 +117,8 @@ def test_deadlock_on_cycle_of_waits() -> None:
 
 def test_integer_only_instructions_fault_in_fp32() -> None:
     assert "integer configs only" in _fault([("vshr", {"dst": 0, "shift": 1, "rows": 1}), HALT], FP32)
+    msg = _fault([("vrequant", {"dst": 0, "src": 8, "rows": 1}), HALT], FP32)
+    assert "vrequant is for integer configs only (config 'fp32' is float32)" in msg, msg
     store = ("store", {"sp_row": 0, "dram": 0, "rows": 1, "narrow": 1})
     assert "integer configs only" in _fault([store, HALT], FP32)
 

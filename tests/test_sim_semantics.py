@@ -103,6 +103,44 @@ def test_vaddrow_vmin() -> None:
     assert np.array_equal(m.state.acc[:4], np.minimum(rows[:4] + rows[4], 10))
 
 
+def _requant_ref(x: int, mult: int, shift: int) -> int:
+    """round(x * mult / 2^(31 + shift)), ties toward +infinity, saturated: exact Python integers."""
+    den = 1 << (31 + (shift & 31))
+    y = (2 * x * mult + den) // (2 * den)  # floor(x * mult / den + 1/2)
+    return min(max(y, int(I32.min)), int(I32.max))
+
+
+def test_vrequant_rounds_per_column_and_saturates() -> None:
+    x = np.array([I32.max, I32.min, -3, -2, -1, 0, 1, 2, 3, 5, -5, 1 << 30, -(1 << 30), 6, 12345, -77],
+                 dtype=np.int32)
+    mult = np.array([I32.min, I32.min, 1 << 30, 1 << 30, (1 << 31) - 1, 1, 1 << 30, 1 << 30, 1 << 30,
+                     3 << 28, 3 << 28, 1 << 30, -(1 << 30), I32.max, 1518500250, 1518500250], dtype=np.int32)
+    shift = np.array([0, 0, 0, 0, 31, 5, 0, 0, 0, 1, 1, 31, 31, 32 + 3, 7, 7], dtype=np.int32)  # 35: low 5 bits
+    rows = np.stack([x, x * np.int32(-1) - np.int32(1), mult, shift])
+    m = machine([load("acc", 0, 0, rows=4), SYNC, ("vrequant", {"dst": 0, "src": 2, "rows": 2}), HALT])
+    _put(m, 0, rows)
+    m.run()
+    for r in range(2):
+        assert [int(v) for v in m.state.acc[r]] == [
+            _requant_ref(int(v), int(mm), int(s)) for v, mm, s in zip(rows[r], mult, shift, strict=True)]
+    assert int(m.state.acc[1, 0]) == int(I32.max)  # (-2^31)^2 / 2^31 = 2^31 saturates
+    assert _requant_ref(1, 1 << 30, 0) == 1 and _requant_ref(-1, 1 << 30, 0) == 0  # ties toward +infinity
+    assert np.array_equal(m.state.acc[2:4], rows[2:4])  # the parameter rows are untouched
+
+
+def test_requantize_is_the_instruction_arithmetic() -> None:
+    from tinynpu.simulator.semantics import requantize
+
+    rng = np.random.default_rng(5)
+    x = rng.integers(I32.min, I32.max, (64, T), dtype=np.int64, endpoint=True)
+    mult = rng.integers(1 << 30, 1 << 31, T, dtype=np.int64)
+    shift = rng.integers(0, 32, T, dtype=np.int64)
+    got = requantize(x.astype(np.int32), mult, shift)
+    assert got.dtype == np.int32
+    assert got.tolist() == [[_requant_ref(int(v), int(mm), int(s)) for v, mm, s in zip(row, mult, shift, strict=True)]
+                            for row in x]
+
+
 @pytest.mark.parametrize("shift,relu", [(0, False), (3, False), (3, True), (31, False)])
 def test_store_narrow_rounds_and_saturates(shift: int, relu: bool) -> None:
     vals = np.array([I32.max, I32.min, 1000, -1000, 4, -4, 12, -12, 127 << shift, -(129 << shift), 0, 1, -1,

@@ -35,4 +35,6 @@ start:
     vmul acc[0], (1 << 20) + 5 % 3, rows=(ROWS - 1) // 2                                             ; => 0x000000000f0000000010000200000046
     vshr acc[0], 7, rows=16, wait=tensor, signal=store                                               ; => 0x00000000100000000000000700008256
     vshr acc[0], 31, rows=16                                                                         ; => 0x00000000100000000000001f00000056
+    vrequant acc[32], acc[1000], rows=16, wait=tensor, signal=store                                  ; => 0x0000000010000000000003e800808266
+    vrequant acc[0], acc[2], rows=1                                                                  ; => 0x00000000010000000000000200000066
 next: halt                                                                                           ; => 0x00000000000000000000000000000000
