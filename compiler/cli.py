@@ -25,7 +25,8 @@ def add_gemm_sizes(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--k", type=int, required=True, help="reduction size: columns of A (elements)")
 
 
-def _add_workloads(p: argparse.ArgumentParser, *, schedule: bool = True) -> list[argparse.ArgumentParser]:
+def _add_workloads(p: argparse.ArgumentParser, *, schedule: bool = True,
+                   onnx: str = "") -> list[argparse.ArgumentParser]:
     sub = p.add_subparsers(dest="workload", required=True, metavar="WORKLOAD")
     mm = sub.add_parser("matmul", help="C = A @ B^T (nt) or A @ B (nn)")
     add_gemm_sizes(mm)
@@ -57,6 +58,10 @@ def _add_workloads(p: argparse.ArgumentParser, *, schedule: bool = True) -> list
     mlp.add_argument("--dtype", default="int8", choices=("int8", "fp32"), help=DTYPE_HELP)
     for q in (mm, conv, mlp):
         q.add_argument("--config", default=None, help=CONFIG_HELP)
+    if onnx:  # an ONNX network: its own options and handler (tinynpu.compiler.onnx.cli)
+        from tinynpu.compiler.onnx.cli import add_onnx_workload
+
+        add_onnx_workload(sub, onnx)
     return [mm, conv, mlp]
 
 
@@ -234,14 +239,14 @@ def _cmd_tune(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     comp = subparsers.add_parser("compile",
                                  help="compile matmul, conv2d or the MLP to program.s/.bin + manifest")
-    for q in _add_workloads(comp):
+    for q in _add_workloads(comp, onnx="compile"):
         q.add_argument("-o", "--output", required=True,
                        help="output directory for program.s, program.bin, manifest.json, schedule.json")
         q.add_argument("--force", action="store_true", help="overwrite files that tinynpu did not write")
         q.set_defaults(handler=_cmd_compile)
 
     run = subparsers.add_parser("run", help="compile, simulate, verify against numpy and report")
-    for q in _add_workloads(run):
+    for q in _add_workloads(run, onnx="run"):
         q.add_argument("--json", action="store_true", help="print one JSON object")
         q.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
         q.add_argument("--no-race-check", action="store_true", help="skip the simulator's race sanitizer")

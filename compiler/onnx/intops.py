@@ -1,0 +1,179 @@
+"""Integer kernels of the quantized network in numpy: the reference the accelerator is checked against.
+
+Activations are int8 with zero point 0 (symmetric); weights int8 per output
+channel; accumulators int32.  Convolutions and GEMMs sum exactly (float64
+BLAS sums of int8 products are exact below 2^53, far above any layer's
+reduction), then wrap to int32 as the accumulator does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tinynpu.compiler.onnx.requant import quantize_multiplier, requant_host
+
+
+def wrap_int32(x: np.ndarray) -> np.ndarray:
+    """Two's-complement wraparound into int32."""
+    return np.asarray(x, dtype=np.int64).astype(np.uint32).view(np.int32)
+
+
+def gemm_int32(a: np.ndarray, b_nk: np.ndarray) -> np.ndarray:
+    """``a @ b_nk.T`` of int8 operands, summed exactly, wrapped to int32."""
+    prod = a.astype(np.float64) @ b_nk.astype(np.float64).T
+    return wrap_int32(np.rint(prod).astype(np.int64))
+
+
+def im2col_nhwc(x: np.ndarray, r: int, s: int, pads: tuple[int, ...], strides: tuple[int, ...],
+                dilations: tuple[int, ...]) -> np.ndarray:
+    """``(N*P*Q, R*S*C)`` patches of an NHWC input, reduction in (r, s, c) order (the KRSC weights').
+
+    ``pads`` is ONNX's ``(top, left, bottom, right)``.
+    """
+    n, h, w, c = x.shape
+    pt, pl, pb, pr = pads
+    sh, sw = strides
+    dh, dw = dilations
+    p = (h + pt + pb - dh * (r - 1) - 1) // sh + 1
+    q = (w + pl + pr - dw * (s - 1) - 1) // sw + 1
+    xp = np.pad(x, ((0, 0), (pt, pb), (pl, pr), (0, 0)))
+    cols = np.empty((n, p, q, r, s, c), dtype=x.dtype)
+    for ri in range(r):
+        for si in range(s):
+            y0, x0 = ri * dh, si * dw
+            cols[:, :, :, ri, si, :] = xp[:, y0:y0 + sh * (p - 1) + 1:sh, x0:x0 + sw * (q - 1) + 1:sw]
+    return cols.reshape(n * p * q, r * s * c)
+
+
+def conv_int32_general(x: np.ndarray, w_krsc: np.ndarray, pads: tuple[int, ...], strides: tuple[int, ...],
+                       dilations: tuple[int, ...]) -> np.ndarray:
+    """Integer convolution, NHWC in, KRSC weights, ``(N, P, Q, K)`` int32 out."""
+    k, r, s, _ = w_krsc.shape
+    n, _, w, _ = x.shape
+    q = (w + pads[1] + pads[3] - dilations[1] * (s - 1) - 1) // strides[1] + 1
+    out = gemm_int32(im2col_nhwc(x, r, s, pads, strides, dilations), w_krsc.reshape(k, -1))
+    return out.reshape(n, -1, q, k)
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """What follows a layer's int32 accumulation: bias, per-channel requantization, zero point, clamp.
+
+    Attributes:
+        bias: int32 per output channel (or None).
+        multiplier, shift: the per-channel requantization parameters (``M``, ``S``) of ``vrequant``.
+        zero_point: the output's zero point.
+        lo, hi: the clamp (relu: ``lo = zero_point``; Clip: its bounds in the output's integers).
+    """
+
+    bias: np.ndarray | None
+    multiplier: np.ndarray
+    shift: np.ndarray
+    zero_point: int
+    lo: int
+    hi: int
+
+    @classmethod
+    def build(cls, *, real_scale: np.ndarray, bias: np.ndarray | None, zero_point: int, lo: int,
+              hi: int) -> Epilogue:
+        m, s = quantize_multiplier(np.atleast_1d(np.asarray(real_scale, dtype=np.float64)))
+        return cls(bias=bias, multiplier=m, shift=s, zero_point=zero_point, lo=lo, hi=hi)
+
+    @property
+    def fits_instruction(self) -> bool:
+        """Whether every shift is one the instruction's 5-bit field holds (scales below 1)."""
+        return bool(np.all(self.shift >= 0))
+
+    def apply(self, acc: np.ndarray) -> np.ndarray:
+        """int32 accumulators (channel last) -> int8 outputs."""
+        x = acc if self.bias is None else wrap_int32(acc.astype(np.int64) + self.bias.astype(np.int64))
+        y = requant_host(x, self.multiplier, self.shift).astype(np.int64) + self.zero_point
+        return np.clip(y, self.lo, self.hi).astype(np.int8)
+
+
+def rescale_sum(terms: list[tuple[np.ndarray, float]], *, zero_point: int, lo: int, hi: int) -> np.ndarray:
+    """``clamp(round(sum(x_i * scale_i)) + zp)`` in fixed point: an Add/Sum or a rescale.
+
+    Every term uses a Q31 multiplier at one common shift (that of the largest
+    scale), so the sum rounds once, ties toward +infinity.
+    """
+    scales = np.array([s for _, s in terms], dtype=np.float64)
+    top = float(scales.max())
+    exp = int(np.floor(np.log2(top))) + 1  # top < 2^exp
+    common = 30 - exp  # each multiplier below 2^30: two terms sum without int64 overflow
+    total: np.ndarray | int = 0
+    for x, s in terms:
+        m = int(round(s * 2.0**common))
+        total = total + np.asarray(x, dtype=np.int64) * m
+    if common > 0:
+        y = (np.asarray(total, dtype=np.int64) + (1 << (common - 1))) >> common
+    else:
+        y = np.asarray(total, dtype=np.int64) << (-common)
+    return np.clip(y + zero_point, lo, hi).astype(np.int8)
+
+
+def quantize_float(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, axis: int | None,
+                   dtype: np.dtype) -> np.ndarray:
+    """ONNX QuantizeLinear: ``saturate(round_half_even(x / scale) + zp)`` in float32."""
+    s = np.asarray(scale, dtype=np.float32)
+    z = np.asarray(zero_point)
+    if axis is not None and s.ndim == 1:
+        shape = [1] * x.ndim
+        shape[axis] = -1
+        s, z = s.reshape(shape), z.reshape(shape)
+    info = np.iinfo(dtype)
+    y = np.rint(np.asarray(x, dtype=np.float32) / s) + z.astype(np.float32)
+    return np.clip(y, info.min, info.max).astype(dtype)
+
+
+def dequantize(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, axis: int | None) -> np.ndarray:
+    """ONNX DequantizeLinear: ``(x - zp) * scale`` in float32."""
+    s = np.asarray(scale, dtype=np.float32)
+    z = np.asarray(zero_point)
+    if axis is not None and s.ndim == 1:
+        shape = [1] * np.ndim(x)
+        shape[axis] = -1
+        s, z = s.reshape(shape), z.reshape(shape)
+    return ((np.asarray(x).astype(np.int64) - z.astype(np.int64)).astype(np.float32) * s).astype(np.float32)
+
+
+def max_pool_int(x: np.ndarray, kernel: tuple[int, int], stride: tuple[int, int],
+                 pads: tuple[int, int, int, int], ceil_mode: bool) -> np.ndarray:
+    """MaxPool on NCHW int8 (padding never wins: it is the type's minimum)."""
+    n, c, h, w = x.shape
+    kh, kw = kernel
+    sh, sw = stride
+    pt, pl, pb, pr = pads
+    rnd = np.ceil if ceil_mode else np.floor
+    p = int(rnd((h + pt + pb - kh) / sh)) + 1
+    q = int(rnd((w + pl + pr - kw) / sw)) + 1
+    # ceil mode may need extra rows on the far side
+    eb = max(0, (p - 1) * sh + kh - (h + pt + pb))
+    er = max(0, (q - 1) * sw + kw - (w + pl + pr))
+    lo = np.iinfo(x.dtype).min
+    xp = np.pad(x, ((0, 0), (0, 0), (pt, pb + eb), (pl, pr + er)), constant_values=lo)
+    out = np.full((n, c, p, q), lo, dtype=x.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            np.maximum(out, xp[:, :, i:i + sh * (p - 1) + 1:sh, j:j + sw * (q - 1) + 1:sw], out=out)
+    return out
+
+
+def sum_pool_int(x: np.ndarray, kernel: tuple[int, int], stride: tuple[int, int]) -> np.ndarray:
+    """Window sums (int64) of an unpadded NCHW integer tensor."""
+    n, c, h, w = x.shape
+    kh, kw = kernel
+    sh, sw = stride
+    p, q = (h - kh) // sh + 1, (w - kw) // sw + 1
+    out = np.zeros((n, c, p, q), dtype=np.int64)
+    x64 = x.astype(np.int64)
+    for i in range(kh):
+        for j in range(kw):
+            out += x64[:, :, i:i + sh * (p - 1) + 1:sh, j:j + sw * (q - 1) + 1:sw]
+    return out
+
+
+__all__ = ["Epilogue", "conv_int32_general", "dequantize", "gemm_int32", "im2col_nhwc", "max_pool_int",
+           "quantize_float", "rescale_sum", "sum_pool_int", "wrap_int32"]

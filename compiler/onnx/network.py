@@ -1,0 +1,451 @@
+"""``compile_onnx`` and ``run_network``: an ONNX model end to end, verified three ways.
+
+Per-layer programs, not one program: every accelerator layer is a workload
+the existing compiler already tiles, schedules and checks (conv2d by implicit
+im2col, GEMM), cached by shape; host steps run between them.  One program
+for the whole network would need the host steps (pooling, softmax, residual
+rescaling) on the accelerator, which has no unit for them, so the network
+would still be cut at every host step.
+
+Verification on every run:
+
+(a) the outputs of every step against the numpy integer reference of the
+    same network (bit for bit; the first differing step is named);
+(b) against onnxruntime running the same QDQ model: fraction of elements
+    equal, largest difference in LSBs, top-1/top-5 agreement of the logits;
+(c) against onnxruntime running the float model: top-1 agreement and cosine
+    similarity of the logits (the quantization error, reported).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tinynpu.compiler.onnx.graph import HOST, NPU, Network, build_network, check_supported
+from tinynpu.compiler.onnx.importer import Imported, OnnxError, import_model, input_specs, seeded_inputs
+from tinynpu.compiler.onnx.memory import MemoryPlan, plan_memory
+from tinynpu.compiler.onnx.npu import ProgramCache, conv_on_npu
+from tinynpu.compiler.onnx.runtime import Execution, execute
+from tinynpu.errors import TinyNpuError
+from tinynpu.isa import ArchConfig, load_config
+
+DEFAULT_CALIBRATION = 8
+
+
+class NetworkVerificationError(TinyNpuError):
+    """The accelerator's network output differs from the integer reference (a bug, never the user's)."""
+
+
+@dataclass
+class CompiledNetwork:
+    """An imported, quantized and planned network with its accelerator programs.
+
+    Attributes:
+        imported: The float model after import.
+        qmodel: The QDQ int8 model (``onnx.ModelProto``).
+        net: The steps.
+        cfg: The architecture config.
+        cache: The accelerator programs by shape.
+        memory: The DRAM plan.
+        logits: ``(int8 tensor in the network, float tensor in the float model)`` compared against
+            onnxruntime (the input of a final Softmax, else the first output).
+        timings: Seconds per phase (import, quantize, plan, compile).
+        quantized_here: Whether tinynpu quantized the model (False: it came quantized).
+    """
+
+    imported: Imported
+    qmodel: Any
+    net: Network
+    cfg: ArchConfig
+    cache: ProgramCache
+    memory: MemoryPlan
+    logits: tuple[str, str]
+    timings: dict[str, float] = field(default_factory=dict)
+    quantized_here: bool = True
+
+    def make_inputs(self, seed: int) -> dict[str, np.ndarray]:
+        return seeded_inputs(self.imported.model, seed)
+
+
+def compile_onnx(path: str | Path, *, batch: int | None = None, random_weights: int | None = None,
+                 calibrate: int = DEFAULT_CALIBRATION, cfg: ArchConfig | None = None) -> CompiledNetwork:
+    """Import, quantize, plan and compile an ONNX model for the accelerator.
+
+    Args:
+        path: The ``.onnx`` file (float, or already QDQ-quantized).
+        batch: Size of a dynamic batch dimension.
+        random_weights: Seed of random weights replacing constant ones (default: only when every
+            weight is a constant, seed 0).
+        calibrate: Number of seeded calibration inputs for quantization.
+        cfg: Architecture config (default: ``default``).
+
+    Raises:
+        OnnxError: not ONNX, truncated, unsupported op, dynamic shape without ``batch``, too big for DRAM.
+    """
+    from tinynpu.compiler.onnx.quantize import calibration_inputs, is_quantized, quantize
+
+    cfg = cfg or load_config("default")
+    if not cfg.is_integer:
+        raise OnnxError(f"config {cfg.name!r} is not an integer config; ONNX networks run int8.")
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    imported = import_model(path, batch=batch, random_weights=random_weights)
+    check_supported(imported.model)
+    timings["import"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    quantized_here = not is_quantized(imported.model)
+    if quantized_here:
+        qmodel = quantize(imported.model, calibration_inputs(lambda s: seeded_inputs(imported.model, s), calibrate))
+    else:
+        qmodel = imported.model
+    timings["quantize"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    import onnx
+
+    qmodel = onnx.shape_inference.infer_shapes(qmodel)
+    net = build_network(qmodel)
+    _place(net)
+    memory = _plan(net, path)
+    if memory.total_bytes > cfg.dram_bytes:
+        raise OnnxError(f"{path}: the network needs {memory.total_bytes} bytes of DRAM ({memory.weight_bytes} of "
+                        f"weights, {memory.activation_peak_bytes} of activations at the peak), more than the "
+                        f"{cfg.dram_bytes} bytes of config {cfg.name!r}.")
+    logits = _logits(net, qmodel, imported.model)
+    timings["plan"] = time.perf_counter() - t0
+    cache = ProgramCache(cfg)
+    _compile_programs(net, cache)
+    timings["compile"] = cache.compile_seconds
+    return CompiledNetwork(imported=imported, qmodel=qmodel, net=net, cfg=cfg, cache=cache, memory=memory,
+                           logits=logits, timings=timings, quantized_here=quantized_here)
+
+
+def _place(net: Network) -> None:
+    """Move accelerator steps the lowering cannot take to the host, with the reason."""
+    for step in net.steps:
+        if step.kind != "conv":
+            continue
+        shape = net.shapes.get(step.inputs[0])
+        why = conv_on_npu(step, shape) if shape else "input shape unknown"
+        if why:
+            step.where, step.reason = HOST, why
+
+
+def _tensor_bytes(net: Network, name: str) -> int:
+    shape = net.shapes.get(name)
+    if shape is None:
+        return 0
+    qp = net.qparams.get(name)
+    return int(np.prod(shape)) * (1 if qp is not None else 4)
+
+
+def _plan(net: Network, path: str | Path) -> MemoryPlan:
+    weight_bytes = 0
+    for step in net.steps:
+        if step.where == NPU and "weight" in step.attrs:
+            w = step.attrs["weight"]
+            weight_bytes += w.nbytes + 12 * w.shape[0]  # weights + bias, multiplier and shift per channel
+    lifetimes: dict[str, tuple[int, int]] = {}
+    for i, step in enumerate(net.steps):
+        for name in step.outputs:
+            if name:
+                lifetimes[name] = (i, i)
+        for name in step.inputs:
+            if name in lifetimes:
+                lifetimes[name] = (lifetimes[name][0], i)
+            elif name in net.inputs:
+                lifetimes[name] = (0, i)
+    last = len(net.steps) - 1
+    for name in net.outputs:
+        if name in lifetimes:
+            lifetimes[name] = (lifetimes[name][0], last)
+    sizes = {name: _tensor_bytes(net, name) for name in lifetimes}
+    return plan_memory(weight_bytes, sizes, lifetimes)
+
+
+def _logits(net: Network, qmodel: Any, float_model: Any) -> tuple[str, str]:
+    """The int8 tensor compared against onnxruntime and its float-model counterpart."""
+    producer = {o: s for s in net.steps for o in s.outputs}
+    target = net.outputs[0]
+    softmax = next((s for s in reversed(net.steps) if s.op == "Softmax"), None)
+    if softmax is not None:
+        target = softmax.inputs[0]
+    # walk back through DequantizeLinear to the int8 tensor
+    s = producer.get(target)
+    while s is not None and s.op in ("DequantizeLinear",):
+        target = s.inputs[0]
+        s = producer.get(target)
+    if target not in net.qparams:
+        raise OnnxError(f"the network's output {net.outputs[0]!r} does not come from a quantized tensor; "
+                        "tinynpu compares int8 outputs against onnxruntime.")
+    q = next(n for n in qmodel.graph.node if n.op_type == "QuantizeLinear" and n.output[0] == target)
+    float_name = q.input[0]
+    float_names = {o for n in float_model.graph.node for o in n.output}
+    if float_name not in float_names and float_name.endswith("_QuantizeLinear_Input"):
+        float_name = float_name[: -len("_QuantizeLinear_Input")]
+    if float_name not in float_names:
+        float_name = next(o.name for o in float_model.graph.output)
+    return target, float_name
+
+
+def _compile_programs(net: Network, cache: ProgramCache) -> None:
+    """Compile every accelerator layer's program (each distinct shape once)."""
+    from tinynpu.compiler.conv2d import compile_conv2d
+    from tinynpu.compiler.matmul import compile_matmul
+
+    for step in net.steps:
+        if step.where != NPU:
+            continue
+        if step.kind == "conv":
+            n, c, h, w = net.shapes[step.inputs[0]]
+            wt = step.attrs["weight"]
+            g = step.attrs["group"]
+            k, r, s, cg = wt.shape
+            pad, stride = step.attrs["pads"][0], step.attrs["strides"][0]
+            kg = k // g
+            key: tuple[Any, ...] = ("conv2d", n, cg, h, w, kg, r, s, stride, pad)
+            cache.get(key, partial(compile_conv2d, n, cg, h, w, kg, r, s, stride=stride, pad=pad, dtype="int8",
+                                   cfg=cache.cfg))
+        elif step.kind == "gemm":
+            shape = net.shapes[step.inputs[0]]
+            m, k = int(np.prod(shape[:-1])), shape[-1]
+            n_out = step.attrs["weight"].shape[0]
+            key = ("matmul", m, n_out, k)
+            cache.get(key, partial(compile_matmul, m, n_out, k, dtype="int8", cfg=cache.cfg))
+        elif step.kind == "matmul":
+            a, b = net.shapes[step.inputs[0]], net.shapes[step.inputs[1]]
+            m, k, n_out = a[-2], a[-1], b[-1]
+            key = ("matmul", m, n_out, k)
+            cache.get(key, partial(compile_matmul, m, n_out, k, dtype="int8", cfg=cache.cfg))
+        else:
+            continue
+        step.attrs["program"] = key
+
+
+def describe(cn: CompiledNetwork) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """The compiled network as JSON (steps, placement, programs, memory plan) and its program images."""
+    names = {key: "-".join(str(k) for k in key) for key in cn.cache.programs}
+    programs = {names[key]: comp.program.to_bytes() for key, comp in cn.cache.programs.items()}
+    steps = []
+    for step in cn.net.steps:
+        entry: dict[str, Any] = {"name": step.name, "op": step.op, "kind": step.kind, "where": step.where,
+                                 "inputs": list(step.inputs), "outputs": list(step.outputs)}
+        if step.reason:
+            entry["reason"] = step.reason
+        if "program" in step.attrs:
+            entry["program"] = names[step.attrs["program"]]
+        epi = step.attrs.get("epilogue")
+        if epi is not None:
+            entry["requant"] = {"multiplier": epi.multiplier.tolist(), "shift": epi.shift.tolist(),
+                                "zero_point": epi.zero_point, "clamp": [epi.lo, epi.hi]}
+        steps.append(entry)
+    doc = {"model": cn.imported.source, "config": cn.cfg.name, "import_notes": list(cn.imported.notes),
+           "random_weights": cn.imported.random_weights, "npu_layers": sum(s.where == NPU for s in cn.net.steps),
+           "host_steps": sum(s.where == HOST for s in cn.net.steps), "memory": cn.memory.to_json(),
+           "programs": {names[key]: {"workload": comp.workload, "instructions": len(comp.program.words),
+                                     "file": f"program-{names[key]}.bin"}
+                        for key, comp in cn.cache.programs.items()},
+           "steps": steps}
+    return doc, programs
+
+
+# -- running and verifying ---------------------------------------------------------------------------
+
+
+def check_inputs(cn: CompiledNetwork, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The user's inputs, checked against the network's names, shapes and dtypes."""
+    specs = {name: (shape, dtype) for name, shape, dtype in input_specs(cn.imported.model)}
+    for name in feeds:
+        if name not in specs:
+            raise OnnxError(f"--input {name}=...: the network has no input {name!r}; its inputs are "
+                            f"{', '.join(sorted(specs))}.")
+    out = cn.make_inputs(0)
+    for name, arr in feeds.items():
+        shape, dtype = specs[name]
+        if tuple(arr.shape) != tuple(shape):
+            raise OnnxError(f"--input {name}: shape {tuple(arr.shape)} differs from the network's {tuple(shape)}.")
+        out[name] = np.asarray(arr, dtype=dtype)
+    return out
+
+
+def _session(model: Any, extra: list[str]) -> Any:
+    import onnx
+    import onnxruntime as ort
+
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    have = {o.name for o in m.graph.output}
+    for name in extra:
+        if name not in have:
+            m.graph.output.append(onnx.ValueInfoProto(name=name))
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    return ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+
+
+def _topk(x: np.ndarray, k: int) -> np.ndarray:
+    rows = x.reshape(x.shape[0], -1) if x.ndim > 1 else x.reshape(1, -1)
+    k = min(k, rows.shape[1])
+    return np.argsort(-rows.astype(np.float64), axis=1, kind="stable")[:, :k]
+
+
+def compare_quantized(ours: np.ndarray, theirs: np.ndarray) -> dict[str, Any]:
+    """Check (b): int8 outputs of two runs of the same quantized network."""
+    diff = np.abs(ours.astype(np.int64) - theirs.astype(np.int64))
+    t1o, t1t = _topk(ours, 1), _topk(theirs, 1)
+    t5o, t5t = _topk(ours, 5), _topk(theirs, 5)
+    overlap = np.mean([len(set(a) & set(b)) / len(a) for a, b in zip(t5o, t5t, strict=True)])
+    return {"equal_fraction": float(np.mean(diff == 0)), "within_1lsb_fraction": float(np.mean(diff <= 1)),
+            "max_abs_lsb": int(diff.max(initial=0)), "top1_agree": float(np.mean(t1o[:, 0] == t1t[:, 0])),
+            "top5_agree": float(overlap)}
+
+
+def compare_float(ours: np.ndarray, theirs: np.ndarray) -> dict[str, Any]:
+    """Check (c): dequantized logits against the float model's."""
+    a, b = ours.reshape(-1).astype(np.float64), theirs.reshape(-1).astype(np.float64)
+    denom = float(np.linalg.norm(a) * np.linalg.norm(b))
+    return {"top1_agree": float(np.mean(_topk(ours, 1)[:, 0] == _topk(theirs, 1)[:, 0])),
+            "cosine": float(a @ b / denom) if denom else 0.0}
+
+
+def verify_exact(net: Network, got: Execution, want: Execution) -> None:
+    """Check (a): every tensor every step wrote, bit for bit, in step order."""
+    for step in net.steps:
+        for name in step.outputs:
+            if not name:
+                continue
+            g, w = got.values[name], want.values[name]
+            if g.shape != w.shape or not np.array_equal(g, w):
+                bad = int(np.sum(g != w)) if g.shape == w.shape else -1
+                raise NetworkVerificationError(
+                    f"step {step.name!r} ({step.op} on the {step.where}): output {name!r} differs from the "
+                    f"integer reference" + (f" at {bad} of {w.size} elements" if bad >= 0 else
+                                            f" in shape ({g.shape} vs {w.shape})") + ".")
+
+
+def ort_compare(cn: CompiledNetwork, feeds_list: list[dict[str, np.ndarray]],
+                ours_list: list[np.ndarray]) -> tuple[dict[str, Any], dict[str, Any], dict[str, float]]:
+    """Checks (b) and (c) over several inputs (our int8 logits given per input)."""
+    lq, lf = cn.logits
+    qs, fs = _session(cn.qmodel, [lq]), _session(cn.imported.model, [lf])
+    theirs_q, theirs_f = [], []
+    t_q = t_f = 0.0
+    for feeds in feeds_list:
+        t0 = time.perf_counter()
+        theirs_q.append(np.asarray(qs.run([lq], feeds)[0]))
+        t_q += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        theirs_f.append(np.asarray(fs.run([lf], feeds)[0]))
+        t_f += time.perf_counter() - t0
+    ours = np.concatenate([o.reshape(1, -1) if o.shape[0] == 1 else o.reshape(o.shape[0], -1) for o in ours_list])
+    tq = np.concatenate([t.reshape(ours.shape[0] // len(feeds_list), -1) for t in theirs_q])
+    tf = np.concatenate([t.reshape(ours.shape[0] // len(feeds_list), -1) for t in theirs_f])
+    qp = cn.net.qparams[lq]
+    deq = (ours.astype(np.float64) - qp.z) * qp.s
+    n = len(feeds_list)
+    return compare_quantized(ours, tq), compare_float(deq, tf), {"ort_quantized_seconds": t_q / n,
+                                                                   "ort_float_seconds": t_f / n}
+
+
+def run_network(cn: CompiledNetwork, *, feeds: dict[str, np.ndarray] | None = None, seed: int = 0,
+                extra_seeds: int = 0) -> dict[str, Any]:
+    """Run on the simulator, verify (a), (b), (c), and report per layer and in total.
+
+    Args:
+        cn: The compiled network.
+        feeds: Float inputs by name (default: seeded random inputs from ``seed``).
+        seed: Seed of the random inputs.
+        extra_seeds: Further seeded inputs on which the integer reference (bit-exact with the
+            simulator on the first input) is compared against onnxruntime too (checks b, c).
+    """
+    feeds = check_inputs(cn, feeds or {}) if feeds else cn.make_inputs(seed)
+    t0 = time.perf_counter()
+    got = execute(cn.net, feeds, cache=cn.cache)
+    run_seconds = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    want = execute(cn.net, feeds, cache=None)
+    verify_exact(cn.net, got, want)
+    lq = cn.logits[0]
+    feeds_list, ours = [feeds], [got.values[lq]]
+    for i in range(extra_seeds):
+        f = cn.make_inputs(seed + 1 + i)
+        feeds_list.append(f)
+        ours.append(execute(cn.net, f, cache=None).values[lq])
+    ref_seconds = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    q_cmp, f_cmp, ort_times = ort_compare(cn, feeds_list, ours)
+    ort_seconds = time.perf_counter() - t0
+    return _report(cn, got, {
+        "run": run_seconds, "reference": ref_seconds, "onnxruntime_compare": ort_seconds, **ort_times,
+    }) | {"ort_quantized": q_cmp, "ort_float": f_cmp, "inputs_compared": len(feeds_list)}
+
+
+def _report(cn: CompiledNetwork, ex: Execution, times: dict[str, float]) -> dict[str, Any]:
+    cfg = cn.cfg
+    peak = cfg.macs_per_cycle
+    layers = []
+    npu_cycles = 0
+    macs = issued = 0
+    host_bytes = 0
+    for step in cn.net.steps:
+        run = ex.runs[step.name]
+        npu = step.where == NPU
+        util = run.macs / (run.cycles * peak) if npu and run.cycles else 0.0
+        ceiling = run.macs / run.issued_macs if npu and run.issued_macs else 0.0
+        layers.append({
+            "name": step.name, "op": step.op, "where": step.where, "cycles": run.cycles,
+            "utilization": util, "padding_ceiling": ceiling, "dram_bytes": run.dram_bytes,
+            "compulsory_bytes": run.compulsory_bytes, "macs": run.macs, "host_bytes": run.host_bytes,
+            "programs": run.programs, "host_seconds": ex.host_seconds[step.name],
+            "note": step.reason if not npu else "epilogue (bias, requantization, zero point, relu/clip) on the "
+                                                 "host: vrequant is not used yet",
+        })
+        npu_cycles += run.cycles
+        macs += run.macs
+        issued += run.issued_macs
+        host_bytes += run.host_bytes
+    dram = sum(run.dram_bytes for run in ex.runs.values())
+    # utilization / ceiling of a layer = issued MACs / (cycles * peak): weighted by the layer's useful MACs
+    weighted = sum(run.macs * run.issued_macs / (run.cycles * peak) for run in ex.runs.values() if run.cycles)
+    host_seconds = sum(ex.host_seconds.values())
+    sim_seconds = sum(r.sim_seconds for r in ex.runs.values())
+    clock_hz = _clock_mhz(cfg) * 1e6
+    return {
+        "model": cn.imported.source,
+        "config": cfg.name,
+        "verified": True,
+        "cycles": npu_cycles,
+        "clock_mhz": clock_hz / 1e6,
+        "inferences_per_second": clock_hz / npu_cycles if npu_cycles else 0.0,
+        "dram_bytes": dram,
+        "host_bytes": host_bytes,
+        "macs": macs,
+        "issued_macs": issued,
+        "utilization": macs / (npu_cycles * peak) if npu_cycles else 0.0,
+        "padding_ceiling": macs / issued if issued else 0.0,
+        "utilization_over_ceiling_mac_weighted": weighted / macs if macs else 0.0,
+        "host_share_of_wall_time": host_seconds / (host_seconds + sim_seconds) if host_seconds + sim_seconds else 0,
+        "npu_layers": sum(1 for s in cn.net.steps if s.where == NPU),
+        "host_steps": sum(1 for s in cn.net.steps if s.where == HOST),
+        "programs_compiled": len(cn.cache.programs),
+        "memory": cn.memory.to_json(),
+        "random_weights": cn.imported.random_weights,
+        "quantized_by_tinynpu": cn.quantized_here,
+        "import_notes": list(cn.imported.notes),
+        "logits": {"tensor": cn.logits[0], "float_tensor": cn.logits[1]},
+        "seconds": {**cn.timings, "simulate": sim_seconds, "host_steps": host_seconds, **times},
+        "layers": layers,
+    }
+
+
+def _clock_mhz(cfg: ArchConfig) -> float:
+    value = getattr(cfg, "clock_mhz", None)
+    return float(value) if value else 1000.0
+
+
+__all__ = ["CompiledNetwork", "NetworkVerificationError", "compile_onnx", "describe", "run_network"]

@@ -1,0 +1,99 @@
+"""Run the network's steps in order: accelerator layers on the simulator (or numpy), host steps in numpy.
+
+The same code runs both ways; only where an accelerator layer's int32
+accumulators come from differs (the simulator, or
+:mod:`~tinynpu.compiler.onnx.intops`), so the reference is the same integer
+network and the comparison is bit for bit.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tinynpu.compiler.onnx.graph import NPU, Network, Step
+from tinynpu.compiler.onnx.intops import max_pool_int, rescale_sum, sum_pool_int
+from tinynpu.compiler.onnx.npu import LayerRun, ProgramCache, conv_accumulate, gemm_accumulate
+
+
+@dataclass
+class Execution:
+    """Every tensor a run produced, and what each step cost."""
+
+    values: dict[str, np.ndarray]
+    runs: dict[str, LayerRun] = field(default_factory=dict)
+    host_seconds: dict[str, float] = field(default_factory=dict)
+
+
+def execute(net: Network, feeds: dict[str, np.ndarray], *, cache: ProgramCache | None) -> Execution:
+    """Run ``net`` on ``feeds`` (float inputs by name); ``cache`` None = the numpy reference."""
+    env: dict[str, np.ndarray] = dict(net.constants)
+    env.update(feeds)
+    ex = Execution(values=env)
+    for step in net.steps:
+        run = LayerRun()
+        t0 = time.perf_counter()
+        outs = _run_step(step, env, cache, run, net)
+        for name, value in zip(step.outputs, outs, strict=False):
+            if name:
+                env[name] = value
+        if step.where != NPU:
+            run.host_bytes += sum(int(np.asarray(env[i]).nbytes) for i in step.inputs if i in env) + \
+                sum(int(np.asarray(v).nbytes) for v in outs)
+        ex.runs[step.name] = run
+        ex.host_seconds[step.name] = time.perf_counter() - t0 - run.sim_seconds
+    return ex
+
+
+def _run_step(step: Step, env: dict[str, np.ndarray], cache: ProgramCache | None, run: LayerRun,
+              net: Network) -> list[np.ndarray]:
+    a = step.attrs
+    if step.kind == "conv":
+        acc = conv_accumulate(step, env[step.inputs[0]], cache=cache, run=run)
+        y = a["epilogue"].apply(acc)  # N x P x Q x K
+        run.host_bytes += acc.nbytes + 2 * y.nbytes  # epilogue reads int32, writes int8; NCHW transpose
+        return [np.ascontiguousarray(y.transpose(0, 3, 1, 2))]
+    if step.kind == "gemm":
+        x = env[step.inputs[0]]
+        x2 = x.reshape(-1, x.shape[-1])
+        acc = gemm_accumulate(x2, a["weight"], cache=cache, run=run)
+        y = a["epilogue"].apply(acc)
+        run.host_bytes += acc.nbytes + y.nbytes
+        return [y.reshape(*x.shape[:-1], y.shape[-1])]
+    if step.kind == "matmul":
+        x, w = env[step.inputs[0]], env[step.inputs[1]]
+        batch = np.broadcast_shapes(x.shape[:-2], w.shape[:-2])
+        xb = np.broadcast_to(x, (*batch, *x.shape[-2:])).reshape(-1, *x.shape[-2:])
+        wb = np.broadcast_to(w, (*batch, *w.shape[-2:])).reshape(-1, *w.shape[-2:])
+        accs = [gemm_accumulate(xb[i], np.ascontiguousarray(wb[i].T), cache=cache, run=run)
+                for i in range(xb.shape[0])]
+        run.host_bytes += 2 * wb.nbytes  # B transposed to N x K on the host
+        y = a["epilogue"].apply(np.stack(accs))
+        run.host_bytes += 4 * y.size + y.nbytes
+        return [y.reshape(*batch, *y.shape[-2:])]
+    if step.kind == "add":
+        terms = [(env[name].astype(np.int64) - zp, scale) for name, scale, zp in a["terms"]]
+        return [rescale_sum(terms, zero_point=a["zero_point"], lo=a["lo"], hi=a["hi"])]
+    if step.kind == "maxpool":
+        return [max_pool_int(env[step.inputs[0]], a["kernel"], a["strides"], a["pads"], a["ceil_mode"])]
+    if step.kind == "avgpool":
+        sums = sum_pool_int(env[step.inputs[0]], a["kernel"], a["strides"])
+        return [rescale_sum([(sums, a["scale"])], zero_point=a["zero_point"], lo=-128, hi=127)]
+    return _run_onnx(step, env)
+
+
+def _run_onnx(step: Step, env: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """The ONNX operator itself (onnx.reference, numpy), on the values it names."""
+    ev = step.attrs.get("evaluator")
+    if ev is None:
+        from onnx.reference import ReferenceEvaluator
+
+        ev = ReferenceEvaluator(step.attrs["node"], opsets={"": step.attrs["opset"]})
+        step.attrs["evaluator"] = ev
+    feeds = {i: env[i] for i in step.inputs if i}
+    return [np.asarray(o) for o in ev.run(None, feeds)]
+
+
+__all__ = ["Execution", "execute"]

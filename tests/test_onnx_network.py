@@ -1,0 +1,99 @@
+"""A small CNN end to end: import, quantize, run on the simulator, verified three ways; the CLI and JSON contract."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+from onnx_models import small_cnn  # noqa: E402
+
+from tinynpu.cli import main  # noqa: E402
+from tinynpu.compiler.onnx import compile_onnx, run_network  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def cnn(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return small_cnn(tmp_path_factory.mktemp("cnn") / "cnn.onnx")
+
+
+def test_small_cnn_end_to_end(cnn: Path) -> None:
+    cn = compile_onnx(cnn)
+    r = run_network(cn, extra_seeds=3)
+    assert r["verified"] is True
+    where = {e["name"]: e["where"] for e in r["layers"]}
+    assert where["conv1"] == where["conv2"] == where["conv3"] == where["fc"] == "npu"
+    assert where["pool1"] == where["residual"] == where["gap"] == "host"
+    # every layer on the accelerator ran cycles and moved bytes; host steps name why they are there
+    for e in r["layers"]:
+        if e["where"] == "npu":
+            assert e["cycles"] > 0 and e["dram_bytes"] >= e["compulsory_bytes"] > 0
+            assert 0 < e["utilization"] <= e["padding_ceiling"] <= 1
+        else:
+            assert e["cycles"] == 0 and e["note"]
+    q = r["ort_quantized"]
+    assert r["inputs_compared"] == 4
+    assert q["within_1lsb_fraction"] >= 0.99 and q["max_abs_lsb"] <= 2 and q["top1_agree"] == 1.0
+    assert r["ort_float"]["cosine"] > 0.98
+    mem = r["memory"]
+    assert mem["liveness_lower_bound_bytes"] <= mem["activation_peak_bytes"]
+    assert r["cycles"] == sum(e["cycles"] for e in r["layers"])
+
+
+def test_accelerator_fault_is_caught_by_the_bit_exact_check(cnn: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A one-LSB error in one accelerator layer's accumulators is reported, naming the layer."""
+    from tinynpu.compiler.onnx import npu
+    from tinynpu.compiler.onnx.network import NetworkVerificationError
+
+    cn = compile_onnx(cnn)
+    real = npu._simulate
+
+    def off_by_one(comp, inputs, out, cfg, run):  # type: ignore[no-untyped-def]
+        y = real(comp, inputs, out, cfg, run)
+        if comp.workload["kind"] == "conv2d" and comp.workload["k"] == 16 and comp.workload["stride"] == 2:
+            y = y.copy()
+            y.flat[0] += 1 << 20
+        return y
+
+    monkeypatch.setattr(npu, "_simulate", off_by_one)
+    with pytest.raises(NetworkVerificationError, match="conv2"):
+        run_network(cn)
+
+
+def test_run_onnx_json_contract(cnn: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "onnx", str(cnn), "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    for key in ("verified", "cycles", "inferences_per_second", "dram_bytes"):
+        assert key in r
+    assert set(r["ort_quantized"]) >= {"equal_fraction", "max_abs_lsb", "top1_agree", "top5_agree"}
+    assert set(r["ort_float"]) >= {"top1_agree", "cosine"}
+    for e in r["layers"]:
+        assert set(e) >= {"name", "op", "where", "cycles", "utilization", "padding_ceiling", "dram_bytes"}
+        assert e["where"] in ("npu", "host")
+
+
+def test_run_onnx_with_input_file_and_report(cnn: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    x = np.random.default_rng(5).standard_normal((1, 3, 20, 20)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    rep = tmp_path / "rep"
+    assert main(["run", "onnx", str(cnn), "--input", f"x={tmp_path / 'x.npy'}", "--report", str(rep)]) == 0
+    out = capsys.readouterr().out
+    assert "bit-exact" in out and "conv1" in out
+    assert {p.name for p in rep.iterdir()} >= {"index.md", "layers.png", "report.json"}
+    assert "conv1" in (rep / "index.md").read_text()
+
+
+def test_compile_onnx_writes_programs(cnn: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "net"
+    assert main(["compile", "onnx", str(cnn), "-o", str(out)]) == 0
+    doc = json.loads((out / "network.json").read_text())
+    assert doc["npu_layers"] == 4
+    for prog in doc["programs"].values():
+        assert (out / prog["file"]).stat().st_size > 0
+    assert main(["compile", "onnx", str(cnn), "-o", str(out)]) == 0  # our own output: replaced
+    capsys.readouterr()
