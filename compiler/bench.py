@@ -12,7 +12,6 @@ which.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from typing import Any
 
@@ -23,6 +22,7 @@ from tinynpu.compiler.run import run_compiled
 from tinynpu.compiler.search import rank, tune, tune_space
 from tinynpu.intmath import round_up
 from tinynpu.isa import load_config
+from tinynpu.progress import progress, step
 
 SEED = (1024, 1024, 1024)
 GEMMS = [SEED, (1760, 128, 1760), (2560, 64, 2560), (3072, 1500, 1024), (35, 8457, 2560), (7680, 128, 2560),
@@ -107,17 +107,15 @@ def _conv_row(shape: tuple[int, ...], *, out_dtype: str, check_races: bool) -> d
 def run_bench(*, quick: bool = False, as_json: bool = False, check_races: bool = False,
               out_dtype: str = "int8") -> int:
     """Run the suite and print the table (or one JSON object)."""
-    log = (lambda msg: None) if as_json else (lambda msg: print(msg, file=sys.stderr, flush=True))
     gemms = QUICK_GEMMS if quick else GEMMS
     trials = 128 if quick else 256
     rows = []
-    for shape in gemms:
-        log(f"gemm {shape} ...")
+    for shape in progress(gemms, desc="GEMMs", quiet=as_json, unit="shape"):
         rows.append(_gemm_row(*shape, out_dtype=out_dtype, check_races=check_races, trials=trials))
     seed_shape = gemms[0]
-    log(f"naive seed schedule {seed_shape} ...")
-    naive_c = compile_matmul(*seed_shape, schedule="naive", out_dtype=out_dtype)
-    naive_r = run_compiled(naive_c, check_races=check_races)
+    with step(f"the naive seed schedule {seed_shape}", quiet=as_json):
+        naive_c = compile_matmul(*seed_shape, schedule="naive", out_dtype=out_dtype)
+        naive_r = run_compiled(naive_c, check_races=check_races)
     seed = {"shape": list(seed_shape), "naive_cycles": naive_r["cycles"], "auto_cycles": rows[0]["cycles"],
             "speedup": naive_r["cycles"] / rows[0]["cycles"], "naive_dram_bytes": naive_r["dram_bytes"],
             "auto_dram_bytes": rows[0]["dram_bytes"], "utilization": rows[0]["utilization"],
@@ -125,8 +123,7 @@ def run_bench(*, quick: bool = False, as_json: bool = False, check_races: bool =
             "compile_cpu_seconds": rows[0]["compile_cpu_seconds"]}
     convs: list[dict[str, Any]] = []
     resnet = [tuple(sh.kwargs().values()) for sh in RESNET50_CONVS]
-    for conv_shape in QUICK_CONVS if quick else resnet:
-        log(f"conv2d {conv_shape} ...")
+    for conv_shape in progress(QUICK_CONVS if quick else resnet, desc="conv2d layers", quiet=as_json, unit="layer"):
         convs.append(_conv_row(conv_shape, out_dtype=out_dtype, check_races=check_races))
     g_ok = all(r["util_over_ceiling"] >= TARGETS["gemm_util_over_ceiling"]
                and r["traffic_over_best"] <= TARGETS["gemm_traffic_over_best"] for r in rows)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 from tinynpu import fsio
 from tinynpu.errors import UsageError
+from tinynpu.progress import step, wrote
 
 _GENERATOR = "tinynpu compile"
 DTYPE_HELP = "element type of the inputs: int8 (int32 accumulation) or fp32 (default int8)"
@@ -104,7 +104,8 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     out = Path(args.output)
     # Checked before compiling; the four files are then replaced as one set (old set or new, never a mix).
     fsio.check_output_dir(out, _COMPILE_FILES, force=args.force, ours=_earlier_compile(out), what="-o")
-    compiled = compile_from_args(args)
+    with step(f"compiling {args.workload}", quiet=False):
+        compiled = compile_from_args(args)
     cfg = load_config(args.config) if args.config else load_config(compiled.workload.get("config", "default"))
     manifest = {
         "generator": _GENERATOR,
@@ -122,7 +123,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
         "schedule.json": json.dumps({"name": compiled.schedule_name, "steps": list(compiled.trace)}, indent=1) + "\n",
         "manifest.json": json.dumps(manifest, indent=1) + "\n",
     }, what="-o")
-    print(f"wrote {out}/program.s, program.bin, manifest.json, schedule.json "
+    print(f"{wrote([out / name for name in _COMPILE_FILES])} "
           f"({len(compiled.program.words)} instructions, compiled in {compiled.compile_seconds:.3f} s)")
     return 0
 
@@ -175,9 +176,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from tinynpu.compiler.run import run_compiled
     from tinynpu.isa import load_config
 
-    compiled = compile_from_args(args)
+    with step(f"compiling {args.workload}", quiet=args.json):
+        compiled = compile_from_args(args)
     cfg = load_config(args.config) if args.config else None
-    report = run_compiled(compiled, cfg=cfg, seed=args.seed, check_races=not args.no_race_check)
+    with step(f"simulating {len(compiled.program.words):,} instructions and verifying against numpy",
+              quiet=args.json):
+        report = run_compiled(compiled, cfg=cfg, seed=args.seed, check_races=not args.no_race_check)
     if args.json:
         print(json.dumps(report))
     else:
@@ -209,9 +213,10 @@ def _cmd_tune(args: argparse.Namespace) -> int:
                          f"not {args.simulate_best}.")
     target = fsio.check_output(Path(args.output), force=args.force, what="-o") if args.output else None
     cfg = resolve_config(args.dtype, load_config(args.config) if args.config else None)
-    progress = sys.stderr.isatty() and not args.json
-    result = tune_matmul(args.m, args.n, args.k, cfg=cfg, dtype=args.dtype, trials=args.trials,
-                         seed=args.seed, verify=args.simulate_best, progress=progress)
+    with step(f"tuning: ranking {args.trials} sampled tilings, simulating the best {args.simulate_best}",
+              quiet=args.json):
+        result = tune_matmul(args.m, args.n, args.k, cfg=cfg, dtype=args.dtype, trials=args.trials,
+                             seed=args.seed, verify=args.simulate_best)
     if target is not None:
         fsio.write_atomic(target, json.dumps(result["schedule"], indent=1) + "\n", what="-o")
     result["files_written"] = [str(args.output)] if args.output else []
@@ -231,7 +236,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     trace = Schedule("tuned", tuple(result["schedule"]["steps"])).pretty()
     print("\n".join("  " + x for x in trace.splitlines()))
     if args.output:
-        print(f"wrote {args.output} (replay it: tinynpu run matmul ... --schedule {args.output})")
+        print(f"{wrote([args.output])} (replay it: tinynpu run matmul ... --schedule {args.output})")
     return 0
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from tinynpu.errors import UsageError
+from tinynpu.progress import step, wrote
 
 WORKLOADS = ("matmul", "conv2d", "mlp")
 # bench cosim targets: Verilator fast enough that whole workloads run on the RTL, cycle for cycle, in minutes.
@@ -159,7 +160,7 @@ def _format(out: dict[str, Any]) -> str:
     if out["rtl_error"]:
         lines.append(f"RTL error: {out['rtl_error']}")
     if out["waves"]:
-        lines.append(f"waves: {out['waves']} (gtkwave {out['waves']})")
+        lines.append(f"{wrote([out['waves']])} (open it with: gtkwave {out['waves']})")
     return "\n".join(lines)
 
 
@@ -176,7 +177,8 @@ def _cmd_cosim(args: argparse.Namespace) -> int:
     waves = _waves_path(inner)
     if waves is not None and waves.exists():
         waves.unlink()
-    [report] = cosimulate(isa, cfg, [case], waves=waves, simulator=inner.simulator)
+    with step(f"co-simulating {case.name} on {SIMULATOR_NAMES[inner.simulator]} and the simulator", quiet=inner.json):
+        [report] = cosimulate(isa, cfg, [case], waves=waves, simulator=inner.simulator)
     if report.model_error is not None:
         raise UsageError(f"{case.name}: the simulator rejects the program, so there is nothing to compare: "
                          f"{report.model_error}")
@@ -186,14 +188,15 @@ def _cmd_cosim(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
-def _bench_case(isa: Any, cfg: Any, name: str, compiled: Any, simulator: str) -> dict[str, Any]:
+def _bench_case(isa: Any, cfg: Any, name: str, compiled: Any, simulator: str, *, quiet: bool) -> dict[str, Any]:
     """Co-simulate one compiled workload on ``simulator``; the figures of one row of ``bench cosim``."""
     from tinynpu.rtl.compare import CosimCase, cosimulate
 
     inputs = compiled.make_inputs(0)
     t0 = time.perf_counter()
-    [report] = cosimulate(isa, cfg, [CosimCase(name, compiled.program, compiled.to_device(inputs))],
-                          simulator=simulator)
+    with step(f"co-simulating {name} on {SIMULATOR_NAMES[simulator]}", quiet=quiet):
+        [report] = cosimulate(isa, cfg, [CosimCase(name, compiled.program, compiled.to_device(inputs))],
+                              simulator=simulator)
     wall = time.perf_counter() - t0
     ref = compiled.reference(inputs)
     return {
@@ -226,7 +229,8 @@ def _bench_figures(args: argparse.Namespace) -> dict[str, Any]:
     speed = {}
     for sim in ("icarus", "verilator"):
         reason = missing_reason(sim)
-        out[sim] = {"skipped": reason} if reason else _bench_case(isa, cfg, f"matmul{size}", compiled, sim)
+        out[sim] = {"skipped": reason} if reason else _bench_case(isa, cfg, f"matmul{size}", compiled, sim,
+                                                                       quiet=args.json)
         if not reason:
             speed[sim] = out[sim]["rtl_cycles_per_second"]
     # The target ratio: both simulators on the same program in this run.
@@ -235,7 +239,7 @@ def _bench_figures(args: argparse.Namespace) -> dict[str, Any]:
     out["seed"] = None
     if args.seed_size and "verilator" in speed:
         n = args.seed_size
-        row = _bench_case(isa, cfg, f"seed{n} tuned", compile_matmul(n, n, n), "verilator")
+        row = _bench_case(isa, cfg, f"seed{n} tuned", compile_matmul(n, n, n), "verilator", quiet=args.json)
         out["seed"] = dict(row, target_wall_seconds=TARGET_SEED_SECONDS)
     out["resnet50"] = None
     if args.resnet50 and "verilator" in speed:
@@ -244,7 +248,7 @@ def _bench_figures(args: argparse.Namespace) -> dict[str, Any]:
 
         t0 = time.perf_counter()
         rows = [_bench_case(isa, cfg, str(s), compile_conv2d(s.n, s.c, s.h, s.w, s.k, s.r, s.s, stride=s.stride,
-                                                             pad=s.pad), "verilator")
+                                                             pad=s.pad), "verilator", quiet=args.json)
                 for s in RESNET50_CONVS]
         out["resnet50"] = {"layers": rows, "rtl_cycles": sum(r["rtl_cycles"] for r in rows),
                            "agree": all(r["agree"] and r["verified"] for r in rows),

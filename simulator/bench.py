@@ -34,6 +34,7 @@ import numpy as np
 
 from tinynpu.errors import TinyNpuError, UsageError
 from tinynpu.isa import load_config
+from tinynpu.progress import step
 
 # the compiler's seed and tiled schedules, and a pure DMA-load stream
 SCHEDULES = ("naive", "auto", "loads")
@@ -166,7 +167,9 @@ def run_bench(args: argparse.Namespace) -> int:
             for engine, races in RUNS:
                 cmd = [sys.executable, "-m", "tinynpu.simulator.bench", *map(str, files), str(int(races)), str(size),
                        engine]
-                proc = subprocess.run(cmd, capture_output=True, text=True, env=os.environ.copy(), check=False)
+                with step(f"{schedule} {size}^3 on the {engine} core, race check {'on' if races else 'off'}",
+                          quiet=args.json):
+                    proc = subprocess.run(cmd, capture_output=True, text=True, env=os.environ.copy(), check=False)
                 if proc.returncode != 0:
                     raise TinyNpuError(f"bench sim: the {schedule} simulation failed: {proc.stderr.strip()}")
                 runs.append({"schedule": schedule, **json.loads(proc.stdout)})

@@ -15,6 +15,7 @@ from tinynpu import fsio
 from tinynpu.assembler.image import Program
 from tinynpu.errors import UsageError
 from tinynpu.isa import load_config, load_isa
+from tinynpu.progress import step, wrote
 from tinynpu.simulator.machine import ENGINES, Machine
 from tinynpu.simulator.stats import Stats
 
@@ -93,16 +94,21 @@ def _sim(args: argparse.Namespace) -> int:
     log = (sys.stderr if args.json else sys.stdout) if args.log else None
     with contextlib.ExitStack() as stack:
         trace = stack.enter_context(fsio.staged(Path(args.trace), what="--trace")) if args.trace else None
-        stats = machine.run(timing=not args.no_timing, trace_path=trace, log=log, max_cycles=args.max_cycles,
-                            check_races=not args.no_race_check, engine=args.engine)
+        # No live line under --log: the log itself streams to the terminal.
+        with step(f"simulating {len(program.words):,} instructions", quiet=args.json or args.log):
+            stats = machine.run(timing=not args.no_timing, trace_path=trace, log=log, max_cycles=args.max_cycles,
+                                check_races=not args.no_race_check, engine=args.engine)
     for name, path in outputs:
         buf = io.BytesIO()
         np.save(buf, machine.read_tensor(name))
         fsio.write_atomic(path, buf.getvalue(), what=f"--output {name}")
+    written = [str(path) for _, path in outputs] + ([args.trace] if args.trace else [])
     if args.json:
-        print(json.dumps(stats.to_json()))
+        print(json.dumps(dict(stats.to_json(), files_written=written)))
     else:
         print(_summary(stats))
+        if written:
+            print(wrote(written))
     return 0
 
 

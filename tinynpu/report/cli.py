@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tinynpu.errors import UsageError
+from tinynpu.progress import wrote
 
 WORKLOAD_FLAGS = {
     "matmul": ("m", "n", "k"),
@@ -139,7 +140,7 @@ def _report(args: argparse.Namespace) -> int:
                 f"{row['workload']:<40} {row['cycles']:>14,} cycles  util {100 * row['utilization']:5.1f}%  "
                 f"{row['traffic_over_bound']:6.2f}x I/O bound  {status}"
             )
-        print(f"report written to {written.index} ({len(written.files)} files)")
+        print(f"report: {written.index}; {wrote(written.files)}")
     return 0 if written.summary["all_verified"] else 1
 
 

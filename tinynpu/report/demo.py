@@ -9,21 +9,19 @@ expected instruction count instead of shrinking the problem.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from tinynpu.errors import UsageError
 from tinynpu.intmath import ceil_div
 from tinynpu.isa import load_config
+from tinynpu.progress import progress, say, wrote
 from tinynpu.report.build import prepare_dir, write_report
 from tinynpu.report.landscape import matmul_landscape
 from tinynpu.report.markdown import table
-from tinynpu.report.suite import Result, for_config, matmul, progress, run_workload
+from tinynpu.report.suite import Result, for_config, matmul, run_workload
 from tinynpu.simulator.bench import numpy_matmul_seconds
 
 MIB = 1024 * 1024
@@ -113,23 +111,24 @@ def run_demo(out: Path, *, size: int, config: str, force: bool, as_json: bool) -
         raise UsageError(f"tinynpu demo: --size must be a positive integer, not {size}.")
     cfg = load_config(config)
     prepare_dir(out, force=force)
-    # tqdm.write keeps a progress bar on the terminal intact below the messages.
-    say = (lambda msg: None) if as_json else (lambda msg: tqdm.write(msg, file=sys.stderr))
     tiles = ceil_div(size, cfg.tile)
     say(
         f"tinynpu demo: {size}x{size}x{size} {cfg.input_dtype} matmul on the '{cfg.name}' config "
-        f"({cfg.macs_per_cycle} MAC/cycle, DRAM {cfg.dram_bytes_per_cycle} B/cycle)."
+        f"({cfg.macs_per_cycle} MAC/cycle, DRAM {cfg.dram_bytes_per_cycle} B/cycle).",
+        quiet=as_json,
     )
     say(
         f"  naive = the course's seed loop, {tiles**3:,} tmm16 steps each with two tile loads: the longest "
-        "step (about ten seconds at 1024^3, most of it compiling 800K instructions)."
+        "step (about ten seconds at 1024^3, most of it compiling 800K instructions).",
+        quiet=as_json,
     )
     results: dict[str, Result] = {}
-    for sched in progress(SCHEDULES, total=len(SCHEDULES), desc="compile+simulate+verify", quiet=as_json):
+    for sched in progress(SCHEDULES, total=len(SCHEDULES), desc="compile+simulate+verify", quiet=as_json,
+                          unit="schedule"):
         t0 = time.perf_counter()
         w = for_config(matmul(size, size, size, schedule=sched, group="seed"), config, cfg)
-        results[sched] = run_workload(w, cfg, timeline=True, say=lambda msg: say("  " + msg))
-        say(f"  {w.label}: done in {time.perf_counter() - t0:.1f} s")
+        results[sched] = run_workload(w, cfg, timeline=True, say=lambda msg: say("  " + msg, quiet=as_json))
+        say(f"  {w.label}: done in {time.perf_counter() - t0:.1f} s", quiet=as_json)
     naive, tuned = results["naive"], results["auto"]
     numpy_s = numpy_matmul_seconds(size, size, size)
     rows = comparison_rows(naive.report, tuned.report)
@@ -181,7 +180,7 @@ def run_demo(out: Path, *, size: int, config: str, force: bool, as_json: bool) -
     else:
         print(format_table(rows))
         print(f"\nboth schedules verified against numpy: {_yes(ok)}")
-        print(f"report with plots written to {written.index} ({len(written.files)} files)")
+        print(f"report with plots: {written.index}; {wrote(written.files)}")
     return 0 if ok else 1
 
 

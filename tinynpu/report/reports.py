@@ -11,6 +11,7 @@ from typing import Any
 
 from tinynpu.errors import UsageError
 from tinynpu.isa import ArchConfig, load_config
+from tinynpu.progress import progress, step
 from tinynpu.report.build import Written, prepare_dir, write_report
 from tinynpu.report.landscape import matmul_landscape
 from tinynpu.report.suite import (
@@ -20,7 +21,6 @@ from tinynpu.report.suite import (
     for_config,
     matmul,
     mlp,
-    progress,
     run_workload,
     suite_workloads,
 )
@@ -108,9 +108,8 @@ def read_json_file(path: Path, flag: str) -> Any:
 
 def run_tool_json(argv: list[str], *, quiet: bool) -> Any:
     """Run another ``tinynpu`` command with ``--json`` in a child process and parse its one JSON object."""
-    if not quiet:
-        print(f"running `tinynpu {' '.join(argv)}` ...", file=sys.stderr, flush=True)
-    proc = subprocess.run([sys.executable, "-m", "tinynpu", *argv], capture_output=True, text=True, check=False)
+    with step(f"running `tinynpu {' '.join(argv)}`", quiet=quiet):
+        proc = subprocess.run([sys.executable, "-m", "tinynpu", *argv], capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise UsageError(f"`tinynpu {' '.join(argv)}` failed (exit {proc.returncode}): {proc.stderr.strip()[-400:]}")
     return json.loads(proc.stdout)
@@ -124,7 +123,7 @@ def _run_all(
     workloads: list[Workload], cfg: ArchConfig, *, quiet: bool, check_races: bool, featured: set[Workload]
 ) -> list[Result]:
     results = []
-    bar = progress(workloads, total=len(workloads), desc="simulating", quiet=quiet)
+    bar = progress(workloads, total=len(workloads), desc="simulating", quiet=quiet, unit="workload")
     for w in bar:
         if hasattr(bar, "set_postfix_str"):
             bar.set_postfix_str(w.label)
@@ -141,9 +140,8 @@ def _cosim(given: dict[str, Any] | None, run: bool, cfg: ArchConfig, quiet: bool
     reason = unavailable_reason(cfg)
     if reason:
         return {"rows": [], "skipped": reason}
-    if not quiet:
-        print("co-simulating small workloads on the RTL (Icarus Verilog) ...", file=sys.stderr, flush=True)
-    return run_cosim(cfg)
+    with step("co-simulating small workloads on the RTL", quiet=quiet):
+        return run_cosim(cfg)
 
 
 def report_suite(

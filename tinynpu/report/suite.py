@@ -9,9 +9,8 @@ imported lazily so ``tinynpu --help`` stays fast.
 
 from __future__ import annotations
 
-import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
@@ -199,22 +198,12 @@ def simulate_timeline(compiled: Any, cfg: ArchConfig) -> Sequence[Any]:
     return list(simulate(compiled, cfg).timeline)
 
 
-def progress(items: Iterable[T], *, total: int | None = None, desc: str, quiet: bool) -> Iterator[T]:
-    """tqdm on stderr, silent under ``--json`` (``quiet``) or when stderr is not a terminal."""
-    from tqdm import tqdm
-
-    disable = quiet or not sys.stderr.isatty()
-    bar = tqdm(items, total=total, desc=desc, file=sys.stderr, disable=disable, unit="workload", leave=False)
-    yield from bar
-
-
 __all__ = [
     "Result",
     "Workload",
     "conv2d",
     "matmul",
     "mlp",
-    "progress",
     "run_workload",
     "simulate_timeline",
     "suite_workloads",
