@@ -177,7 +177,7 @@ def _cmd_cosim(args: argparse.Namespace) -> int:
     waves = _waves_path(inner)
     if waves is not None and waves.exists():
         waves.unlink()
-    with step(f"co-simulating {case.name} on {SIMULATOR_NAMES[inner.simulator]} and the simulator", quiet=inner.json):
+    with step(f"co-simulating {case.name} on the RTL and the simulator", quiet=inner.json):
         [report] = cosimulate(isa, cfg, [case], waves=waves, simulator=inner.simulator)
     if report.model_error is not None:
         raise UsageError(f"{case.name}: the simulator rejects the program, so there is nothing to compare: "
@@ -194,7 +194,7 @@ def _bench_case(isa: Any, cfg: Any, name: str, compiled: Any, simulator: str, *,
 
     inputs = compiled.make_inputs(0)
     t0 = time.perf_counter()
-    with step(f"co-simulating {name} on {SIMULATOR_NAMES[simulator]}", quiet=quiet):
+    with step(f"co-simulating {name} on {SIMULATOR_NAMES.get(simulator, simulator)}", quiet=quiet):
         [report] = cosimulate(isa, cfg, [CosimCase(name, compiled.program, compiled.to_device(inputs))],
                               simulator=simulator)
     wall = time.perf_counter() - t0

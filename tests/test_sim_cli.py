@@ -137,6 +137,7 @@ def test_sim_engines_agree(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
         stats = json.loads(capsys.readouterr().out)
         assert stats.pop("engine") == ("native" if engine == "auto" and native_reason() is None else "python")
         stats.pop("wall_seconds")
+        assert stats.pop("files_written") == [str(y)]  # each engine writes its own file
         outputs[engine] = (stats, np.load(y))
     assert outputs["python"][0] == outputs["auto"][0]
     assert np.array_equal(outputs["python"][1], outputs["auto"][1])
