@@ -21,7 +21,7 @@ from tinynpu.assembler.image import DTYPES, ROLES, Program, Tensor
 from tinynpu.assembler.lexer import Pos, Token, tokenize
 from tinynpu.assembler.syntax import SP_KINDS, Operand, Syntax, syntax_table
 from tinynpu.errors import AsmError
-from tinynpu.isa import ArchConfig, Field, Instruction, Isa, regions
+from tinynpu.isa import ArchConfig, Field, Instruction, Isa, encoding, regions
 from tinynpu.isa.spec import Check
 
 # Scratchpad fields that address one row whatever `rows` says (isa.yaml:
@@ -560,15 +560,12 @@ class _FieldPlan(NamedTuple):
     lo: int
     hi: int
     tile: bool  # written as a row, encoded as a tile index
-    bits: int  # (1 << width) - 1
-    lsb: int
 
 
 @dataclass(frozen=True)
 class _EncodePlan:
     """Per-mnemonic encoding layout: the word's fixed bits and every field's range, mask and shift."""
 
-    match: int
     fields: tuple[_FieldPlan, ...]
     scratchpad: tuple[Field, ...]  # fields checked against scratchpad capacity
     dram: Field | None  # the DRAM address field, if any
@@ -581,8 +578,7 @@ class _EncodePlan:
 def _encode_plans(isa: Isa) -> dict[str, _EncodePlan]:
     plans: dict[str, _EncodePlan] = {}
     for instr in isa.instructions:
-        fields = tuple(_FieldPlan(f, f.name, f.default, f.lo, f.hi, f.kind == "sp_tile", (1 << f.width) - 1,
-                                  f.lsb) for f in instr.fields)
+        fields = tuple(_FieldPlan(f, f.name, f.default, f.lo, f.hi, f.kind == "sp_tile") for f in instr.fields)
         scratchpad = tuple(f for f in instr.fields if f.kind in SP_KINDS)
         dram = next((f for f in instr.fields if f.kind == "dram_addr"), None)
 
@@ -592,7 +588,7 @@ def _encode_plans(isa: Isa) -> dict[str, _EncodePlan]:
         extent = {a.bounds[0]: compiled(f"({a.bounds[1]}) - ({a.bounds[0]})")
                   for a in instr.accesses if not a.dram and a.bounds[0] in instr.operands}
         rules = tuple((c, compiled(c.fault), tuple((f, compiled(f)) for f in c.fields)) for c in instr.checks)
-        plans[instr.mnemonic] = _EncodePlan(instr.match, fields, scratchpad, dram,
+        plans[instr.mnemonic] = _EncodePlan(fields, scratchpad, dram,
                                             scratchpad[0] if dram is not None else None, extent, rules)
     return plans
 
@@ -610,9 +606,9 @@ def _encode(instr: Instruction, values: dict[str, _Value], state: _State, at: Po
             full[fp.name] = fp.default
         else:
             raise AsmError(f"{at}: {instr.mnemonic} needs {fp.name}=... ({fp.field.summary}); it has no default.")
-    # Range checks in field order, encoding as we go: the word is what isa.encode would build
-    # (fixed bits | each value masked to its width at its lsb) from values already checked here.
-    word = plan.match
+    # Range checks in field order, with the source positions in the messages; the word is then
+    # packed by the ISA's one encoder from the values checked here.
+    encoded_values: list[int] = []
     tile = cfg.tile
     for fp in plan.fields:
         value = encoded = full[fp.name]
@@ -630,14 +626,14 @@ def _encode(instr: Instruction, values: dict[str, _Value], state: _State, at: Po
                 shown = f"rows {fld.lo * tile}..{fld.hi * tile} (multiples of {tile})"
             raise AsmError(f"{pos}: {instr.mnemonic} {fld.name}={value} is out of range: the field "
                            f"({fld.width} bits, {fld.kind}) holds {shown}.")
-        word |= (encoded & fp.bits) << fp.lsb
+        encoded_values.append(encoded)
     for fld in plan.scratchpad:
         _check_scratchpad(instr, fld, values[fld.name], full, state)
     if plan.dram is not None:
         assert plan.dram_scratchpad is not None
         _check_dram(instr, plan.dram, plan.dram_scratchpad, values, full, state, at)
     _check_rules(instr, values, full, state, at)
-    return word
+    return encoding.pack(instr, encoded_values)
 
 
 def _scope_of(fld: Field, val: _Value) -> str:

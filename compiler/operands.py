@@ -20,14 +20,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from tinynpu.errors import UsageError
-from tinynpu.isa import ArchConfig, Isa
+import numpy as np
 
-# Scratchpad id in the ISA -> config key, and the unit that runs each mnemonic.
-_SCOPE_KEY = {"a": "a_reg", "b": "b_reg", "acc": "acc"}
-_UNIT_OF = {"load": "load", "zero": "load", "store": "store", "tmm": "tensor",
-            "vadd": "alu", "vaddrow": "alu", "vmax": "alu", "vmin": "alu", "vmul": "alu", "vshr": "alu",
-            "sync": "control", "halt": "control"}
+from tinynpu.errors import SpecError, UsageError
+from tinynpu.intmath import ceil_div
+from tinynpu.isa import ArchConfig, Instruction, Isa, encoding
 
 
 @dataclass
@@ -50,6 +47,16 @@ class Op:
     wait: int = 0
     signal: int = 0
     deps: set[int] = field(default_factory=set)
+
+
+def _encode_error(instr: Instruction, op: Op) -> str | None:
+    """Why ``op`` does not encode (the one-word encoder's message), or None."""
+    fields = op.fields if instr.unit == "control" else {**op.fields, "wait": op.wait, "signal": op.signal}
+    try:
+        encoding.encode(instr, fields)
+    except SpecError as exc:
+        return exc.message
+    return None
 
 
 class Emitter:
@@ -80,13 +87,14 @@ class Emitter:
         self._writer: dict[str, list[int]] = {}
         self._wunit: dict[str, list[str | None]] = {}
         self._readers: dict[str, dict[str, list[int]]] = {}
-        self._limit = {scope: self.cfg.rows(key) for scope, key in _SCOPE_KEY.items()}
+        keys = {s.name: s.config_key for s in self.isa.scopes}
+        self._limit = {scope: self.cfg.rows(key) for scope, key in keys.items()}
         # DRAM spans (first byte, end byte, op index) of stores and loads so far, with their
         # bounding boxes: a matmul never loads what it stores, so the box test is O(1) there.
         self._dram: dict[str, list[tuple[int, int, int]]] = {"load": [], "store": []}
         self._box: dict[str, list[int]] = {"load": [1 << 62, -1], "store": [1 << 62, -1]}
-        for scope, key in _SCOPE_KEY.items():
-            n = -(-self.cfg.rows(key) // self._gran)
+        for scope, key in keys.items():
+            n = ceil_div(self.cfg.rows(key), self._gran)
             self._writer[scope] = [-1] * n
             self._wunit[scope] = [None] * n
             self._readers[scope] = {u: [-1] * n for u in self._units}
@@ -149,7 +157,8 @@ class Emitter:
         """DMA ``rows`` x ``cols`` elements from DRAM into ``scope`` rows ``sp_row..`` (rest zeroed)."""
         op = Op("load", {"scope": self.isa.scope_by_name[scope].id, "sp_row": sp_row, "dram": dram,
                          "stride": stride, "rows": rows, "cols": cols}, "load", comment)
-        self._dram_access(op, dram, dram + (rows - 1) * stride + cols * self.cfg.elem_bytes(_SCOPE_KEY[scope]))
+        key = self.isa.scope_by_name[scope].config_key
+        self._dram_access(op, dram, dram + (rows - 1) * stride + cols * self.cfg.elem_bytes(key))
         self._access(op, [], [(scope, sp_row, rows)])
 
     def zero(self, scope: str, sp_row: int, *, rows: int, comment: str = "") -> None:
@@ -227,34 +236,35 @@ class Emitter:
                 op.wait |= 1 << uid[u]
                 ops[p].signal |= 1 << uid[op.unit]
                 covered[(u, op.unit)] = p
-        words: list[int] = []
-        comments: dict[int, str] = {}
-        specs = self._specs()
+        comments = {i: op.comment for i, op in enumerate(ops) if op.comment}
+        return self._encode(), comments
+
+    def _encode(self) -> list[int]:
+        """The words of every op: one vectorized encode per mnemonic (:func:`encoding.encode_columns`)."""
+        ops = self.ops
+        members: dict[str, list[int]] = {}
         for i, op in enumerate(ops):
-            fields = op.fields
-            if op.unit != "control":
-                fields = {**fields, "wait": op.wait, "signal": op.signal}
-            word, layout = specs[op.mnemonic]
-            for name, lsb, lo, hi, mask, default in layout:
-                value = fields.get(name, default)
-                if value is None or not lo <= value <= hi:
-                    self.isa.encode(op.mnemonic, fields)  # raises, naming the field and its range
-                    raise UsageError(f"instruction {i} ({op.mnemonic}): field {name} = {value!r} is invalid.")
-                word |= (value & mask) << lsb
-            words.append(word)
-            if op.comment:
-                comments[i] = op.comment
-        return words, comments
-
-    def _specs(self) -> dict[str, tuple[int, list[tuple[str, int, int, int, int, int | None]]]]:
-        """Per mnemonic: fixed bits and (name, lsb, lo, hi, mask, default) of each field.
-
-        The same encoding as :meth:`Isa.encode`, unrolled for the ~10^5 words of
-        a large GEMM; any out-of-range value goes through ``Isa.encode`` to raise.
-        """
-        return {instr.mnemonic: (instr.match, [(f.name, f.lsb, f.lo, f.hi, (1 << f.width) - 1, f.default)
-                                               for f in instr.fields])
-                for instr in self.isa.instructions}
+            members.setdefault(op.mnemonic, []).append(i)
+        lo = np.zeros(len(ops), dtype=np.uint64)
+        hi = np.zeros(len(ops), dtype=np.uint64)
+        for mnemonic, idx in members.items():
+            instr = self.isa.by_mnemonic[mnemonic]
+            columns: dict[str, np.ndarray] = {}
+            for f in instr.fields:
+                if f.kind == "units":
+                    values = [getattr(ops[i], f.name) for i in idx]
+                else:
+                    values = [ops[i].fields.get(f.name, f.default) for i in idx]
+                if None in values:
+                    i = idx[values.index(None)]
+                    raise UsageError(f"instruction {i} ({mnemonic}): field {f.name} has no value and no default.")
+                columns[f.name] = np.array(values, dtype=np.int64)
+            try:
+                lo[idx], hi[idx] = encoding.encode_columns(instr, columns, len(idx))
+            except SpecError:
+                bad, why = next((i, w) for i in idx if (w := _encode_error(instr, ops[i])) is not None)
+                raise UsageError(f"instruction {bad} ({mnemonic}): {why}") from None
+        return encoding.to_ints(lo, hi)
 
     def count(self, mnemonic: str) -> int:
         return sum(1 for op in self.ops if op.mnemonic == mnemonic)

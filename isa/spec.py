@@ -1,4 +1,4 @@
-"""The loaded ISA: frozen records plus encode/decode of instruction words.
+"""The loaded ISA: :func:`load_isa` and the :class:`Isa` it returns.
 
 :func:`load_isa` reads ``isa.yaml``, validates it against ``isa.schema.json``
 and then checks what a schema cannot express: every encoding bit covered once,
@@ -13,7 +13,6 @@ import ast
 import functools
 import hashlib
 import json
-import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,196 +21,24 @@ from typing import Any
 import jsonschema
 
 from tinynpu.errors import SpecError
-from tinynpu.isa import regions
+from tinynpu.isa import encoding, regions
+from tinynpu.isa.records import (
+    DRAM_SPACE,
+    STATS_CLASSES,
+    STATS_OPERANDS,
+    Access,
+    Check,
+    Field,
+    FixedBits,
+    Instruction,
+    Scope,
+    TimingClass,
+    Unit,
+)
 from tinynpu.isa.yamlsrc import KeyPath, YamlSource, format_key_path, load_yaml
 
 ISA_DIR = Path(__file__).resolve().parent
 DEFAULT_ISA_PATH = ISA_DIR / "isa.yaml"
-
-
-@dataclass(frozen=True)
-class Unit:
-    """A functional unit; ``id`` is its bit in the wait/signal masks."""
-
-    name: str
-    id: int
-    queue: bool
-    summary: str
-
-
-@dataclass(frozen=True)
-class Scope:
-    """A scratchpad as named in assembly (``a``) and in the config (``a_reg``)."""
-
-    name: str
-    config_key: str
-    id: int
-
-
-@dataclass(frozen=True)
-class Field:
-    """An operand field of an instruction word.
-
-    ``kind`` says how assembly writes it: ``sp_row`` and ``sp_tile`` are
-    scratchpad addresses (rows; tiles are written as row numbers that must be
-    multiples of 16), ``scope`` selects the scratchpad of a combined operand,
-    ``units`` is a wait/signal mask written as ``load|tensor``.
-    """
-
-    name: str
-    lsb: int
-    msb: int
-    kind: str
-    summary: str
-    operand: str | None = None
-    scope: str | None = None
-    signed: bool = False
-    min: int | None = None
-    max: int | None = None
-    default: int | None = None
-
-    @property
-    def width(self) -> int:
-        return self.msb - self.lsb + 1
-
-    @property
-    def mask(self) -> int:
-        return ((1 << self.width) - 1) << self.lsb
-
-    @property
-    def lo(self) -> int:
-        """Smallest encodable value, after the field's own ``min``."""
-        base = -(1 << (self.width - 1)) if self.signed else 0
-        return base if self.min is None else max(base, self.min)
-
-    @property
-    def hi(self) -> int:
-        """Largest encodable value, after the field's own ``max``."""
-        base = (1 << (self.width - 1)) - 1 if self.signed else (1 << self.width) - 1
-        return base if self.max is None else min(base, self.max)
-
-
-@dataclass(frozen=True)
-class FixedBits:
-    """A bit range whose value is fixed for an instruction (opcode, funct, reserved zeros)."""
-
-    name: str
-    lsb: int
-    msb: int
-    value: int
-
-    @property
-    def mask(self) -> int:
-        return ((1 << (self.msb - self.lsb + 1)) - 1) << self.lsb
-
-
-@dataclass(frozen=True)
-class TimingClass:
-    """Occupancy and latency formulas (text; implemented by simulator and RTL)."""
-
-    name: str
-    occupancy: str
-    latency: str
-    note: str
-
-
-@dataclass(frozen=True)
-class Access:
-    """A region an instruction reads or writes, as the race checker and the native core see it.
-
-    ``space`` is ``dram``, a scope name, or (``space_operand``) an operand whose
-    value is a scope id.  ``bounds`` are expressions over the operands
-    (:mod:`tinynpu.isa.regions`): ``(lo, hi)`` rows of a scratchpad, half-open,
-    or a DRAM footprint ``(addr, stride, rows, row_bytes)``.  ``unless`` is a
-    condition under which the access is not made (``src == dst``: the write
-    covers it).
-    """
-
-    write: bool
-    space: str
-    space_operand: bool
-    bounds: tuple[str, ...]
-    unless: str | None = None
-
-    @property
-    def dram(self) -> bool:
-        return self.space == DRAM_SPACE
-
-
-@dataclass(frozen=True)
-class Check:
-    """A static rule: a program whose instruction makes ``fault`` true is refused before it runs.
-
-    ``message`` says why, with ``{expression}`` fields over the operands; the simulator prefixes
-    the instruction's index, pc and mnemonic.
-    """
-
-    fault: str
-    message: str
-
-    @property
-    def fields(self) -> tuple[str, ...]:
-        """The expressions of the message's ``{...}`` fields."""
-        return tuple(f for _, f, _, _ in string.Formatter().parse(self.message) if f is not None)
-
-
-DRAM_SPACE = "dram"
-# What each stats class adds to the run's statistics (simulator/stats.py):
-STATS_CLASSES = {
-    "dma_in": "writes `rows` whole rows of the scratchpad its accesses name; DRAM reads counted per tensor",
-    "dma_out": "reads rows * cols accumulator elements; DRAM writes counted per tensor",
-    "tmm": "m * n * k tile steps: MACs, A and B tile reads, acc tile writes (and reads when accumulating)",
-    "alu": "reads and writes its destination rows, and reads the rows of its other accumulator accesses",
-    "control": "nothing (executed by the dispatcher)",
-}
-STATS_OPERANDS = {"dma_out": ("rows", "cols"), "tmm": ("m", "n", "k", "accumulate"), "alu": ("rows",)}
-
-
-@dataclass(frozen=True)
-class Instruction:
-    """One instruction: its fields, fixed bits, unit, timing, accesses, stats class and documentation.
-
-    ``operands`` is the order in which the simulator's semantics, the race
-    checker and the native core take the operand values: the order of the
-    fields in isa.yaml, without the ``units`` masks (wait, signal).
-    """
-
-    mnemonic: str
-    unit: str
-    timing: str
-    stats: str
-    accesses: tuple[Access, ...]
-    checks: tuple[Check, ...]
-    integer_only: bool
-    summary: str
-    description: str
-    semantics: str
-    assembly: str
-    fields: tuple[Field, ...]
-    fixed: tuple[FixedBits, ...]
-    mask: int
-    match: int
-    index: int
-
-    @functools.cached_property
-    def field_map(self) -> dict[str, Field]:
-        return {f.name: f for f in self.fields}
-
-    @functools.cached_property
-    def operands(self) -> tuple[str, ...]:
-        return tuple(f.name for f in self.fields if f.kind != "units")
-
-    @functools.cached_property
-    def scope_operands(self) -> tuple[str, ...]:
-        """The operands whose value is a scope id (``load``'s ``scope``)."""
-        return tuple(f.name for f in self.fields if f.kind == "scope")
-
-    def fixed_value(self, name: str) -> int:
-        """Value of a fixed range such as ``opcode`` or ``funct``."""
-        for fixed in self.fixed:
-            if fixed.name == name:
-                return fixed.value
-        raise KeyError(name)
 
 
 @dataclass(frozen=True)
@@ -279,7 +106,7 @@ class Isa:
         return max(len(i.operands) for i in self.instructions)
 
     def encode(self, mnemonic: str, values: Mapping[str, int]) -> int:
-        """Encode one instruction; missing fields take their defaults.
+        """Encode one instruction; missing fields take their defaults (:func:`encoding.encode`).
 
         Raises:
             SpecError: unknown mnemonic or field, or a value outside its field.
@@ -287,20 +114,7 @@ class Isa:
         instr = self.by_mnemonic.get(mnemonic)
         if instr is None:
             raise SpecError(f"encode: unknown mnemonic {mnemonic!r}.")
-        word = instr.match
-        for name in values:
-            if name not in instr.field_map:
-                raise SpecError(f"encode: {mnemonic} has no field {name!r}; it has {sorted(instr.field_map)}.")
-        for field in instr.fields:
-            value = values.get(field.name, field.default)
-            if value is None:
-                raise SpecError(f"encode: {mnemonic} needs a value for field {field.name!r}.")
-            if not field.lo <= value <= field.hi:
-                raise SpecError(
-                    f"encode: {mnemonic} field {field.name!r} must be in {field.lo}..{field.hi}, not {value}."
-                )
-            word |= (value & ((1 << field.width) - 1)) << field.lsb
-        return word
+        return encoding.encode(instr, values)
 
     def decode(self, word: int) -> tuple[Instruction, dict[str, int]]:
         """Decode one word into its instruction and field values.
@@ -313,9 +127,7 @@ class Isa:
             raise SpecError(f"word 0x{word:0{self.word_bits // 4}x} matches no instruction of {self.name}.")
         values: dict[str, int] = {}
         for field in instr.fields:
-            raw = (word >> field.lsb) & ((1 << field.width) - 1)
-            if field.signed and raw >> (field.width - 1):
-                raw -= 1 << field.width
+            raw = encoding.field_value(word, field)
             if not field.lo <= raw <= field.hi:
                 raise SpecError(
                     f"word 0x{word:0{self.word_bits // 4}x} ({instr.mnemonic}): field {field.name!r} "

@@ -19,7 +19,8 @@ import numpy as np
 
 from tinynpu.errors import SpecError
 from tinynpu.isa import ArchConfig, Instruction, Isa, regions
-from tinynpu.isa.spec import Check
+from tinynpu.isa.encoding import field_column, split
+from tinynpu.isa.spec import Check, Field
 from tinynpu.simulator.faults import SimFault, where
 from tinynpu.simulator.semantics import SEMANTICS
 
@@ -41,7 +42,7 @@ class Decoded:
         occ, lat: timing-class occupancy and latency.
         beats: DRAM-port beats (0 for instructions that do not use the port).
         dram_read, dram_write: DRAM bytes moved.
-        plan: per opcode, the ``(operand column, lsb, msb, signed)`` of each operand field.
+        plan: per opcode, the ``(operand column, field)`` of each operand field.
         width: operand columns (the most operands any instruction has).
     """
 
@@ -58,7 +59,7 @@ class Decoded:
     beats: np.ndarray
     dram_read: np.ndarray
     dram_write: np.ndarray
-    plan: tuple[tuple[int, tuple[tuple[int, int, int, bool], ...]], ...]
+    plan: tuple[tuple[int, tuple[tuple[int, Field], ...]], ...]
     width: int
 
     def values(self, sl: slice) -> np.ndarray:
@@ -74,34 +75,14 @@ class Decoded:
             if not len(sel):
                 continue
             slo, shi = lo[sel], hi[sel]
-            for col, lsb, msb, signed in fields:
-                x[sel, col] = _bits(slo, shi, lsb, msb, signed)
+            for col, field in fields:
+                x[sel, col] = field_column(slo, shi, field)
         return x
 
 
-def _split(words: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-    lo = np.fromiter((w & _MASK64 for w in words), dtype=np.uint64, count=len(words))
-    hi = np.fromiter((w >> 64 for w in words), dtype=np.uint64, count=len(words))
-    return lo, hi
-
-
-def _bits(lo: np.ndarray, hi: np.ndarray, lsb: int, msb: int, signed: bool) -> np.ndarray:
-    width = msb - lsb + 1
-    mask = np.uint64((1 << width) - 1)
-    if msb < 64:
-        raw = (lo >> np.uint64(lsb)) & mask
-    elif lsb >= 64:
-        raw = (hi >> np.uint64(lsb - 64)) & mask
-    else:
-        raw = ((lo >> np.uint64(lsb)) | (hi << np.uint64(64 - lsb))) & mask
-    out = raw.astype(np.int64)
-    if signed:
-        out = np.where(out >= 1 << (width - 1), out - (1 << width), out)
-    return out
-
-
 def _ceil_div(a: np.ndarray, b: int) -> np.ndarray:
-    return -(-a // b)
+    """intmath.ceil_div over a column of non-negative counts."""
+    return (a + (b - 1)) // b
 
 
 _DECODE_CHUNK = 1 << 14  # instructions decoded per numpy pass: small temporaries keep the heap compact
@@ -140,8 +121,7 @@ def decode_program(isa: Isa, cfg: ArchConfig, words: Sequence[int]) -> Decoded:
             out[key][base:base + len(chunk)] = arr
         if checked and halt_at >= 0:
             n_exec = base + halt_at + 1
-    plan = tuple((ins.index, tuple((ins.operands.index(f.name), f.lsb, f.msb, f.signed)
-                                   for f in ins.fields if f.name in ins.operands))
+    plan = tuple((ins.index, tuple((ins.operands.index(f.name), f) for f in ins.fields if f.name in ins.operands))
                  for ins in isa.instructions)
     return Decoded(n=n, n_exec=n_exec, plan=plan, width=isa.max_operands, **out)
 
@@ -151,7 +131,7 @@ def _decode_chunk(isa: Isa, cfg: ArchConfig, words: Sequence[int], base: int,
     """Columns of one chunk and the chunk-local index of its first halt (-1 if none)."""
     n = len(words)
     wb = isa.word_bytes
-    lo, hi = _split(words)
+    lo, hi = split(words)
     table = np.full(256, -1, dtype=np.int64)
     for instr in isa.instructions:
         table[instr.match & 0xFF] = instr.index
@@ -173,7 +153,7 @@ def _decode_chunk(isa: Isa, cfg: ArchConfig, words: Sequence[int], base: int,
         if not len(sel):
             continue
         for field in instr.fields:
-            vals = _bits(lo[sel], hi[sel], field.lsb, field.msb, field.signed)
+            vals = field_column(lo[sel], hi[sel], field)
             ok[sel] &= (vals >= field.lo) & (vals <= field.hi)
             if field.name == "wait":
                 wait[sel] = vals

@@ -198,9 +198,9 @@ def native_schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, li
     for ins in isa.instructions:
         r.waits_prev[ins.index] = ins.timing == "dma_zero"
     for index, fields in dec.plan:
-        for col, lsb, msb, signed in fields:
-            r.field_lsb[index][col], r.field_width[index][col] = lsb, msb - lsb + 1
-            r.field_signed[index][col] = signed
+        for col, field in fields:
+            r.field_lsb[index][col], r.field_width[index][col] = field.lsb, field.width
+            r.field_signed[index][col] = field.signed
     r.nq, r.depth, r.max_tok, r.tile, r.limit = nq, cfg.queue_depth, cfg.token_max_count, cfg.tile, limit
     port_units, free_units = unit_roles(dec, nq)
     r.port_units = sum(1 << u for u in port_units)
