@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+import numpy as np
+
 from tinynpu.assembler.expr import Cursor, describe, parse_expr
 from tinynpu.assembler.fastline import FAST_LINE, eval_sum, split_line
 from tinynpu.assembler.image import DTYPES, ROLES, Program, Tensor
@@ -30,6 +32,7 @@ from tinynpu.isa.spec import Check
 # acc m*n tiles, a m*k tiles, b n*k tiles.
 _TILE_EXTENT = {"acc": ("m", "n"), "a": ("m", "k"), "b": ("n", "k")}
 _UNITS_NONE = "none"
+_Checked = tuple[Instruction, list[int]]  # an instruction and its field values, in field order, checked
 
 
 class Statement(NamedTuple):
@@ -67,7 +70,7 @@ class _State:
     symbols: dict[str, _Symbol] = field(default_factory=dict)
     later: dict[str, Pos] = field(default_factory=dict)  # .equ/.tensor names defined further down
     tensors: list[Tensor] = field(default_factory=list)
-    words: list[int] = field(default_factory=list)
+    checked: list[_Checked] = field(default_factory=list)  # each instruction with its checked field values
     plans: dict[str, _EncodePlan] = field(init=False)
     capacity: dict[str, tuple[str, int]] = field(init=False)  # scope name -> (config key, rows)
     elem_bytes: list[int] = field(init=False)  # by scope id, for isa.yaml expressions
@@ -113,24 +116,39 @@ def assemble(source: str, *, filename: str = "<source>", isa: Isa, cfg: ArchConf
     statements = _pass1(source, filename, state, fast)
     table = syntax_table(isa)
     fast_table = _fast_table(isa)
-    words = state.words
+    checked = state.checked
     for stmt in statements:
         if stmt.tokens is None:
-            word = _fast_instruction(stmt, fast_table, state)
-            words.append(word if word is not None else _instruction(stmt.cursor(), table, state))
+            entry = _fast_instruction(stmt, fast_table, state)
+            checked.append(entry if entry is not None else _instruction(stmt.cursor(), table, state))
             continue
         cur = stmt.cursor()
         if cur.tok.kind == "directive":
             _directive(cur, state)
         else:
-            words.append(_instruction(cur, table, state))
+            checked.append(_instruction(cur, table, state))
     try:
-        return Program.build(isa, cfg, state.words, state.tensors)
+        return Program.build(isa, cfg, _words(isa, checked), state.tensors)
     except AsmError as exc:
         raise AsmError(f"{filename}: {exc.message}") from None
 
 
 # ---------------------------------------------------------------- pass 1
+
+def _words(isa: Isa, checked: list[_Checked]) -> list[int]:
+    """Encode every checked instruction: one vectorized :func:`encoding.encode_columns` per mnemonic."""
+    lo = np.zeros(len(checked), dtype=np.uint64)
+    hi = np.zeros(len(checked), dtype=np.uint64)
+    members: dict[int, list[int]] = {}
+    for i, (instr, _) in enumerate(checked):
+        members.setdefault(instr.index, []).append(i)
+    for index, idx in members.items():
+        instr = isa.instructions[index]
+        rows = np.array([checked[i][1] for i in idx], dtype=np.int64).reshape(len(idx), len(instr.fields))
+        columns = {f.name: rows[:, j] for j, f in enumerate(instr.fields)}
+        lo[idx], hi[idx] = encoding.encode_columns(instr, columns, len(idx))
+    return encoding.to_ints(lo, hi)
+
 
 def _read_lines(source: str, filename: str, stack: tuple[Path, ...]) -> list[tuple[str, int, str]]:
     """(file, line, text) for every line, with ``.include`` expanded in place."""
@@ -294,7 +312,7 @@ class _Value(NamedTuple):
     scope: str | None = None  # for scratchpad operands: the scope named by the prefix
 
 
-def _instruction(cur: Cursor, table: dict[str, Syntax], state: _State) -> int:
+def _instruction(cur: Cursor, table: dict[str, Syntax], state: _State) -> _Checked:
     mnem_tok = cur.next()
     syntax = table.get(mnem_tok.text)
     if syntax is None:
@@ -457,7 +475,7 @@ _ITEM_CACHE_SIZE = 4096
 _Filled = tuple[tuple[str, _Value], ...]  # the (field, value) pairs one item fills
 
 
-def _fast_instruction(stmt: Statement, table: dict[str, _FastSyntax], state: _State) -> int | None:
+def _fast_instruction(stmt: Statement, table: dict[str, _FastSyntax], state: _State) -> _Checked | None:
     """Encode a line :data:`FAST_LINE` matched, or ``None`` to leave it to the full parser.
 
     The values and the checks in :func:`_encode` are the full parser's; only
@@ -593,7 +611,8 @@ def _encode_plans(isa: Isa) -> dict[str, _EncodePlan]:
     return plans
 
 
-def _encode(instr: Instruction, values: dict[str, _Value], state: _State, at: Pos) -> int:
+def _encode(instr: Instruction, values: dict[str, _Value], state: _State, at: Pos) -> _Checked:
+    """Check ``instr``'s values, with their source positions in every message (:func:`_words` encodes)."""
     cfg = state.cfg
     plan = state.plans[instr.mnemonic]
     # Defaults and missing fields first, so the checks below see every value.
@@ -606,8 +625,8 @@ def _encode(instr: Instruction, values: dict[str, _Value], state: _State, at: Po
             full[fp.name] = fp.default
         else:
             raise AsmError(f"{at}: {instr.mnemonic} needs {fp.name}=... ({fp.field.summary}); it has no default.")
-    # Range checks in field order, with the source positions in the messages; the word is then
-    # packed by the ISA's one encoder from the values checked here.
+    # Range checks in field order, with the source positions in the messages: the values the ISA's
+    # encoder gets later are in range.
     encoded_values: list[int] = []
     tile = cfg.tile
     for fp in plan.fields:
@@ -633,7 +652,7 @@ def _encode(instr: Instruction, values: dict[str, _Value], state: _State, at: Po
         assert plan.dram_scratchpad is not None
         _check_dram(instr, plan.dram, plan.dram_scratchpad, values, full, state, at)
     _check_rules(instr, values, full, state, at)
-    return encoding.pack(instr, encoded_values)
+    return instr, encoded_values
 
 
 def _scope_of(fld: Field, val: _Value) -> str:

@@ -28,8 +28,8 @@ _MASK64 = (1 << 64) - 1
 def pack(instr: Instruction, values: Sequence[int]) -> int:
     """The word of ``instr`` with ``values`` (one per field, in field order, already in range)."""
     word = instr.match
-    for field, value in zip(instr.fields, values, strict=True):
-        word |= (value & ((1 << field.width) - 1)) << field.lsb
+    for (mask, lsb), value in zip(instr.packing, values, strict=False):  # lengths checked by callers
+        word |= (value & mask) << lsb
     return word
 
 

@@ -180,6 +180,11 @@ class Instruction:
         return {f.name: f for f in self.fields}
 
     @functools.cached_property
+    def packing(self) -> tuple[tuple[int, int], ...]:
+        """``(value mask, lsb)`` of each field, in field order (what :func:`encoding.pack` applies)."""
+        return tuple(((1 << f.width) - 1, f.lsb) for f in self.fields)
+
+    @functools.cached_property
     def operands(self) -> tuple[str, ...]:
         return tuple(f.name for f in self.fields if f.kind != "units")
 
