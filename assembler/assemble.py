@@ -11,6 +11,7 @@ bounds and alignment, and the wait/signal units.
 from __future__ import annotations
 
 import functools
+from itertools import chain
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -144,7 +145,9 @@ def _words(isa: Isa, checked: list[_Checked]) -> list[int]:
         members.setdefault(instr.index, []).append(i)
     for index, idx in members.items():
         instr = isa.instructions[index]
-        rows = np.array([checked[i][1] for i in idx], dtype=np.int64).reshape(len(idx), len(instr.fields))
+        nf = len(instr.fields)
+        rows = np.fromiter(chain.from_iterable(checked[i][1] for i in idx), dtype=np.int64,
+                           count=len(idx) * nf).reshape(len(idx), nf)
         columns = {f.name: rows[:, j] for j, f in enumerate(instr.fields)}
         lo[idx], hi[idx] = encoding.encode_columns(instr, columns, len(idx))
     return encoding.to_ints(lo, hi)
@@ -628,6 +631,7 @@ def _encode(instr: Instruction, values: dict[str, _Value], state: _State, at: Po
     # Range checks in field order, with the source positions in the messages: the values the ISA's
     # encoder gets later are in range.
     encoded_values: list[int] = []
+    keep = encoded_values.append
     tile = cfg.tile
     for fp in plan.fields:
         value = encoded = full[fp.name]
@@ -645,7 +649,7 @@ def _encode(instr: Instruction, values: dict[str, _Value], state: _State, at: Po
                 shown = f"rows {fld.lo * tile}..{fld.hi * tile} (multiples of {tile})"
             raise AsmError(f"{pos}: {instr.mnemonic} {fld.name}={value} is out of range: the field "
                            f"({fld.width} bits, {fld.kind}) holds {shown}.")
-        encoded_values.append(encoded)
+        keep(encoded)
     for fld in plan.scratchpad:
         _check_scratchpad(instr, fld, values[fld.name], full, state)
     if plan.dram is not None:
