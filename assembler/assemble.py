@@ -11,8 +11,8 @@ bounds and alignment, and the wait/signal units.
 from __future__ import annotations
 
 import functools
-from itertools import chain
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import NamedTuple
 
