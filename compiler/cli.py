@@ -290,6 +290,9 @@ def register_bench(bench_subparsers: argparse._SubParsersAction) -> None:  # typ
         return run_bench(quick=args.quick, as_json=args.json, check_races=args.race_check)
 
     p.set_defaults(handler=handler)
+    from tinynpu.compiler.onnx.cli import register_onnx_bench
+
+    register_onnx_bench(bench_subparsers)
 
 
 __all__ = ["compile_from_args", "format_report", "register", "register_bench"]

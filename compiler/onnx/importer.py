@@ -110,8 +110,10 @@ def import_model(path: str | Path, *, batch: int | None = None, random_weights: 
     folded = _fold_constants(model, opset)
     if folded:
         notes.append(f"folded {folded} constant nodes into initializers")
-    weights = _float_weights(graph)
-    all_constant = bool(weights) and all(np.all(w == w.flat[0]) for w in weights.values() if w.size)
+    # "every weight a constant": every conv/gemm/matmul weight tensor holds one repeated value
+    use = _consumers(graph)
+    weights = [w for name, w in _float_weights(graph).items() if _role(name, w.shape, use)[0] == "weight"]
+    all_constant = bool(weights) and all(np.all(w == w.flat[0]) for w in weights)
     seed = random_weights
     if seed is None and all_constant:
         seed = 0
@@ -121,6 +123,8 @@ def import_model(path: str | Path, *, batch: int | None = None, random_weights: 
                      + (" because every weight in the file is a constant" if all_constant else ""))
     else:
         seed = None
+    if model.ir_version < 7:  # IR 4+ lets initializers be absent from the inputs (they are, since above)
+        model.ir_version = 7
     if opset < TARGET_OPSET:
         from onnx import version_converter
 
@@ -131,8 +135,6 @@ def import_model(path: str | Path, *, batch: int | None = None, random_weights: 
                             f"{str(exc).splitlines()[0]}") from None
         notes.append(f"converted opset {opset} -> {TARGET_OPSET}")
         graph = model.graph
-    if model.ir_version < 7:
-        model.ir_version = 7
     n_bn = _fold_batchnorm(graph)
     if n_bn:
         notes.append(f"folded {n_bn} BatchNormalization nodes into their Conv")
@@ -243,7 +245,7 @@ def _randomize(graph: Any, seed: int) -> None:
             continue
         role, fan_in = _role(t.name, a.shape, use)
         if role == "weight":
-            v = rng.normal(0.0, np.sqrt(2.0 / max(fan_in, 1)), a.shape)
+            v = rng.standard_normal(a.shape, dtype=np.float32) * np.float32(np.sqrt(2.0 / max(fan_in, 1)))
         elif role == "bn_scale":
             v = rng.uniform(0.8, 1.2, a.shape)
         elif role == "bn_var":

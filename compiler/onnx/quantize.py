@@ -57,7 +57,10 @@ def quantize(model: Any, calibration: list[dict[str, np.ndarray]]) -> Any:
         onnx.save(model, str(src))
         import logging
 
+        import onnxruntime
+
         logging.getLogger().setLevel(logging.ERROR)  # the quantizer's "consider pre-processing" advice
+        onnxruntime.set_default_logger_severity(3)  # and the calibration sessions' unused-initializer notes
         try:
             quantize_static(str(src), str(dst), _Reader(calibration), quant_format=QuantFormat.QDQ,
                             per_channel=True, activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,

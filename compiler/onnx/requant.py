@@ -1,4 +1,4 @@
-"""Per-channel requantization: the arithmetic of the ``vrequant`` instruction, in one place.
+"""Per-channel requantization: the ``vrequant`` instruction's arithmetic (imported from the simulator).
 
 For an int32 accumulator value ``x`` and a column's fixed-point multiplier
 ``M`` (signed int32, normally in [2^30, 2^31)) and right shift ``S`` (0..31)::
@@ -16,20 +16,11 @@ import math
 
 import numpy as np
 
+from tinynpu.simulator.semantics import requantize as vrequant
+
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
 MAX_SHIFT = 31
-
-
-def vrequant(x: np.ndarray, multiplier: np.ndarray, shift: np.ndarray) -> np.ndarray:
-    """``round(x * M * 2^-(31+S))`` per element, clamped to int32 (broadcasts over the last axis).
-
-    Args:
-        x: int32 accumulator values.
-        multiplier: int32 multipliers ``M`` (one per column, or a scalar).
-        shift: shifts ``S`` in 0..31 (only the low 5 bits are used, as the instruction does).
-    """
-    return requant_host(x, multiplier, np.asarray(shift, dtype=np.int64) & 31)
 
 
 def requant_host(x: np.ndarray, multiplier: np.ndarray, shift: np.ndarray) -> np.ndarray:
@@ -37,12 +28,12 @@ def requant_host(x: np.ndarray, multiplier: np.ndarray, shift: np.ndarray) -> np
 
     A layer whose output scale is finer than its accumulator's (real scale of 1 or more) has a
     negative ``S``, which the instruction's 5-bit field cannot hold; the same rounding then runs
-    on the host.
+    on the host.  For ``S`` in 0..31 this is exactly :func:`vrequant`.
     """
-    x64 = np.asarray(x, dtype=np.int64)
-    m = np.asarray(multiplier, dtype=np.int64)
     s = np.asarray(shift, dtype=np.int64)
-    p = x64 * m  # |p| <= 2^62: exact in int64
+    if np.all(s >= 0):
+        return vrequant(x, multiplier, s)
+    p = np.asarray(x, dtype=np.int64) * np.asarray(multiplier, dtype=np.int64)  # |p| <= 2^62
     y = (p + (np.int64(1) << (30 + s))) >> (31 + s)
     return np.clip(y, INT32_MIN, INT32_MAX).astype(np.int32)
 

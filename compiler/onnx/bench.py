@@ -1,0 +1,114 @@
+"""``tinynpu bench onnx``: model-zoo networks from the onnx wheel, end to end, against the targets.
+
+For each network (random weights, batch 1): import + quantize + compile +
+simulate + verify on one seeded input, timed end to end (wall and CPU
+seconds: the machine is shared, so wall time includes waiting for a core;
+onnxruntime's own inference time is measured in the same run beside it);
+then the integer reference, which that run showed bit-exact with the
+simulator, is compared against onnxruntime on every seeded input.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from tinynpu.errors import UsageError
+
+TARGET_WITHIN_1LSB = 0.99
+TARGET_UTIL_OVER_CEILING = 0.90
+TARGET_RESNET50_SECONDS = 30.0
+
+
+def zoo_path(name: str) -> Path:
+    """``onnx/backend/test/data/light/light_<name>.onnx`` of the installed onnx wheel."""
+    import onnx
+
+    folder = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+    path = folder / f"light_{name}.onnx"
+    if not path.is_file():
+        have = sorted(p.stem.removeprefix("light_") for p in folder.glob("light_*.onnx"))
+        raise UsageError(f"--models: no model-zoo graph {name!r} in {folder}; there are: {', '.join(have)}.")
+    return path
+
+
+def bench_model(name: str, inputs: int) -> dict[str, Any]:
+    """One network: end-to-end time, the three checks over ``inputs`` seeded inputs, utilization."""
+    from tinynpu.compiler.onnx.network import compile_onnx, ort_compare, run_network
+    from tinynpu.compiler.onnx.runtime import execute
+
+    path = zoo_path(name)
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    cn = compile_onnx(path)
+    report = run_network(cn)
+    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    lq = cn.logits[0]
+    feeds = [cn.make_inputs(seed) for seed in range(inputs)]
+    # the integer reference's logits: on input 0 the run above showed them bit-exact with the simulator's
+    ours = [execute(cn.net, f, cache=None).values[lq] for f in feeds]
+    q_cmp, f_cmp, ort_times = ort_compare(cn, feeds, ours)
+    return {"model": name, "end_to_end_seconds": wall, "end_to_end_cpu_seconds": cpu,
+            "phases": report["seconds"], "ort_quantized_seconds": ort_times["ort_quantized_seconds"],
+            "ort_float_seconds": ort_times["ort_float_seconds"], "inputs": inputs, "verified": report["verified"],
+            "ort_quantized": q_cmp, "ort_float": f_cmp, "cycles": report["cycles"],
+            "inferences_per_second": report["inferences_per_second"],
+            "util_over_ceiling": report["utilization_over_ceiling_mac_weighted"],
+            "utilization": report["utilization"], "padding_ceiling": report["padding_ceiling"],
+            "npu_layers": report["npu_layers"], "host_steps": report["host_steps"],
+            "programs": report["programs_compiled"], "memory": report["memory"],
+            "dram_bytes": report["dram_bytes"]}
+
+
+def target_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per target and network: the figure measured in this run, and met or not met."""
+    lines = []
+    for r in rows:
+        m, q = r["model"], r["ort_quantized"]
+        checks = [
+            (f"{m}: bit-exact against the integer reference", "yes" if r["verified"] else "no", r["verified"]),
+            (f"{m}: top-1 identical to onnxruntime int8 on {r['inputs']} seeded inputs",
+             f"{q['top1_agree']:.0%}", q["top1_agree"] == 1.0),
+            (f"{m}: >= {TARGET_WITHIN_1LSB:.0%} of output elements within 1 LSB of onnxruntime int8",
+             f"{q['within_1lsb_fraction']:.2%} (equal {q['equal_fraction']:.2%}, max {q['max_abs_lsb']} LSB)",
+             q["within_1lsb_fraction"] >= TARGET_WITHIN_1LSB),
+            (f"{m}: conv/gemm layers >= {TARGET_UTIL_OVER_CEILING:.0%} of their padding ceiling, MAC-weighted",
+             f"{r['util_over_ceiling']:.2%}", r["util_over_ceiling"] >= TARGET_UTIL_OVER_CEILING),
+        ]
+        if m == "resnet50":
+            checks.append((f"{m}: import + quantize + compile + simulate + verify <= {TARGET_RESNET50_SECONDS:g} s",
+                           f"{r['end_to_end_seconds']:.1f} s wall, {r['end_to_end_cpu_seconds']:.1f} s CPU "
+                           f"(onnxruntime: {1e3 * r['ort_quantized_seconds']:.0f} ms int8, "
+                           f"{1e3 * r['ort_float_seconds']:.0f} ms float per inference)",
+                           r["end_to_end_seconds"] <= TARGET_RESNET50_SECONDS))
+        lines += [f"target: {what}: {figure}: {'met' if ok else 'not met'}" for what, figure, ok in checks]
+    return lines
+
+
+def run_bench(*, models: list[str], inputs: int, as_json: bool) -> int:
+    """Run every model, print the table and the target lines (or one JSON object)."""
+    if inputs <= 0:
+        raise UsageError(f"--inputs must be a positive number of inputs, not {inputs}.")
+    for name in models:
+        zoo_path(name)  # every name checked before any work
+    rows = [bench_model(name, inputs) for name in models]
+    lines = target_lines(rows)
+    if as_json:
+        print(json.dumps({"models": rows, "targets": lines,
+                          "met": all(line.endswith(": met") for line in lines)}))
+        return 0
+    for r in rows:
+        ph = r["phases"]
+        print(f"{r['model']}: {r['npu_layers']} accelerator layers ({r['programs']} programs), {r['host_steps']} "
+              f"host steps; {r['cycles']:,} cycles = {r['inferences_per_second']:.1f} inferences/s; utilization "
+              f"{r['utilization']:.2%} of a {r['padding_ceiling']:.2%} padding ceiling; end to end "
+              f"{r['end_to_end_seconds']:.1f} s (import {ph['import']:.1f}, quantize {ph['quantize']:.1f}, compile "
+              f"{ph['compile']:.1f}, simulate {ph['simulate']:.1f}, host steps {ph['host_steps']:.1f}, reference "
+              f"{ph['reference']:.1f}, onnxruntime checks {ph['onnxruntime_compare']:.1f}); float cosine "
+              f"{r['ort_float']['cosine']:.4f}, float top-1 {r['ort_float']['top1_agree']:.0%}")
+    print("\n".join(lines))
+    return 0
+
+
+__all__ = ["bench_model", "run_bench", "target_lines", "zoo_path"]
