@@ -1,38 +1,40 @@
 // Fetch, decode, check and dispatch: at most one instruction per cycle, in
-// program order.  A queued instruction is pushed into its unit's queue when
-// that queue is not full; sync and halt are executed here once every earlier
-// instruction has completed (outstanding count zero).  Every check a word can
-// fail is made at dispatch and stops the machine with an error cause.
+// program order.  Which unit an instruction goes to comes from the YAML
+// (tnpu_unit_of in the generated package); a queued instruction is pushed
+// into its unit's queue when that queue is not full; the control unit's sync
+// and halt are executed here once every earlier instruction has completed
+// (outstanding count zero).  Every check a word can fail is made at dispatch
+// and stops the machine with an error cause.
 `timescale 1ns / 1ps
 `default_nettype none
+`include "tinynpu_isa.vh"
 
-module tinynpu_dispatch #(
-  parameter int IMEM_AW = 14,
-  parameter int IDX_W = 16
+module tinynpu_dispatch import tinynpu_isa_pkg::*; #(
+  parameter int ImemAw = 14,
+  parameter int IdxW = 16,
+  localparam int N = TNPU_NUM_QUEUED_UNITS
 ) (
-  input  wire logic               clk_i,
-  input  wire logic               rst_ni,
-  input  wire logic               start_i,
-  input  wire logic [IMEM_AW:0]   prog_len_i,
-  output logic      [IMEM_AW-1:0] imem_raddr_o,
-  input  wire logic [127:0]       imem_rdata_i,
-  input  wire logic [3:0]         q_full_i,
-  output logic      [3:0]         q_push_o,
-  output logic      [IDX_W+127:0] q_data_o,
-  input  wire logic [3:0]         comp_i,
-  input  wire logic               token_overflow_i,
-  input  wire logic               dram_stall_i,
-  output logic                    disp_o,
-  output logic      [IDX_W-1:0]   disp_idx_o,
-  output logic                    busy_o,
-  output logic                    done_o,
-  output logic                    error_o,
-  output logic      [3:0]         error_cause_o,
-  output logic      [IDX_W-1:0]   error_pc_o,
-  output logic      [31:0]        cycles_o
+  input  wire logic                           clk_i,
+  input  wire logic                           rst_ni,
+  input  wire logic                           start_i,
+  input  wire logic [ImemAw:0]                prog_len_i,
+  output logic      [ImemAw-1:0]              imem_raddr_o,
+  input  wire logic [TNPU_WORD_BITS-1:0]      imem_rdata_i,
+  input  wire logic [N-1:0]                   q_full_i,
+  output logic      [N-1:0]                   q_push_o,
+  output logic      [IdxW+TNPU_WORD_BITS-1:0] q_data_o,
+  input  wire logic [N-1:0]                   comp_i,
+  input  wire logic                           token_overflow_i,
+  input  wire logic                           dram_stall_i,
+  output logic                                disp_o,
+  output logic      [IdxW-1:0]                disp_idx_o,
+  output logic                                busy_o,
+  output logic                                done_o,
+  output logic                                error_o,
+  output logic      [3:0]                     error_cause_o,
+  output logic      [IdxW-1:0]                error_pc_o,
+  output logic      [TNPU_CYCLE_BITS-1:0]     cycles_o
 );
-  `include "tinynpu_isa.vh"
-
   // Error causes (mirrored in rtl/cosim.py: ERROR_CAUSES).
   localparam logic [3:0] ErrUndecodable   = 4'd1;
   localparam logic [3:0] ErrBadField      = 4'd2;
@@ -44,45 +46,55 @@ module tinynpu_dispatch #(
   localparam logic [3:0] ErrDramStall     = 4'd8;
 
   typedef enum logic [1:0] {StIdle, StRun, StDone, StError} state_e;
-  state_e           state_q;
-  logic [IMEM_AW:0] pc_q;
-  logic [15:0]      outstanding_q;
-  logic [31:0]      cycle_q;
-  logic [3:0]       cause_q;
-  logic [IDX_W-1:0] err_pc_q;
+  state_e                     state_d, state_q;
+  logic [ImemAw:0]            pc_d, pc_q;
+  logic [ImemAw:0]            outstanding_d, outstanding_q;  // dispatched, not completed
+  logic [TNPU_CYCLE_BITS-1:0] cycle_d, cycle_q;
+  logic [3:0]                 cause_d, cause_q;
+  logic [IdxW-1:0]            err_pc_d, err_pc_q;
 
-  logic [127:0] w;
-  assign imem_raddr_o = pc_q[IMEM_AW-1:0];
+  logic [TNPU_WORD_BITS-1:0] w;
+  assign imem_raddr_o = pc_q[ImemAw-1:0];
   assign w = imem_rdata_i;
 
-  function automatic logic word_is(input logic [127:0] word, input logic [127:0] mask,
-                                   input logic [127:0] match);
-    word_is = ((word & mask) == match);
+  // ---- decode: the unit from the YAML's table; instruction-specific checks below ----
+  localparam int QUnitW = (N > 1) ? $clog2(N) : 1;
+  logic                      decodable, queued;
+  logic [TNPU_UNIT_BITS-1:0] unit;
+  logic [QUnitW-1:0]         qunit;  // the queued unit (when queued)
+  assign {decodable, unit} = tnpu_unit_of(w);
+  assign queued = decodable && (int'(unit) < N);
+  assign qunit  = QUnitW'(unit);
+
+  function automatic logic word_is(input logic [TNPU_WORD_BITS-1:0] word, input logic [TNPU_WORD_BITS-1:0] mask,
+                                   input logic [TNPU_WORD_BITS-1:0] match);
+    return (word & mask) == match;
   endfunction
 
-  logic is_halt, is_sync, is_load, is_zero, is_store, is_tmm, is_alu;
-  assign is_halt  = word_is(w, TNPU_HALT_MASK, TNPU_HALT_MATCH);
-  assign is_sync  = word_is(w, TNPU_SYNC_MASK, TNPU_SYNC_MATCH);
-  assign is_load  = word_is(w, TNPU_LOAD_MASK, TNPU_LOAD_MATCH);
-  assign is_zero  = word_is(w, TNPU_ZERO_MASK, TNPU_ZERO_MATCH);
-  assign is_store = word_is(w, TNPU_STORE_MASK, TNPU_STORE_MATCH);
-  assign is_tmm   = word_is(w, TNPU_TMM_MASK, TNPU_TMM_MATCH);
-  assign is_alu   = word_is(w, TNPU_VADD_MASK, TNPU_VADD_MATCH) || word_is(w, TNPU_VADDROW_MASK, TNPU_VADDROW_MATCH)
-                    || word_is(w, TNPU_VMAX_MASK, TNPU_VMAX_MATCH) || word_is(w, TNPU_VMIN_MASK, TNPU_VMIN_MATCH)
-                    || word_is(w, TNPU_VMUL_MASK, TNPU_VMUL_MATCH) || word_is(w, TNPU_VSHR_MASK, TNPU_VSHR_MATCH)
-                    || vrequant;
+  logic is_halt, is_sync, is_load, is_zero, is_store, is_tmm, is_alu, is_vadd, is_vaddrow, is_vrequant;
+  assign is_halt    = word_is(w, TNPU_HALT_MASK, TNPU_HALT_MATCH);
+  assign is_sync    = word_is(w, TNPU_SYNC_MASK, TNPU_SYNC_MATCH);
+  assign is_load    = word_is(w, TNPU_LOAD_MASK, TNPU_LOAD_MATCH);
+  assign is_zero    = word_is(w, TNPU_ZERO_MASK, TNPU_ZERO_MATCH);
+  assign is_store   = word_is(w, TNPU_STORE_MASK, TNPU_STORE_MATCH);
+  assign is_tmm     = word_is(w, TNPU_TMM_MASK, TNPU_TMM_MATCH);
+  assign is_alu     = decodable && unit == TNPU_UNIT_BITS'(TNPU_UNIT_ALU);
+  assign is_vadd    = word_is(w, TNPU_VADD_MASK, TNPU_VADD_MATCH);
+  assign is_vaddrow = word_is(w, TNPU_VADDROW_MASK, TNPU_VADDROW_MATCH);
+  assign is_vrequant = word_is(w, TNPU_VREQUANT_MASK, TNPU_VREQUANT_MATCH);
 
   // ---- operand fields (positions shared by every instruction that has them) ----
-  logic [1:0]  scope;
+  logic [TNPU_LOAD_SCOPE_W-1:0]  scope;
   logic [TNPU_LOAD_SP_ROW_W-1:0] sp_row, alu_src;
-  logic [TNPU_LOAD_DRAM_W-1:0] dram;
+  logic [TNPU_LOAD_DRAM_W-1:0]   dram;
   logic [TNPU_LOAD_STRIDE_W-1:0] stride;
-  logic [TNPU_LOAD_ROWS_W-1:0] rows;
-  logic [4:0]  cols, shift;
-  logic        narrow, vaddrow, vadd, vrequant;
-  logic [3:0]  wait_m, signal_m;
-  logic [9:0]  t_acc, t_a, t_b;
-  logic [6:0]  m, n, k;
+  logic [TNPU_LOAD_ROWS_W-1:0]   rows;
+  logic [TNPU_LOAD_COLS_W-1:0]   cols;
+  logic [TNPU_STORE_SHIFT_W-1:0] shift;
+  logic                          narrow;
+  logic [N-1:0]                  wait_m, signal_m;
+  logic [TNPU_TMM_ACC_W-1:0]     t_acc, t_a, t_b;
+  logic [TNPU_TMM_M_W-1:0]       m, n, k;
   assign scope    = w[TNPU_LOAD_SCOPE_LSB +: TNPU_LOAD_SCOPE_W];
   assign sp_row   = w[TNPU_LOAD_SP_ROW_LSB +: TNPU_LOAD_SP_ROW_W];
   assign dram     = w[TNPU_LOAD_DRAM_LSB +: TNPU_LOAD_DRAM_W];
@@ -92,11 +104,8 @@ module tinynpu_dispatch #(
   assign narrow   = w[TNPU_STORE_NARROW_LSB];
   assign shift    = w[TNPU_STORE_SHIFT_LSB +: TNPU_STORE_SHIFT_W];
   assign alu_src  = w[TNPU_VADD_SRC_LSB +: TNPU_VADD_SRC_W];
-  assign vaddrow  = word_is(w, TNPU_VADDROW_MASK, TNPU_VADDROW_MATCH);
-  assign vadd     = word_is(w, TNPU_VADD_MASK, TNPU_VADD_MATCH);
-  assign vrequant = word_is(w, TNPU_VREQUANT_MASK, TNPU_VREQUANT_MATCH);
-  assign wait_m   = w[TNPU_LOAD_WAIT_LSB +: TNPU_LOAD_WAIT_W];
-  assign signal_m = w[TNPU_LOAD_SIGNAL_LSB +: TNPU_LOAD_SIGNAL_W];
+  assign wait_m   = w[TNPU_WAIT_LSB +: TNPU_WAIT_W];
+  assign signal_m = w[TNPU_SIGNAL_LSB +: TNPU_SIGNAL_W];
   assign t_acc    = w[TNPU_TMM_ACC_LSB +: TNPU_TMM_ACC_W];
   assign t_a      = w[TNPU_TMM_A_LSB +: TNPU_TMM_A_W];
   assign t_b      = w[TNPU_TMM_B_LSB +: TNPU_TMM_B_W];
@@ -104,51 +113,45 @@ module tinynpu_dispatch #(
   assign n        = w[TNPU_TMM_N_LSB +: TNPU_TMM_N_W];
   assign k        = w[TNPU_TMM_K_LSB +: TNPU_TMM_K_W];
 
-  logic [1:0] unit;  // queued unit of a load/zero/tmm/alu/store
-  assign unit = (is_load || is_zero) ? 2'(TNPU_UNIT_LOAD) : is_tmm ? 2'(TNPU_UNIT_TENSOR)
-              : is_alu ? 2'(TNPU_UNIT_ALU) : 2'(TNPU_UNIT_STORE);
-  logic queued;
-  assign queued = is_load || is_zero || is_store || is_tmm || is_alu;
-
   // ---- checks ------------------------------------------------------------
   logic [31:0] scope_rows, elem_bytes, out_bytes;
   logic [39:0] dram_end;  // one past the last byte touched, without overflow
   logic bad_field, bad_spad, bad_dram, bad_self;
-  assign scope_rows = (scope == 2'(TNPU_SCOPE_A)) ? TNPU_A_REG_ROWS : (scope == 2'(TNPU_SCOPE_B)) ? TNPU_B_REG_ROWS
-                    : TNPU_ACC_ROWS;
-  assign elem_bytes = (scope == 2'(TNPU_SCOPE_ACC)) ? TNPU_ACC_ELEM_BYTES : TNPU_A_REG_ELEM_BYTES;
+  assign scope_rows = (scope == TNPU_LOAD_SCOPE_W'(TNPU_SCOPE_A)) ? TNPU_A_REG_ROWS
+                    : (scope == TNPU_LOAD_SCOPE_W'(TNPU_SCOPE_B)) ? TNPU_B_REG_ROWS : TNPU_ACC_ROWS;
+  assign elem_bytes = (scope == TNPU_LOAD_SCOPE_W'(TNPU_SCOPE_ACC)) ? TNPU_ACC_ELEM_BYTES : TNPU_A_REG_ELEM_BYTES;
   assign out_bytes  = narrow ? 32'd1 : TNPU_ACC_ELEM_BYTES;
   assign dram_end   = 40'(dram) + (40'(rows) - 40'd1) * 40'(stride)
                     + 40'(cols) * (is_store ? 40'(out_bytes) : 40'(elem_bytes));
 
-  always @* begin
+  always_comb begin
     bad_field = 1'b0;
     if ((is_load || is_zero || is_store || is_alu) && rows == '0) bad_field = 1'b1;
     if ((is_load || is_store) && (cols == '0 || int'(cols) > TNPU_TILE)) bad_field = 1'b1;
-    if ((is_load || is_zero) && scope > 2'(TNPU_SCOPE_ACC)) bad_field = 1'b1;
+    if ((is_load || is_zero) && scope > TNPU_LOAD_SCOPE_W'(TNPU_SCOPE_ACC)) bad_field = 1'b1;
     if (is_tmm && (m == '0 || n == '0 || k == '0)) bad_field = 1'b1;
     if (is_store && !narrow && shift != '0) bad_field = 1'b1;
   end
 
-  always @* begin
+  always_comb begin
     bad_spad = 1'b0;
     if ((is_load || is_zero) && 32'(sp_row) + 32'(rows) > scope_rows) bad_spad = 1'b1;
     if ((is_store || is_alu) && 32'(sp_row) + 32'(rows) > TNPU_ACC_ROWS) bad_spad = 1'b1;
     if (is_tmm && ((32'(t_acc) + 32'(m) * 32'(n)) * TNPU_TILE > TNPU_ACC_ROWS
                    || (32'(t_a) + 32'(m) * 32'(k)) * TNPU_TILE > TNPU_A_REG_ROWS
                    || (32'(t_b) + 32'(n) * 32'(k)) * TNPU_TILE > TNPU_B_REG_ROWS)) bad_spad = 1'b1;
-    if (vadd && (32'(alu_src) + 32'(rows) > TNPU_ACC_ROWS
-                 || (alu_src != sp_row && 32'(alu_src) + 32'(rows) > 32'(sp_row)
-                     && 32'(sp_row) + 32'(rows) > 32'(alu_src)))) bad_spad = 1'b1;
-    if (vaddrow && (32'(alu_src) >= TNPU_ACC_ROWS
-                    || (alu_src >= sp_row && 32'(alu_src) < 32'(sp_row) + 32'(rows)))) bad_spad = 1'b1;
+    if (is_vadd && (32'(alu_src) + 32'(rows) > TNPU_ACC_ROWS
+                    || (alu_src != sp_row && 32'(alu_src) + 32'(rows) > 32'(sp_row)
+                        && 32'(sp_row) + 32'(rows) > 32'(alu_src)))) bad_spad = 1'b1;
+    if (is_vaddrow && (32'(alu_src) >= TNPU_ACC_ROWS
+                       || (alu_src >= sp_row && 32'(alu_src) < 32'(sp_row) + 32'(rows)))) bad_spad = 1'b1;
     // vrequant's two parameter rows (multiplier, shift) lie in acc and outside the destination rows
-    if (vrequant && (32'(alu_src) + 32'd2 > TNPU_ACC_ROWS
-                     || (32'(alu_src) + 32'd1 >= 32'(sp_row) && 32'(alu_src) < 32'(sp_row) + 32'(rows))))
+    if (is_vrequant && (32'(alu_src) + 32'd2 > TNPU_ACC_ROWS
+                        || (32'(alu_src) + 32'd1 >= 32'(sp_row) && 32'(alu_src) < 32'(sp_row) + 32'(rows))))
       bad_spad = 1'b1;
   end
 
-  always @* begin
+  always_comb begin
     bad_dram = 1'b0;
     if ((is_load || is_store) && dram_end > 40'(TNPU_DRAM_BYTES)) bad_dram = 1'b1;
     // Row addresses must be aligned to the element size (every row: address and stride).
@@ -156,11 +159,9 @@ module tinynpu_dispatch #(
     if (is_store && ((dram % out_bytes) != 0 || (32'(stride) % out_bytes) != 0)) bad_dram = 1'b1;
   end
 
-  assign bad_self = queued && (wait_m[unit] || signal_m[unit]);
+  assign bad_self = queued && (wait_m[qunit] || signal_m[qunit]);
 
-  logic       decodable;
   logic [3:0] check_cause;
-  assign decodable   = is_halt || is_sync || queued;
   assign check_cause = !decodable ? ErrUndecodable : bad_field ? ErrBadField : bad_spad ? ErrSpadRange
                      : bad_dram ? ErrDramRange : bad_self ? ErrSelfToken : 4'd0;
 
@@ -169,19 +170,53 @@ module tinynpu_dispatch #(
   assign running  = (state_q == StRun);
   assign at_end   = (pc_q >= prog_len_i);
   assign drained  = (outstanding_q == '0);
-  assign can_push = queued && !q_full_i[unit];
+  assign can_push = queued && !q_full_i[qunit];
   assign dispatch = running && !at_end && check_cause == '0 && !token_overflow_i && !dram_stall_i
                     && (can_push || ((is_sync || is_halt) && drained));
 
-  assign q_push_o   = (dispatch && queued) ? (4'b1 << unit) : 4'b0;
-  assign q_data_o   = {IDX_W'(pc_q), w};
+  assign q_push_o   = (dispatch && queued) ? (N'(1) << qunit) : '0;
+  assign q_data_o   = {IdxW'(pc_q), w};
   assign disp_o     = dispatch;
-  assign disp_idx_o = IDX_W'(pc_q);
+  assign disp_idx_o = IdxW'(pc_q);
 
-  logic [15:0] comps;
-  assign comps = 16'(comp_i[0]) + 16'(comp_i[1]) + 16'(comp_i[2]) + 16'(comp_i[3]);
+  always_comb begin
+    state_d       = state_q;
+    pc_d          = pc_q;
+    cycle_d       = cycle_q;
+    cause_d       = cause_q;
+    err_pc_d      = err_pc_q;
+    outstanding_d = outstanding_q + (ImemAw + 1)'(dispatch && queued);
+    for (int u = 0; u < N; u++) outstanding_d = outstanding_d - (ImemAw + 1)'(comp_i[u]);
+    case (state_q)
+      StIdle: if (start_i) begin
+        state_d = StRun;
+        pc_d    = '0;
+        cycle_d = '0;
+      end
+      StRun: begin
+        cycle_d = cycle_q + 1'b1;
+        if (token_overflow_i || dram_stall_i) begin
+          state_d  = StError;
+          cause_d  = token_overflow_i ? ErrTokenOverflow : ErrDramStall;
+          err_pc_d = IdxW'(pc_q);
+        end else if (at_end) begin
+          state_d  = StError;
+          cause_d  = ErrPcEnd;
+          err_pc_d = IdxW'(pc_q);
+        end else if (check_cause != '0) begin
+          state_d  = StError;
+          cause_d  = check_cause;
+          err_pc_d = IdxW'(pc_q);
+        end else if (dispatch) begin
+          pc_d = pc_q + 1'b1;
+          if (is_halt) state_d = StDone;
+        end
+      end
+      default: ;
+    endcase
+  end
 
-  always @(posedge clk_i or negedge rst_ni) begin
+  always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
       state_q       <= StIdle;
       pc_q          <= '0;
@@ -190,34 +225,12 @@ module tinynpu_dispatch #(
       cause_q       <= '0;
       err_pc_q      <= '0;
     end else begin
-      outstanding_q <= outstanding_q + 16'(dispatch && queued) - comps;
-      case (state_q)
-        StIdle: if (start_i) begin
-          state_q <= StRun;
-          pc_q    <= '0;
-          cycle_q <= '0;
-        end
-        StRun: begin
-          cycle_q <= cycle_q + 1'b1;
-          if (token_overflow_i || dram_stall_i) begin
-            state_q  <= StError;
-            cause_q  <= token_overflow_i ? ErrTokenOverflow : ErrDramStall;
-            err_pc_q <= IDX_W'(pc_q);
-          end else if (at_end) begin
-            state_q  <= StError;
-            cause_q  <= ErrPcEnd;
-            err_pc_q <= IDX_W'(pc_q);
-          end else if (check_cause != '0) begin
-            state_q  <= StError;
-            cause_q  <= check_cause;
-            err_pc_q <= IDX_W'(pc_q);
-          end else if (dispatch) begin
-            pc_q <= pc_q + 1'b1;
-            if (is_halt) state_q <= StDone;
-          end
-        end
-        default: ;
-      endcase
+      state_q       <= state_d;
+      pc_q          <= pc_d;
+      outstanding_q <= outstanding_d;
+      cycle_q       <= cycle_d;
+      cause_q       <= cause_d;
+      err_pc_q      <= err_pc_d;
     end
   end
 

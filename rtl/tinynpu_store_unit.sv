@@ -7,165 +7,91 @@
 // the last row is the completion pulse (cycle e - 1).
 `timescale 1ns / 1ps
 `default_nettype none
+`include "tinynpu_isa.vh"
 
-module tinynpu_store_unit #(
-  parameter int IDX_W  = 16,
-  parameter int WTAG_W = 21,
-  parameter int ROW_W  = 512
+module tinynpu_store_unit import tinynpu_isa_pkg::*; #(
+  parameter int IdxW = 16,
+  // the write tag: {index, last row, signal}
+  localparam int TagW = IdxW + 1 + TNPU_SIGNAL_W
 ) (
-  input  wire logic               clk_i,
-  input  wire logic               rst_ni,
-  input  wire logic               q_valid_i,
-  input  wire logic [IDX_W+127:0] q_data_i,
-  output logic                    q_pop_o,
-  input  wire logic [3:0]         tok_avail_i,
-  output logic      [3:0]         consume_o,
-  output logic                    port_req_o,
-  output logic      [15:0]        port_beats_o,
-  input  wire logic               port_grant_i,
+  input  wire logic                           clk_i,
+  input  wire logic                           rst_ni,
+  // The queue head {instruction index, word}: fields sit at their ISA positions; opcode,
+  // funct and reserved bits were checked at dispatch.
+  /* verilator lint_off UNUSEDSIGNAL */
+  input  wire logic [IdxW+TNPU_WORD_BITS-1:0] head_i,
+  /* verilator lint_on UNUSEDSIGNAL */
+  input  wire logic                           start_i,
+  output logic      [TNPU_OCC_BITS-1:0]       head_occ_o,
   // accumulator read port
-  output logic      [13:0]        acc_raddr_o,
-  input  wire logic [ROW_W-1:0]   acc_rdata_i,
+  output logic      [TNPU_ACC_ADDR_BITS-1:0]  acc_raddr_o,
+  input  wire logic [TNPU_ACC_ROW_WIDTH-1:0]  acc_rdata_i,
   // DRAM write channel
-  output logic                    wr_req_valid_o,
-  input  wire logic               wr_req_ready_i,
-  output logic      [31:0]        wr_req_addr_o,
-  output logic      [6:0]         wr_req_bytes_o,
-  output logic      [ROW_W-1:0]   wr_req_data_o,
-  output logic      [WTAG_W-1:0]  wr_req_tag_o,
-  input  wire logic               wr_ack_valid_i,
-  input  wire logic [WTAG_W-1:0]  wr_ack_tag_i,
-  output logic                    comp_o,
-  output logic      [3:0]         comp_signal_o,
-  output logic      [IDX_W-1:0]   comp_idx_o,
-  output logic                    start_o,
-  output logic      [IDX_W-1:0]   start_idx_o,
-  output logic                    stall_err_o
+  output logic                                wr_req_valid_o,
+  input  wire logic                           wr_req_ready_i,
+  output logic      [TNPU_STORE_DRAM_W-1:0]   wr_req_addr_o,
+  output logic      [TNPU_ROW_BYTES_BITS-1:0] wr_req_bytes_o,
+  output logic      [TNPU_ACC_ROW_WIDTH-1:0]  wr_req_data_o,
+  output logic      [TagW-1:0]                wr_req_tag_o,
+  input  wire logic                           wr_ack_valid_i,
+  input  wire logic [TagW-1:0]                wr_ack_tag_i,
+  output logic                                comp_o,
+  output logic      [TNPU_SIGNAL_W-1:0]       comp_signal_o,
+  output logic      [IdxW-1:0]                comp_idx_o,
+  output logic                                stall_err_o
 );
-  `include "tinynpu_isa.vh"
+  logic                           narrow;
+  logic [TNPU_ROW_BYTES_BITS-1:0] row_bytes, beats_row;
 
-  logic [127:0]     word;
-  logic [IDX_W-1:0] idx;
-  logic [3:0]       wait_m, signal_m;
-  logic [TNPU_STORE_SP_ROW_W-1:0] sp_row;
-  logic [TNPU_STORE_DRAM_W-1:0] dram;
-  logic [TNPU_STORE_STRIDE_W-1:0] stride;
-  logic [TNPU_STORE_ROWS_W-1:0] rows;
-  logic [4:0]       cols, shift;
-  logic             narrow, relu;
-  logic [6:0]       row_bytes;
-  logic [2:0]       beats_row;
+  assign narrow      = head_i[TNPU_STORE_NARROW_LSB];
+  assign row_bytes   = TNPU_ROW_BYTES_BITS'(head_i[TNPU_STORE_COLS_LSB +: TNPU_STORE_COLS_W])
+                       * (narrow ? TNPU_ROW_BYTES_BITS'(1) : TNPU_ROW_BYTES_BITS'(TNPU_ACC_ELEM_BYTES));
+  assign beats_row   = (row_bytes + TNPU_ROW_BYTES_BITS'(TNPU_DRAM_BYTES_PER_CYCLE - 1))
+                       / TNPU_ROW_BYTES_BITS'(TNPU_DRAM_BYTES_PER_CYCLE);
+  assign head_occ_o  = TNPU_OCC_BITS'(head_i[TNPU_STORE_ROWS_LSB +: TNPU_STORE_ROWS_W]) * TNPU_OCC_BITS'(beats_row);
 
-  assign word      = q_data_i[127:0];
-  assign idx       = q_data_i[IDX_W+127:128];
-  assign wait_m    = word[TNPU_STORE_WAIT_LSB +: TNPU_STORE_WAIT_W];
-  assign signal_m  = word[TNPU_STORE_SIGNAL_LSB +: TNPU_STORE_SIGNAL_W];
-  assign sp_row    = word[TNPU_STORE_SP_ROW_LSB +: TNPU_STORE_SP_ROW_W];
-  assign dram      = word[TNPU_STORE_DRAM_LSB +: TNPU_STORE_DRAM_W];
-  assign stride    = word[TNPU_STORE_STRIDE_LSB +: TNPU_STORE_STRIDE_W];
-  assign rows      = word[TNPU_STORE_ROWS_LSB +: TNPU_STORE_ROWS_W];
-  assign cols      = word[TNPU_STORE_COLS_LSB +: TNPU_STORE_COLS_W];
-  assign narrow    = word[TNPU_STORE_NARROW_LSB];
-  assign relu      = word[TNPU_STORE_RELU_LSB];
-  assign shift     = word[TNPU_STORE_SHIFT_LSB +: TNPU_STORE_SHIFT_W];
-  assign row_bytes = 7'(cols) * (narrow ? 7'd1 : 7'(TNPU_ACC_ELEM_BYTES));
-  assign beats_row = 3'((row_bytes + 7'(TNPU_DRAM_BYTES_PER_CYCLE - 1)) / 7'(TNPU_DRAM_BYTES_PER_CYCLE));
+  // Per-instruction info the row sequencer keeps: {index, signal, narrow, relu, shift, bytes}.
+  localparam int InfoW = IdxW + TNPU_SIGNAL_W + 2 + TNPU_STORE_SHIFT_W + TNPU_ROW_BYTES_BITS;
+  logic [IdxW-1:0]                  req_idx;
+  logic [TNPU_SIGNAL_W-1:0]         req_signal;
+  logic                             req_narrow, req_relu, req_last;
+  logic [TNPU_STORE_SHIFT_W-1:0]    req_shift;
+  // Rows are ISA fields; the dispatcher checked them against the accumulator size, so high bits are 0.
+  /* verilator lint_off UNUSEDSIGNAL */
+  logic [TNPU_STORE_SP_ROW_W-1:0]   req_row;
+  /* verilator lint_on UNUSEDSIGNAL */
 
-  logic [15:0] rem_q;
-  logic        ready;
-  assign ready        = q_valid_i && ((wait_m & ~tok_avail_i) == 4'b0) && (rem_q == '0);
-  assign port_req_o   = ready;
-  assign port_beats_o = 16'(rows) * 16'(beats_row);
-  assign start_o      = ready && port_grant_i;
-  assign start_idx_o  = idx;
-  assign q_pop_o      = start_o;
-  assign consume_o    = start_o ? wait_m : 4'b0;
+  tinynpu_dma_rows #(.InfoW(InfoW)) u_rows (
+    .clk_i      (clk_i),
+    .rst_ni     (rst_ni),
+    .start_i    (start_i),
+    .rows_i     (head_i[TNPU_STORE_ROWS_LSB +: TNPU_STORE_ROWS_W]),
+    .beats_row_i(beats_row),
+    .addr_i     (head_i[TNPU_STORE_DRAM_LSB +: TNPU_STORE_DRAM_W]),
+    .stride_i   (head_i[TNPU_STORE_STRIDE_LSB +: TNPU_STORE_STRIDE_W]),
+    .row_i      (head_i[TNPU_STORE_SP_ROW_LSB +: TNPU_STORE_SP_ROW_W]),
+    .info_i     ({head_i[TNPU_WORD_BITS +: IdxW], head_i[TNPU_SIGNAL_LSB +: TNPU_SIGNAL_W], narrow, head_i[TNPU_STORE_RELU_LSB],
+                  head_i[TNPU_STORE_SHIFT_LSB +: TNPU_STORE_SHIFT_W], row_bytes}),
+    .req_valid_o(wr_req_valid_o),
+    .req_ready_i(wr_req_ready_i),
+    .req_addr_o (wr_req_addr_o),
+    .req_row_o  (req_row),
+    .req_last_o (req_last),
+    .req_info_o ({req_idx, req_signal, req_narrow, req_relu, req_shift, wr_req_bytes_o})
+  );
 
-  logic             iss_active_q;
-  logic [TNPU_STORE_ROWS_W-1:0] iss_left_q;
-  logic [2:0]       iss_cnt_q, iss_beats_q;
-  logic [TNPU_STORE_DRAM_W-1:0] iss_addr_q;
-  logic [TNPU_STORE_STRIDE_W-1:0] iss_stride_q;
-  logic [TNPU_STORE_SP_ROW_W-1:0] iss_row_q;
-  logic [6:0]       iss_bytes_q;
-  logic             iss_narrow_q, iss_relu_q;
-  logic [4:0]       iss_shift_q;
-  logic [3:0]       iss_signal_q;
-  logic [IDX_W-1:0] iss_idx_q;
-
-  tinynpu_requant #(
-    .TILE (TNPU_TILE),
-    .ACC_W(TNPU_ACC_BITS)
-  ) u_requant (
+  tinynpu_requant u_requant (
     .row_i   (acc_rdata_i),
-    .narrow_i(iss_narrow_q),
-    .relu_i  (iss_relu_q),
-    .shift_i (iss_shift_q),
+    .narrow_i(req_narrow),
+    .relu_i  (req_relu),
+    .shift_i (req_shift),
     .data_o  (wr_req_data_o)
   );
 
-  assign acc_raddr_o    = iss_row_q;
-  assign wr_req_valid_o = iss_active_q && (iss_cnt_q == '0);
-  assign wr_req_addr_o  = iss_addr_q;
-  assign wr_req_bytes_o = iss_bytes_q;
-  assign wr_req_tag_o   = {iss_idx_q, (iss_left_q == 12'd1), iss_signal_q};
-  assign stall_err_o    = wr_req_valid_o && !wr_req_ready_i;
-
-  logic [IDX_W-1:0] a_idx;
-  logic             a_last;
-  logic [3:0]       a_signal;
-  assign {a_idx, a_last, a_signal} = wr_ack_tag_i;
-  assign comp_o        = wr_ack_valid_i && a_last;
-  assign comp_signal_o = a_signal;
-  assign comp_idx_o    = a_idx;
-
-  always @(posedge clk_i or negedge rst_ni) begin
-    if (!rst_ni) begin
-      rem_q        <= '0;
-      iss_active_q <= 1'b0;
-      iss_left_q   <= '0;
-      iss_cnt_q    <= '0;
-      iss_beats_q  <= '0;
-      iss_addr_q   <= '0;
-      iss_stride_q <= '0;
-      iss_row_q    <= '0;
-      iss_bytes_q  <= '0;
-      iss_narrow_q <= 1'b0;
-      iss_relu_q   <= 1'b0;
-      iss_shift_q  <= '0;
-      iss_signal_q <= '0;
-      iss_idx_q    <= '0;
-    end else begin
-      if (rem_q != '0) rem_q <= rem_q - 1'b1;
-      if (iss_active_q) begin
-        if (iss_cnt_q != '0) begin
-          iss_cnt_q <= iss_cnt_q - 1'b1;
-        end else if (wr_req_ready_i) begin
-          iss_cnt_q  <= iss_beats_q - 1'b1;
-          iss_addr_q <= iss_addr_q + 32'(iss_stride_q);
-          iss_row_q  <= iss_row_q + 1'b1;
-          iss_left_q <= iss_left_q - 1'b1;
-          if (iss_left_q == 12'd1) iss_active_q <= 1'b0;
-        end
-      end
-      if (start_o) begin
-        rem_q        <= port_beats_o - 1'b1;
-        iss_active_q <= 1'b1;
-        iss_left_q   <= rows;
-        iss_cnt_q    <= '0;
-        iss_beats_q  <= beats_row;
-        iss_addr_q   <= dram;
-        iss_stride_q <= stride;
-        iss_row_q    <= sp_row;
-        iss_bytes_q  <= row_bytes;
-        iss_narrow_q <= narrow;
-        iss_relu_q   <= relu;
-        iss_shift_q  <= shift;
-        iss_signal_q <= signal_m;
-        iss_idx_q    <= idx;
-      end
-    end
-  end
+  assign acc_raddr_o  = TNPU_ACC_ADDR_BITS'(req_row);
+  assign wr_req_tag_o = {req_idx, req_last, req_signal};
+  assign stall_err_o  = wr_req_valid_o && !wr_req_ready_i;
+  assign {comp_idx_o, comp_o, comp_signal_o} = wr_ack_valid_i ? wr_ack_tag_i : '0;
 endmodule
 
 `default_nettype wire

@@ -1,93 +1,96 @@
-// The tensor unit: runs a tmm block of m*n*k tmm16 steps, i outer, j, kk
-// inner.  A step computes one output row per cycle for TILE cycles (so
+// The tensor unit: runs a tmm block of m*n*k steps of T x T x T, i outer, j,
+// kk inner.  A step computes one output row per cycle for T cycles (so
 // tmm_interval_cycles must equal the tile edge) against a B tile read whole
-// from its TILE row banks.  A tmm that starts in cycle s computes in cycles
+// from its T row banks.  A tmm that starts in cycle s computes in cycles
 // s + 1 .. s + occ; the next may start in cycle s + occ.  Completion is that
 // last cycle delayed by tmm_latency_cycles - 1, i.e. the pulse is in cycle
 // s + occ + latency - 1 and the result is usable from e = s + occ + latency.
 `timescale 1ns / 1ps
 `default_nettype none
+`include "tinynpu_isa.vh"
 
-module tinynpu_tensor_unit #(
-  parameter int IDX_W = 16,
-  parameter int A_TILE_BITS = 7,
-  parameter int B_TILE_BITS = 7,
-  parameter int ACC_ROW_BITS = 10,
-  parameter int TileBits = 2048,   // bits of one input tile (tile x tile x input bits)
-  parameter int AccRowBits = 512   // bits of one accumulator row
+module tinynpu_tensor_unit import tinynpu_isa_pkg::*; #(
+  parameter int IdxW = 16,
+  localparam int ATileBits = TNPU_A_REG_ADDR_BITS - TNPU_TILE_BITS,  // bits of an a_reg tile address
+  localparam int BTileBits = TNPU_B_REG_ADDR_BITS - TNPU_TILE_BITS,
+  localparam int TileWidth = TNPU_TILE * TNPU_IN_ROW_WIDTH           // bits of one input tile
 ) (
-  input  wire logic                         clk_i,
-  input  wire logic                         rst_ni,
-  input  wire logic                         q_valid_i,
-  input  wire logic [IDX_W+127:0]           q_data_i,
-  output logic                              q_pop_o,
-  input  wire logic [3:0]                   tok_avail_i,
-  output logic      [3:0]                   consume_o,
-  output logic      [A_TILE_BITS-1:0]       a_tile_o,
-  input  wire logic [TileBits-1:0]          a_tile_data_i,
-  output logic      [B_TILE_BITS-1:0]       b_tile_o,
-  input  wire logic [TileBits-1:0]          b_tile_data_i,
-  output logic      [ACC_ROW_BITS-1:0]      acc_raddr_o,
-  input  wire logic [AccRowBits-1:0]        acc_rdata_i,
-  output logic                              acc_we_o,
-  output logic      [ACC_ROW_BITS-1:0]      acc_waddr_o,
-  output logic      [AccRowBits-1:0]        acc_wdata_o,
-  output logic                              comp_o,
-  output logic      [3:0]                   comp_signal_o,
-  output logic      [IDX_W-1:0]             comp_idx_o,
-  output logic                              start_o,
-  output logic      [IDX_W-1:0]             start_idx_o
+  input  wire logic                           clk_i,
+  input  wire logic                           rst_ni,
+  // The queue head {instruction index, word}: fields sit at their ISA positions; opcode,
+  // funct and reserved bits were checked at dispatch.
+  /* verilator lint_off UNUSEDSIGNAL */
+  input  wire logic [IdxW+TNPU_WORD_BITS-1:0] head_i,
+  /* verilator lint_on UNUSEDSIGNAL */
+  input  wire logic                           start_i,
+  output logic      [TNPU_OCC_BITS-1:0]       head_occ_o,
+  // tile read ports of a_reg and b_reg, read-modify-write port of acc
+  output logic      [ATileBits-1:0]           a_tile_o,
+  input  wire logic [TileWidth-1:0]           a_tile_data_i,
+  output logic      [BTileBits-1:0]           b_tile_o,
+  input  wire logic [TileWidth-1:0]           b_tile_data_i,
+  output logic      [TNPU_ACC_ADDR_BITS-1:0]  acc_addr_o,  // read, then written back
+  input  wire logic [TNPU_ACC_ROW_WIDTH-1:0]  acc_rdata_i,
+  output logic                                acc_we_o,
+  output logic      [TNPU_ACC_ROW_WIDTH-1:0]  acc_wdata_o,
+  output logic                                comp_o,
+  output logic      [TNPU_SIGNAL_W-1:0]       comp_signal_o,
+  output logic      [IdxW-1:0]                comp_idx_o
 );
-  `include "tinynpu_isa.vh"
-  localparam int InRowBits  = TNPU_TILE * TNPU_INPUT_BITS;
-  localparam int RBits      = $clog2(TNPU_TILE);
-  localparam int Delay      = TNPU_TMM_LATENCY - 1;  // >= 0: the config requires latency >= 1
+  localparam int Delay = TNPU_TMM_LATENCY - 1;  // >= 0: the config requires latency >= 1
+  localparam int MW = TNPU_TMM_M_W;             // m, n and k have one width (checked by the generator test)
 
-  logic [127:0]     word;
-  logic [IDX_W-1:0] idx;
-  logic [3:0]       wait_m;
-  assign word   = q_data_i[127:0];
-  assign idx    = q_data_i[IDX_W+127:128];
-  assign wait_m = word[TNPU_TMM_WAIT_LSB +: TNPU_TMM_WAIT_W];
+  logic [IdxW-1:0]           head_idx;
+  logic                      head_accumulate;
+  logic [TNPU_TMM_ACC_W-1:0] head_acc_t;
+  logic [TNPU_TMM_A_W-1:0]   head_a_t;
+  logic [TNPU_TMM_B_W-1:0]   head_b_t;
+  logic [MW-1:0]             head_m, head_n, head_k;
+  logic [TNPU_SIGNAL_W-1:0]  head_signal;
+  assign head_idx        = head_i[TNPU_WORD_BITS +: IdxW];
+  assign head_accumulate = head_i[TNPU_TMM_ACCUMULATE_LSB];
+  assign head_acc_t      = head_i[TNPU_TMM_ACC_LSB +: TNPU_TMM_ACC_W];
+  assign head_a_t        = head_i[TNPU_TMM_A_LSB +: TNPU_TMM_A_W];
+  assign head_b_t        = head_i[TNPU_TMM_B_LSB +: TNPU_TMM_B_W];
+  assign head_m          = head_i[TNPU_TMM_M_LSB +: MW];
+  assign head_n          = head_i[TNPU_TMM_N_LSB +: MW];
+  assign head_k          = head_i[TNPU_TMM_K_LSB +: MW];
+  assign head_signal     = head_i[TNPU_SIGNAL_LSB +: TNPU_SIGNAL_W];
+  assign head_occ_o = TNPU_OCC_BITS'(head_m) * TNPU_OCC_BITS'(head_n) * TNPU_OCC_BITS'(head_k)
+                      * TNPU_OCC_BITS'(TNPU_TMM_INTERVAL);
 
-  logic             active_q, accumulate_q;
-  logic [9:0]       acc_t_q, a_t_q, b_t_q;
-  logic [6:0]       m_q, n_q, k_q, i_q, j_q, kk_q;
-  logic [RBits-1:0] r_q;
-  logic [3:0]       signal_q;
-  logic [IDX_W-1:0] idx_q;
-  logic             last_cycle;
+  logic                           active_d, active_q, accumulate_d, accumulate_q;
+  logic [TNPU_TMM_ACC_W-1:0]      acc_t_d, acc_t_q;
+  logic [TNPU_TMM_A_W-1:0]        a_t_d, a_t_q;
+  logic [TNPU_TMM_B_W-1:0]        b_t_d, b_t_q;
+  logic [MW-1:0]                  m_d, m_q, n_d, n_q, k_d, k_q, i_d, i_q, j_d, j_q, kk_d, kk_q;
+  logic [TNPU_TILE_BITS-1:0]      r_d, r_q;
+  logic [TNPU_SIGNAL_W-1:0]       signal_d, signal_q;
+  logic [IdxW-1:0]                idx_d, idx_q;
+  logic                           last_cycle;
 
-  assign last_cycle = active_q && (r_q == RBits'(TNPU_TILE - 1)) && (kk_q == k_q - 1'b1)
+  assign last_cycle = active_q && (r_q == TNPU_TILE_BITS'(TNPU_TILE - 1)) && (kk_q == k_q - 1'b1)
                       && (j_q == n_q - 1'b1) && (i_q == m_q - 1'b1);
-  assign start_o     = q_valid_i && ((wait_m & ~tok_avail_i) == 4'b0) && (!active_q || last_cycle);
-  assign start_idx_o = idx;
-  assign q_pop_o     = start_o;
-  assign consume_o   = start_o ? wait_m : 4'b0;
 
   // Tile addresses of step (i, j, kk): A (i*k + kk), B (j*k + kk), acc (i*n + j).
-  // Tile sums are computed wide; the dispatcher checked they fit the scratchpads.
+  // Tile sums are computed as wide as a row field; the dispatcher checked they fit the scratchpads.
+  localparam int SumW = TNPU_LOAD_SP_ROW_W;
   /* verilator lint_off UNUSEDSIGNAL */
-  logic [13:0] a_tile, b_tile, acc_tile;
+  logic [SumW-1:0] a_tile, b_tile, acc_tile;
   /* verilator lint_on UNUSEDSIGNAL */
-  assign a_tile   = 14'(a_t_q) + 14'(i_q) * 14'(k_q) + 14'(kk_q);
-  assign b_tile   = 14'(b_t_q) + 14'(j_q) * 14'(k_q) + 14'(kk_q);
-  assign acc_tile = 14'(acc_t_q) + 14'(i_q) * 14'(n_q) + 14'(j_q);
-  assign a_tile_o = A_TILE_BITS'(a_tile);
-  assign b_tile_o = B_TILE_BITS'(b_tile);
-  assign acc_raddr_o = ACC_ROW_BITS'({acc_tile, r_q});
-  assign acc_waddr_o = acc_raddr_o;
+  assign a_tile      = SumW'(a_t_q) + SumW'(i_q) * SumW'(k_q) + SumW'(kk_q);
+  assign b_tile      = SumW'(b_t_q) + SumW'(j_q) * SumW'(k_q) + SumW'(kk_q);
+  assign acc_tile    = SumW'(acc_t_q) + SumW'(i_q) * SumW'(n_q) + SumW'(j_q);
+  assign a_tile_o    = ATileBits'(a_tile);
+  assign b_tile_o    = BTileBits'(b_tile);
+  assign acc_addr_o  = TNPU_ACC_ADDR_BITS'({acc_tile, r_q});
   assign acc_we_o    = active_q;
 
-  logic [InRowBits-1:0]  a_row;
-  logic [AccRowBits-1:0] dot;
-  assign a_row = a_tile_data_i[r_q*InRowBits +: InRowBits];
+  logic [TNPU_IN_ROW_WIDTH-1:0]  a_row;
+  logic [TNPU_ACC_ROW_WIDTH-1:0] dot;
+  assign a_row = a_tile_data_i[r_q*TNPU_IN_ROW_WIDTH +: TNPU_IN_ROW_WIDTH];
 
-  tinynpu_mac_array #(
-    .TILE (TNPU_TILE),
-    .IN_W (TNPU_INPUT_BITS),
-    .ACC_W(TNPU_ACC_BITS)
-  ) u_mac (
+  tinynpu_mac_array u_mac (
     .a_row_i (a_row),
     .b_tile_i(b_tile_data_i),
     .dot_o   (dot)
@@ -106,33 +109,81 @@ module tinynpu_tensor_unit #(
     assign comp_signal_o = signal_q;
     assign comp_idx_o    = idx_q;
   end else begin : g_delay
-    logic [Delay-1:0] v_q;
-    logic [3:0]       sig_q [0:Delay-1];
-    logic [IDX_W-1:0] id_q  [0:Delay-1];
-    always @(posedge clk_i or negedge rst_ni) begin
+    logic [Delay-1:0]         valid_q;
+    logic [TNPU_SIGNAL_W-1:0] sig_q [Delay];
+    logic [IdxW-1:0]          id_q  [Delay];
+    always_ff @(posedge clk_i or negedge rst_ni) begin
       if (!rst_ni) begin
         for (int d = 0; d < Delay; d++) begin
-          v_q[d]   <= 1'b0;
-          sig_q[d] <= '0;
-          id_q[d]  <= '0;
+          valid_q[d] <= 1'b0;
+          sig_q[d]   <= '0;
+          id_q[d]    <= '0;
         end
       end else begin
-        v_q[0]   <= last_cycle;
-        sig_q[0] <= signal_q;
-        id_q[0]  <= idx_q;
+        valid_q[0] <= last_cycle;
+        sig_q[0]   <= signal_q;
+        id_q[0]    <= idx_q;
         for (int d = 1; d < Delay; d++) begin
-          v_q[d]   <= v_q[d-1];
-          sig_q[d] <= sig_q[d-1];
-          id_q[d]  <= id_q[d-1];
+          valid_q[d] <= valid_q[d-1];
+          sig_q[d]   <= sig_q[d-1];
+          id_q[d]    <= id_q[d-1];
         end
       end
     end
-    assign comp_o        = v_q[Delay-1];
+    assign comp_o        = valid_q[Delay-1];
     assign comp_signal_o = sig_q[Delay-1];
     assign comp_idx_o    = id_q[Delay-1];
   end
 
-  always @(posedge clk_i or negedge rst_ni) begin
+  always_comb begin
+    active_d     = active_q;
+    accumulate_d = accumulate_q;
+    acc_t_d      = acc_t_q;
+    a_t_d        = a_t_q;
+    b_t_d        = b_t_q;
+    m_d          = m_q;
+    n_d          = n_q;
+    k_d          = k_q;
+    i_d          = i_q;
+    j_d          = j_q;
+    kk_d         = kk_q;
+    r_d          = r_q;
+    signal_d     = signal_q;
+    idx_d        = idx_q;
+    if (active_q) begin
+      r_d = r_q + 1'b1;
+      if (r_q == TNPU_TILE_BITS'(TNPU_TILE - 1)) begin
+        if (kk_q != k_q - 1'b1) kk_d = kk_q + 1'b1;
+        else begin
+          kk_d = '0;
+          if (j_q != n_q - 1'b1) j_d = j_q + 1'b1;
+          else begin
+            j_d = '0;
+            if (i_q != m_q - 1'b1) i_d = i_q + 1'b1;
+            else active_d = 1'b0;
+          end
+        end
+      end
+    end
+    if (start_i) begin
+      active_d     = 1'b1;
+      accumulate_d = head_accumulate;
+      acc_t_d      = head_acc_t;
+      a_t_d        = head_a_t;
+      b_t_d        = head_b_t;
+      m_d          = head_m;
+      n_d          = head_n;
+      k_d          = head_k;
+      i_d          = '0;
+      j_d          = '0;
+      kk_d         = '0;
+      r_d          = '0;
+      signal_d     = head_signal;
+      idx_d        = head_idx;
+    end
+  end
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
       active_q     <= 1'b0;
       accumulate_q <= 1'b0;
@@ -149,37 +200,20 @@ module tinynpu_tensor_unit #(
       signal_q     <= '0;
       idx_q        <= '0;
     end else begin
-      if (active_q) begin
-        r_q <= r_q + 1'b1;
-        if (r_q == RBits'(TNPU_TILE - 1)) begin
-          if (kk_q != k_q - 1'b1) kk_q <= kk_q + 1'b1;
-          else begin
-            kk_q <= '0;
-            if (j_q != n_q - 1'b1) j_q <= j_q + 1'b1;
-            else begin
-              j_q <= '0;
-              if (i_q != m_q - 1'b1) i_q <= i_q + 1'b1;
-              else active_q <= 1'b0;
-            end
-          end
-        end
-      end
-      if (start_o) begin
-        active_q     <= 1'b1;
-        accumulate_q <= word[TNPU_TMM_ACCUMULATE_LSB];
-        acc_t_q      <= word[TNPU_TMM_ACC_LSB +: TNPU_TMM_ACC_W];
-        a_t_q        <= word[TNPU_TMM_A_LSB +: TNPU_TMM_A_W];
-        b_t_q        <= word[TNPU_TMM_B_LSB +: TNPU_TMM_B_W];
-        m_q          <= word[TNPU_TMM_M_LSB +: TNPU_TMM_M_W];
-        n_q          <= word[TNPU_TMM_N_LSB +: TNPU_TMM_N_W];
-        k_q          <= word[TNPU_TMM_K_LSB +: TNPU_TMM_K_W];
-        i_q          <= '0;
-        j_q          <= '0;
-        kk_q         <= '0;
-        r_q          <= '0;
-        signal_q     <= word[TNPU_TMM_SIGNAL_LSB +: TNPU_TMM_SIGNAL_W];
-        idx_q        <= idx;
-      end
+      active_q     <= active_d;
+      accumulate_q <= accumulate_d;
+      acc_t_q      <= acc_t_d;
+      a_t_q        <= a_t_d;
+      b_t_q        <= b_t_d;
+      m_q          <= m_d;
+      n_q          <= n_d;
+      k_q          <= k_d;
+      i_q          <= i_d;
+      j_q          <= j_d;
+      kk_q         <= kk_d;
+      r_q          <= r_d;
+      signal_q     <= signal_d;
+      idx_q        <= idx_d;
     end
   end
 endmodule

@@ -7,34 +7,41 @@
 // value, so a token arriving in the cycle a start takes one nets out.
 `timescale 1ns / 1ps
 `default_nettype none
+`include "tinynpu_isa.vh"
 
-module tinynpu_tokens (
-  input  wire logic       clk_i,
-  input  wire logic       rst_ni,
-  // consume_i[dst*4 + src]: unit dst starts an instruction waiting on src.
-  input  wire logic [15:0] consume_i,
-  // signal_i[src*4 + dst]: unit src completes an instruction signalling dst.
-  input  wire logic [15:0] signal_i,
-  // avail_o[dst*4 + src]: channel src -> dst holds at least one token.
-  output logic      [15:0] avail_o,
-  output logic             overflow_o
+module tinynpu_tokens import tinynpu_isa_pkg::*; #(
+  localparam int N = TNPU_NUM_QUEUED_UNITS
+) (
+  input  wire logic         clk_i,
+  input  wire logic         rst_ni,
+  // consume_i[dst*N + src]: unit dst starts an instruction waiting on src.
+  input  wire logic [N*N-1:0] consume_i,
+  // signal_i[src*N + dst]: unit src completes an instruction signalling dst.
+  input  wire logic [N*N-1:0] signal_i,
+  // avail_o[dst*N + src]: channel src -> dst holds at least one token.
+  output logic      [N*N-1:0] avail_o,
+  output logic                overflow_o
 );
-  `include "tinynpu_isa.vh"
+  localparam int CountW = TNPU_TOKEN_BITS + 1;  // one spare value: see above
 
-  logic [TNPU_TOKEN_BITS:0] count_q [0:15];  // indexed src*4 + dst; the diagonal stays 0
-  logic [15:0] overflow;
-
-  for (genvar src = 0; src < 4; src++) begin : g_src
-    for (genvar dst = 0; dst < 4; dst++) begin : g_dst
-      localparam int Ch = src * 4 + dst;
-      logic sig, cons;
-      assign sig  = (src != dst) && signal_i[src*4+dst];
-      assign cons = (src != dst) && consume_i[dst*4+src];
-      assign overflow[Ch] = (count_q[Ch] - (TNPU_TOKEN_BITS + 1)'(cons)) > (TNPU_TOKEN_BITS + 1)'(TNPU_TOKEN_MAX);
-      assign avail_o[dst*4+src] = (count_q[Ch] != '0);
-      always @(posedge clk_i or negedge rst_ni) begin
-        if (!rst_ni) count_q[Ch] <= '0;
-        else if (sig != cons) count_q[Ch] <= sig ? count_q[Ch] + 1'b1 : count_q[Ch] - 1'b1;
+  logic [N*N-1:0] overflow;
+  for (genvar src = 0; src < N; src++) begin : g_src
+    for (genvar dst = 0; dst < N; dst++) begin : g_dst
+      if (src == dst) begin : g_self  // a unit never waits on or signals itself (checked at dispatch)
+        assign overflow[src*N+dst] = 1'b0;
+        assign avail_o[dst*N+src]  = 1'b0;
+      end else begin : g_channel
+        logic              sig, cons;
+        logic [CountW-1:0] count_d, count_q;
+        assign sig  = signal_i[src*N+dst];
+        assign cons = consume_i[dst*N+src];
+        assign overflow[src*N+dst] = (count_q - CountW'(cons)) > CountW'(TNPU_TOKEN_MAX);
+        assign avail_o[dst*N+src]  = (count_q != '0);
+        assign count_d = count_q + CountW'(sig) - CountW'(cons);
+        always_ff @(posedge clk_i or negedge rst_ni) begin
+          if (!rst_ni) count_q <= '0;
+          else count_q <= count_d;
+        end
       end
     end
   end

@@ -21,11 +21,15 @@ def test_committed_header_is_not_stale() -> None:
         "rtl/generated/tinynpu_isa.vh is stale: run `python -m tinynpu.isa.gen_verilog`")
 
 
+def _params(text: str) -> dict[str, str]:
+    return dict(re.findall(r"localparam int (\w+) *= (-?\d+);", text))
+
+
 def test_header_carries_isa_and_config_values() -> None:
     isa = load_isa()
     cfg = load_config("default", isa)
     text = generate_verilog(isa, cfg)
-    params = dict(re.findall(r"localparam int (\w+) = (-?\d+);", text))
+    params = _params(text)
     for instr in isa.instructions:
         name = instr.mnemonic.upper()
         assert int(params[f"TNPU_{name}_OPCODE"]) == instr.fixed_value("opcode")
@@ -45,9 +49,18 @@ def test_generator_is_a_pure_function_of_its_inputs() -> None:
     cfg = load_config("default", isa)
     assert generate_verilog(isa, cfg) == generate_verilog(isa, cfg)
     other = dataclasses.replace(cfg, dram_latency_cycles=37, queue_depth=3)
-    text = generate_verilog(isa, other)
-    assert "localparam int TNPU_DRAM_LATENCY = 37;" in text
-    assert "localparam int TNPU_QUEUE_DEPTH = 3;" in text
+    params = _params(generate_verilog(isa, other))
+    assert params["TNPU_DRAM_LATENCY"] == "37"
+    assert params["TNPU_QUEUE_DEPTH"] == "3"
+
+
+def test_unit_table_follows_each_instructions_unit() -> None:
+    """The dispatcher's instruction-to-unit table has one line per instruction, with its YAML unit."""
+    isa = load_isa()
+    text = generate_verilog(isa, load_config("default", isa))
+    table = re.findall(r"if \(\(word & TNPU_(\w+)_MASK\) == TNPU_\1_MATCH\) return \{1'b1, \d+'\(TNPU_UNIT_(\w+)\)\};",
+                       text)
+    assert table == [(i.mnemonic.upper(), i.unit.upper()) for i in isa.instructions]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -35,13 +35,15 @@
 /* verilator lint_off WIDTHEXPAND */
 /* verilator lint_off WIDTHTRUNC */
 /* verilator lint_off UNUSEDSIGNAL */
-module tinynpu_tb #(
+`include "tinynpu_isa.vh"
+module tinynpu_tb import tinynpu_isa_pkg::*; #(
   parameter int IMEM_AW = 16,
   parameter int IDX_W   = 16
 );
-  `include "tinynpu_isa.vh"
-  localparam int TagW      = IDX_W + 26;
-  localparam int WTagW     = IDX_W + 5;
+  // The widths of tinynpu_top's ports (see there).
+  localparam int N         = TNPU_NUM_QUEUED_UNITS;
+  localparam int TagW      = IDX_W + 1 + TNPU_SIGNAL_W + TNPU_LOAD_SCOPE_W + TNPU_LOAD_SP_ROW_W + TNPU_LOAD_COLS_W;
+  localparam int WTagW     = IDX_W + 1 + TNPU_SIGNAL_W;
   localparam int RowBytes  = TNPU_ROW_BYTES_MAX;
   localparam int RowW      = 8 * RowBytes;
   localparam int DramWords = TNPU_DRAM_BYTES / RowBytes;
@@ -55,33 +57,33 @@ module tinynpu_tb #(
   logic               rst_n = 1'b0;
   logic               imem_we = 1'b0;
   logic [IMEM_AW-1:0] imem_waddr = '0;
-  logic [127:0]       imem_wdata = '0;
+  logic [TNPU_WORD_BITS-1:0] imem_wdata = '0;
   logic [IMEM_AW:0]   prog_len = '0;
   logic               start = 1'b0;
   logic               busy, done, error;
   logic [3:0]         error_cause;
   logic [IDX_W-1:0]   error_pc;
-  logic [31:0]        cycles;
+  logic [TNPU_CYCLE_BITS-1:0] cycles;
   logic               rd_req_valid;
   logic               rd_resp_valid = 1'b0;
-  logic [31:0]        rd_req_addr;
-  logic [6:0]         rd_req_bytes;
+  logic [TNPU_LOAD_DRAM_W-1:0] rd_req_addr;
+  logic [TNPU_ROW_BYTES_BITS-1:0] rd_req_bytes;
   logic [TagW-1:0]    rd_req_tag, rd_resp_tag;
   logic [RowW-1:0]    rd_resp_data;
   logic               wr_req_valid;
   logic               wr_ack_valid = 1'b0;
-  logic [31:0]        wr_req_addr;
-  logic [6:0]         wr_req_bytes;
+  logic [TNPU_STORE_DRAM_W-1:0] wr_req_addr;
+  logic [TNPU_ROW_BYTES_BITS-1:0] wr_req_bytes;
   logic [RowW-1:0]    wr_req_data;
   logic [WTagW-1:0]   wr_req_tag, wr_ack_tag;
   logic               disp;
   logic [IDX_W-1:0]   disp_idx;
-  logic [3:0]         start_v, comp_v;
-  logic [4*IDX_W-1:0] start_idx, comp_idx;
+  logic [N-1:0]       start_v, comp_v;
+  logic [N*IDX_W-1:0] start_idx, comp_idx;
   logic               finished;
   assign finished = done || error;
 
-  tinynpu_top #(.IMEM_AW(IMEM_AW), .IDX_W(IDX_W)) u_top (
+  tinynpu_top #(.ImemAw(IMEM_AW), .IdxW(IDX_W)) u_top (
     .clk_i          (clk),
     .rst_ni         (rst_n),
     .imem_we_i      (imem_we),
@@ -247,7 +249,7 @@ module tinynpu_tb #(
       for (int i = 0; i < int'(prog_len); i++) trace_q[i] = '1;
     end else begin
       if (disp) trace_q[disp_idx][95:64] = cycles;
-      for (int u = 0; u < 4; u++) begin
+      for (int u = 0; u < N; u++) begin
         if (start_v[u]) trace_q[start_idx[u*IDX_W +: IDX_W]][63:32] = cycles;
         if (comp_v[u]) trace_q[comp_idx[u*IDX_W +: IDX_W]][31:0] = cycles + 1;
       end
@@ -255,7 +257,7 @@ module tinynpu_tb #(
   end
 
   // ---- one job ----------------------------------------------------------------------------------
-  logic [127:0] words_q [ImemWords];
+  logic [TNPU_WORD_BITS-1:0] words_q [ImemWords];
   longint       run_cycles = 0;
   longint       max_cycles = 0;
   logic         timed_out = 1'b0;
