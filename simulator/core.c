@@ -61,7 +61,7 @@ typedef struct {
   int32_t wide_times;                 /* 1: the timeline columns are int64, else uint32 */
   void *dispatch, *start, *end;
   int64_t stalls[MAX_UNITS][3];       /* token, in_flight_loads, dram_port */
-  int64_t control_stalls[2];          /* sync, queue_full */
+  int64_t control_stalls[2];          /* barrier (sync, halt), queue_full */
   int64_t cycles, executed;
   int32_t fault;
   int64_t fault_args[6];

@@ -39,7 +39,8 @@ synchronous hardware would do it):
   complete; the grant is final, so a user that becomes ready later waits
   behind one granted earlier even if the port was still busy then.
 * Dispatcher stalls (waiting for a full queue, or for completion before a
-  ``sync``/``halt``) are reported as stall cycles of the ``control`` unit.
+  ``sync``/``halt``) are reported as stall cycles of the ``control`` unit
+  (``queue_full`` and ``barrier``: a program without ``sync`` still waits once, at ``halt``).
   A queued unit's stall is ``s - max(d + 1, s(prev) + occ(prev))``, split in
   that order into ``token`` (waiting for producers), ``in_flight_loads``
   (``zero`` behind loads) and ``dram_port``; its own occupancy is busy time.
@@ -151,7 +152,7 @@ class _Ledger:
 
 
 UNIT_CAUSES = ("token", "in_flight_loads", "dram_port")  # a queued unit's stall causes, in attribution order
-CONTROL_CAUSES = ("sync", "queue_full")  # the dispatcher's
+CONTROL_CAUSES = ("barrier", "queue_full")  # the dispatcher's: at a sync or halt for all to complete; for queue room
 
 
 def unit_roles(dec: Decoded, nq: int) -> tuple[list[int], list[int]]:
@@ -353,7 +354,7 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
                     break
                 d = d_prev + 1
                 if timing and max_e > d:
-                    control_stalls["sync"] = control_stalls.get("sync", 0) + max_e - d
+                    control_stalls["barrier"] = control_stalls.get("barrier", 0) + max_e - d
                     d = max_e
                 if races is not None:
                     races.sync()

@@ -109,7 +109,7 @@ def test_sync_waits_for_completion() -> None:
     assert tl[1][0] == e0
     assert tl[2] == (e0 + 1, e0 + 2, e0 + 2 + LOAD_LAT)
     # sync waits from cycle 1 to e0; halt from d(load 2) + 1 to that load's completion
-    assert stats.stall_cycles["control"]["sync"] == (e0 - 1) + LOAD_LAT
+    assert stats.stall_cycles["control"]["barrier"] == (e0 - 1) + LOAD_LAT
 
 
 def test_zero_waits_for_loads_in_flight_and_alu_timing() -> None:
