@@ -12,11 +12,12 @@ compiler or simulator, then read the diff: the prose around the blocks
 quotes some of the numbers.
 
 Usage: ``python docs/tutorial/refresh.py [--check]`` (``--check``: exit 1
-if any block differs, without writing).
+if any block differs, without writing; ``--help``: the options).
 """
 
 from __future__ import annotations
 
+import argparse
 import re
 import subprocess
 import sys
@@ -37,8 +38,8 @@ def run(cmd: str) -> str:
 
 
 def shown(cmd: str) -> str:
-    """The command as the reader types it: one line per ``&&`` step, without output trimming."""
-    steps = [re.sub(r"\s*(\| head -\d+|>/dev/null)\s*$", "", step.strip()) for step in cmd.split("&&")]
+    """The command as the reader types it: one line per ``&&`` step, without the trimming filter or redirect."""
+    steps = [re.sub(r"\s*(\|[^|]*|>/dev/null)\s*$", "", step.strip()) for step in cmd.split("&&")]
     return "".join(f"$ {step}\n" for step in steps)
 
 
@@ -46,6 +47,7 @@ def stable(text: str) -> list[str]:
     return [line for line in text.splitlines() if not VOLATILE.search(line)]
 
 
+SUMMARY_RUNS = "tinynpu run matmul --m 1024 --n 1024 --k 1024"  # the steps the summary table compares
 SUMMARY = re.compile(r"(<!-- summary -->\n)(.*?)(<!-- /summary -->)", re.S)
 # What each step's schedule does, for the summary table (keyed by the `schedule` line of `tinynpu run`).
 STEPS = {
@@ -97,8 +99,16 @@ def summary(runs: list[str]) -> str:
     return "\n".join(rows) + "\n\n" + text + "\n"
 
 
-def main() -> int:
-    check = "--check" in sys.argv[1:]
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python docs/tutorial/refresh.py",
+        description="Re-run every command of docs/tutorial.md and paste its real output under it "
+        "(about two minutes: six 1024^3 runs and a tune).",
+    )
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 if any output block differs from a fresh run, without writing (default: rewrite "
+                             "docs/tutorial.md)")
+    check = parser.parse_args(argv).check
     text = TUTORIAL.read_text(encoding="utf-8")
     differ = []
 
@@ -114,7 +124,7 @@ def main() -> int:
 
     def fill_and_keep(match: re.Match[str]) -> str:
         block = fill(match)
-        if match.group("cmd").startswith("tinynpu run matmul"):
+        if match.group("cmd").startswith(SUMMARY_RUNS):
             runs.append(block[len(match.group(1)) :])
         return block
 
