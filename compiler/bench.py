@@ -41,12 +41,13 @@ def _gemm_row(m: int, n: int, k: int, *, out_dtype: str, check_races: bool, tria
     compiled = compile_matmul(m, n, k, out_dtype=out_dtype)
     compile_cpu = time.process_time() - cpu0  # the machine is shared: CPU time is the stable figure
     report = run_compiled(compiled, check_races=check_races)
-    out_bytes = 1 if out_dtype == "int8" else 4
+    in_bytes = cfg.elem_bytes("a_reg")
+    out_bytes = 1 if out_dtype == "int8" else cfg.elem_bytes("acc")
     t0 = time.perf_counter()
-    sampled = tune(m, n, k, cfg, in_bytes=1, out_bytes=out_bytes, trials=trials, seed=0)
+    sampled = tune(m, n, k, cfg, in_bytes=in_bytes, out_bytes=out_bytes, trials=trials, seed=0)
     search_s = time.perf_counter() - t0
     # The yardstick: the fastest tiling (model cycles) of the whole space tune samples from.
-    fastest = min(r.est.cycles for r in rank(m, n, k, cfg, tune_space(m, n, k, cfg), in_bytes=1,
+    fastest = min(r.est.cycles for r in rank(m, n, k, cfg, tune_space(m, n, k, cfg), in_bytes=in_bytes,
                                              out_bytes=out_bytes))
     return {
         "shape": [m, n, k],

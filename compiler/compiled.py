@@ -21,7 +21,7 @@ class Bounds:
         roofline_cycles: max(compute cycles, io_lower_bound_bytes / DRAM bytes per cycle).
         padding_ceiling: Useful MACs / MACs issued by the tmm instructions.
         useful_macs: MACs of the workload itself (M*N*K, or N*P*Q*K*C*R*S).
-        issued_macs: MACs the program issues (whole 16x16x16 steps).
+        issued_macs: MACs the program issues (whole T x T x T tile steps).
         bound_kind: ``"matmul"`` (the proven 2*M*N*K/sqrt(S) - 2S bound of bounds.py) or ``"compulsory"``.
     """
 

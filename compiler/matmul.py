@@ -13,7 +13,7 @@ from tinynpu.compiler.bounds import best_tiling_bytes, matmul_io_lower_bound, ro
 from tinynpu.compiler.compiled import Arrays, Bounds, Compiled
 from tinynpu.compiler.lower import lower_gemm
 from tinynpu.compiler.operands import DenseOperand, DenseOutput, Emitter
-from tinynpu.compiler.quant import requantize
+from tinynpu.compiler.quant import max_shift, requantize
 from tinynpu.compiler.schedule import Schedule, apply, from_tiling
 from tinynpu.compiler.search import auto_tiling
 from tinynpu.compiler.workload import DramAllocator, check_sizes, resolve_config, resolve_schedule
@@ -24,7 +24,7 @@ from tinynpu.isa import ArchConfig, load_isa
 def default_shift(k: int) -> int:
     """Requantization shift for int8 output of a depth-k int8 GEMM: ~3 sigma of uniform int8 data -> 127."""
     sigma = math.sqrt(k) * 74.0 * 74.0  # std of a sum of k products of uniform int8 values
-    return max(0, min(31, math.ceil(math.log2(3 * sigma / 127))))
+    return max(0, min(max_shift(), math.ceil(math.log2(3 * sigma / 127))))
 
 
 def compile_matmul(m: int, n: int, k: int, *, dtype: str = "int8", schedule: str | Schedule = "auto",

@@ -38,7 +38,7 @@ from tinynpu.compiler.compiled import Bounds, Compiled
 from tinynpu.compiler.lower import Bias, lower_gemm
 from tinynpu.compiler.operands import DenseOperand, DenseOutput, Emitter
 from tinynpu.compiler.quant import calibrate_shift, linear_int32, mlp_fp32_reference, mlp_int8_reference
-from tinynpu.compiler.schedule import Tiling, from_tiling
+from tinynpu.compiler.schedule import Tiling, from_tiling, require_a_fit
 from tinynpu.compiler.search import pick, rank
 from tinynpu.compiler.workload import DramAllocator, check_sizes, resolve_config
 from tinynpu.errors import UsageError
@@ -151,6 +151,7 @@ def _layer_tiling(layer: _Layer, cfg: ArchConfig) -> Tiling:
     tilings whose exact traffic equals ``best_tiling_bytes`` are ranked.
     """
     m, n, k, in_b, out_b = layer.m, layer.n, layer.k, layer.in_bytes, layer.out_bytes
+    require_a_fit(cfg, bias=True)
     space = list(tiling_space(m, n, k, cfg, bias=True))
     traffic = {t.key(): tiling_traffic(m, n, k, t, cfg, in_bytes=in_b, out_bytes=out_b, bias=True)
                for t in space}

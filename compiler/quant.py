@@ -17,13 +17,21 @@ quantizer calibrates on a representative batch.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from tinynpu.errors import UsageError
+from tinynpu.isa import load_isa
 
 INT8_MIN = -128
 INT8_MAX = 127
-MAX_SHIFT = 31  # the store's shift field is 5 bits (isa.yaml: store.shift, kind shift)
+
+
+@functools.cache
+def max_shift() -> int:
+    """The largest requantization shift: what the ``store`` instruction's ``shift`` field holds (isa.yaml)."""
+    return next(f.hi for f in load_isa().by_mnemonic["store"].fields if f.name == "shift")
 
 
 def wrap_int32(x: np.ndarray) -> np.ndarray:
@@ -43,8 +51,8 @@ def linear_int32(x: np.ndarray, w: np.ndarray, bias: np.ndarray) -> np.ndarray:
 
 def round_shift(x: np.ndarray, shift: int) -> np.ndarray:
     """Arithmetic shift right with rounding to nearest, ties toward +infinity, in int64."""
-    if not 0 <= shift <= MAX_SHIFT:
-        raise UsageError(f"requantization shift must be in 0..{MAX_SHIFT}, not {shift}.")
+    if not 0 <= shift <= max_shift():
+        raise UsageError(f"requantization shift must be in 0..{max_shift()}, not {shift}.")
     x64 = np.asarray(x, dtype=np.int64)
     return (x64 + ((1 << shift) >> 1)) >> shift
 
@@ -65,15 +73,15 @@ def calibrate_shift(acc: np.ndarray, *, relu: bool) -> int:
         relu: whether relu follows (then only positive values can saturate).
 
     Returns:
-        The shift in 0..31.
+        The shift in 0..:func:`max_shift`.
     """
-    for shift in range(MAX_SHIFT + 1):
+    for shift in range(max_shift() + 1):
         x = round_shift(acc, shift)
         if relu:
             x = np.maximum(x, 0)
         if x.size == 0 or (x.max() <= INT8_MAX and x.min() >= INT8_MIN):
             return shift
-    return MAX_SHIFT
+    return max_shift()
 
 
 def mlp_int8_reference(

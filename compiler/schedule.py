@@ -10,7 +10,7 @@ elements.  A schedule is a list of steps, each a JSON object with an ``op``:
 ``cache_read``            ``{"op": "cache_read", "tensor": "A", "scope": "a_reg"}``
 ``compute_at``            ``{"op": "compute_at", "stage": "A_reg", "loop": "k0"}``
 ``decompose_reduction``   ``{"op": "decompose_reduction", "loop": "k0", "init": "fill_zero" | "fold"}``
-``tensorize``             ``{"op": "tensorize", "loop": "i1", "intrinsic": "tmm16"}``
+``tensorize``             ``{"op": "tensorize", "loop": "i1", "intrinsic": "tmm16"}`` (``tmm<T>`` for tile edge T)
 ``double_buffer``         ``{"op": "double_buffer", "stage": "A_reg" | "B_reg" | "acc"}``
 
 Replaying a trace against a workload (:func:`apply`) yields a :class:`Tiling`,
@@ -23,6 +23,7 @@ an ``acc`` block of ``i1 x j1`` stays resident while ``k0`` streams ``A`` and
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,6 +153,11 @@ class Schedule:
         return "\n".join(lines)
 
 
+def intrinsic(cfg: ArchConfig) -> str:
+    """The tensor intrinsic's name in traces: ``tmm<T>`` for tile edge T (the course's ``tmm16`` at T = 16)."""
+    return f"tmm{cfg.tile}"
+
+
 def from_tiling(t: Tiling, cfg: ArchConfig, name: str = "auto") -> Schedule:
     """The trace that replays to ``t``."""
     e = cfg.tile
@@ -168,7 +174,7 @@ def from_tiling(t: Tiling, cfg: ArchConfig, name: str = "auto") -> Schedule:
         {"op": "cache_read", "tensor": "B", "scope": "b_reg"},
         {"op": "compute_at", "stage": "B_reg", "loop": "j0" if t.resident == "b" else "k0"},
         {"op": "decompose_reduction", "loop": "k0", "init": t.init},
-        {"op": "tensorize", "loop": "i1", "intrinsic": "tmm16"},
+        {"op": "tensorize", "loop": "i1", "intrinsic": intrinsic(cfg)},
     ]
     steps += [{"op": "double_buffer", "stage": stage} for stage, op in (("A_reg", "a"), ("B_reg", "b"))
               if t.buffers(op) == 2]
@@ -260,10 +266,11 @@ def apply(schedule: Schedule, *, m: int, n: int, k: int, cfg: ArchConfig, bias: 
                 raise _bad(i, s, 'expects loop "k0" and init "fold" or "fill_zero".')
             init = s["init"]
         elif op == "tensorize":
-            if s.get("intrinsic") != "tmm16" or s.get("loop") != "i1":
-                raise _bad(i, s, 'the only intrinsic is "tmm16", applied at loop "i1".')
+            if s.get("intrinsic") != intrinsic(cfg) or s.get("loop") != "i1":
+                raise _bad(i, s, f'the only intrinsic of config {cfg.name!r} (tile edge {e}) is '
+                                 f'"{intrinsic(cfg)}", applied at loop "i1".')
             if init is None:
-                raise _bad(i, s, "decompose_reduction must come before tensorize (tmm16 is an update).")
+                raise _bad(i, s, f"decompose_reduction must come before tensorize ({intrinsic(cfg)} is an update).")
             tensorized = True
         elif op == "double_buffer":
             if s.get("stage") not in ("A_reg", "B_reg", "acc"):
@@ -277,7 +284,7 @@ def apply(schedule: Schedule, *, m: int, n: int, k: int, cfg: ArchConfig, bias: 
         raise UsageError(
             f"schedule {schedule.name!r} ({n_steps} steps) is incomplete: it must split i, j and k, reorder, "
             "stage A, B and C in a_reg, b_reg and acc with compute_at, decompose the reduction and tensorize "
-            "onto tmm16."
+            f"onto {intrinsic(cfg)}."
         )
     resident = "a" if at.get("A_reg") == "i0" else "b" if at.get("B_reg") == "j0" else "none"
     if resident == "none" and ("A_reg" in double) != ("B_reg" in double):
@@ -307,8 +314,16 @@ def buffer_rows(t: Tiling, cfg: ArchConfig, *, bias: bool = False, k: int | None
             "acc": t.acc_buffers * acc_block}
 
 
+@functools.cache
+def max_block_tiles() -> int:
+    """The most tile rows one ``tmm`` covers (its ``m`` field): the lowering issues ``m = bm, n = k = 1``."""
+    return next(f.hi for f in load_isa().by_mnemonic["tmm"].fields if f.name == "m")
+
+
 def fits(t: Tiling, cfg: ArchConfig, *, bias: bool = False, k: int | None = None) -> bool:
-    return all(rows <= cfg.rows(key) for key, rows in buffer_rows(t, cfg, bias=bias, k=k).items())
+    """Whether the lowering of ``t`` fits every scope and the ``tmm`` instruction's fields."""
+    return t.bm <= max_block_tiles() and all(
+        rows <= cfg.rows(key) for key, rows in buffer_rows(t, cfg, bias=bias, k=k).items())
 
 
 def check_fits(t: Tiling, cfg: ArchConfig, *, bias: bool = False, k: int | None = None) -> None:
@@ -320,14 +335,27 @@ def check_fits(t: Tiling, cfg: ArchConfig, *, bias: bool = False, k: int | None 
             raise UsageError(
                 f"the schedule's tiles do not fit scope {key!r}: tiling bm={t.bm}, bn={t.bn}, bk={t.bk} "
                 f"tiles (double_buffer={t.double_buffer}, acc_buffers={t.acc_buffers}, resident={t.resident}) "
-                "needs "
-                f"{rows * per_row} bytes "
-                f"({rows} rows) but {key} has {have * per_row} bytes ({have} rows) in config {cfg.name!r}."
+                f"needs {rows * per_row} bytes ({rows} rows) but {key} has {have * per_row} bytes ({have} rows) "
+                f"in config {cfg.name!r}."
             )
-    field_max = min(f.hi for f in load_isa().by_mnemonic["tmm"].fields if f.name in ("m", "n", "k"))
-    if max(t.bm, t.bn, t.bk) > field_max:
-        raise UsageError(f"tiling bm={t.bm}, bn={t.bn}, bk={t.bk} exceeds the tmm count fields "
-                         f"({field_max}).")
+    if t.bm > max_block_tiles():
+        raise UsageError(f"tiling bm={t.bm} exceeds the {max_block_tiles()} tile rows one tmm covers "
+                         "(its m field).")
 
 
-__all__ = ["Schedule", "Step", "Tiling", "apply", "buffer_rows", "check_fits", "fits", "from_tiling", "naive"]
+def require_a_fit(cfg: ArchConfig, *, bias: bool = False) -> None:
+    """Raise unless the smallest tiling (one tile per buffer, single buffers) fits ``cfg``'s scopes.
+
+    Raises:
+        UsageError: naming the scope that cannot hold one tile per buffer, with rows needed and available.
+    """
+    smallest = Tiling(bm=1, bn=1, bk=1, double_buffer=False)
+    for key, rows in buffer_rows(smallest, cfg, bias=bias).items():
+        if rows > cfg.rows(key):
+            what = "one output tile and its bias rows" if key == "acc" and bias else "one tile"
+            raise UsageError(f"no tiling fits config {cfg.name!r}: scope {key} has {cfg.rows(key)} rows, but "
+                             f"{what} of edge {cfg.tile} need {rows}.")
+
+
+__all__ = ["Schedule", "Step", "Tiling", "apply", "buffer_rows", "check_fits", "fits", "from_tiling", "intrinsic",
+           "max_block_tiles", "naive", "require_a_fit"]

@@ -20,7 +20,7 @@ from typing import Any
 
 from tinynpu.compiler.bounds import resident_panels
 from tinynpu.compiler.cost import Estimate, estimate
-from tinynpu.compiler.schedule import Tiling, fits
+from tinynpu.compiler.schedule import Tiling, fits, require_a_fit
 from tinynpu.intmath import ceil_div
 from tinynpu.isa import ArchConfig
 
@@ -96,7 +96,12 @@ def _auto_space(m: int, n: int, k: int, cfg: ArchConfig, *, bias: bool) -> Itera
 
 def auto_tiling(m: int, n: int, k: int, cfg: ArchConfig, *, in_bytes: int, out_bytes: int,
                 bias: bool = False) -> Ranked:
-    """The ``auto`` schedule: the model's best over the (pruned) exhaustive space."""
+    """The ``auto`` schedule: the model's best over the (pruned) exhaustive space.
+
+    Raises:
+        UsageError: not even one tile per buffer fits the config's scopes.
+    """
+    require_a_fit(cfg, bias=bias)
     return pick(rank(m, n, k, cfg, _auto_space(m, n, k, cfg, bias=bias), in_bytes=in_bytes,
                      out_bytes=out_bytes, bias=bias))
 
@@ -158,7 +163,11 @@ def tune(m: int, n: int, k: int, cfg: ArchConfig, *, in_bytes: int, out_bytes: i
     """Sample ``trials`` tilings by perfect-tile sampling, rank them with the model.
 
     Deterministic for a given ``seed``.  ``progress`` shows a tqdm bar on stderr.
+
+    Raises:
+        UsageError: not even one tile per buffer fits the config's scopes.
     """
+    require_a_fit(cfg, bias=bias)
     e = cfg.tile
     mt, nt, kt = ceil_div(m, e), ceil_div(n, e), ceil_div(k, e)
     acc_tiles = cfg.rows("acc") // e
@@ -188,8 +197,8 @@ def tune(m: int, n: int, k: int, cfg: ArchConfig, *, in_bytes: int, out_bytes: i
             bar.update(1)
     if bar is not None:
         bar.close()
-    if not seen:  # nothing sampled fit: fall back to the smallest tiling, which always fits
-        t = Tiling(bm=1, bn=1, bk=1)
+    if not seen:  # nothing sampled fit: fall back to the smallest tiling, which require_a_fit checked
+        t = Tiling(bm=1, bn=1, bk=1, double_buffer=False)
         seen[t.key()] = Ranked(t, estimate(m, n, k, t, cfg, in_bytes=in_bytes, out_bytes=out_bytes,
                                            bias=bias))
     ranked = sorted(seen.values(), key=_score)

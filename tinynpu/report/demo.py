@@ -118,8 +118,8 @@ def run_demo(out: Path, *, size: int, config: str, force: bool, as_json: bool) -
         quiet=as_json,
     )
     say(
-        f"  naive = the course's seed loop, {tiles**3:,} tmm16 steps each with two tile loads: the longest "
-        "step (about ten seconds at 1024^3, most of it compiling 800K instructions).",
+        f"  naive = the course's seed loop, {tiles**3:,} tmm{cfg.tile} steps each with two tile loads: the "
+        "longest step (about ten seconds at 1024^3, most of it compiling 800K instructions).",
         quiet=as_json,
     )
     results: dict[str, Result] = {}
