@@ -18,6 +18,7 @@ from tinynpu.errors import SpecError
 from tinynpu.isa import Field, Instruction, Isa
 
 SP_KINDS = ("sp_row", "sp_tile")
+UNITS_NONE = "none"  # how assembly writes an empty wait/signal mask
 
 _POSITIONAL = re.compile(r"^(\[)?\{(\w+)\}(\])?$")
 _OPTION = re.compile(r"^(\w+)=\{(\w+)\}$")
@@ -113,4 +114,4 @@ def syntax_table(isa: Isa) -> dict[str, Syntax]:
     return {instr.mnemonic: _build(instr) for instr in isa.instructions}
 
 
-__all__ = ["SP_KINDS", "Operand", "Syntax", "syntax_table"]
+__all__ = ["SP_KINDS", "UNITS_NONE", "Operand", "Syntax", "syntax_table"]

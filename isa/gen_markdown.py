@@ -30,7 +30,7 @@ def _range(fld: Field, tile_note: bool) -> str:
     return text
 
 
-def _encoding_table(isa: Isa, instr: Instruction) -> list[str]:
+def _encoding_table(instr: Instruction) -> list[str]:
     """Bit ranges of the 128-bit word from the most significant end, fields and fixed bits together."""
     pieces: list[tuple[int, int, str, str]] = [
         (f.msb, f.lsb, f.name, "field") for f in instr.fields
@@ -87,7 +87,7 @@ def _instruction(isa: Isa, instr: Instruction) -> list[str]:
            f"Unit **{instr.unit}**, timing class **{instr.timing}**, stats class **{instr.stats}**, {ident} "
            f"(match `{instr.match:#x}` under mask `{instr.mask:#x}`).", "",
            instr.description.strip(), "", "Assembly:", "", "```asm", instr.assembly, "```", "",
-           "Encoding:", "", *_diagram(isa, instr), "", *_encoding_table(isa, instr), ""]
+           "Encoding:", "", *_diagram(isa, instr), "", *_encoding_table(instr), ""]
     if instr.fields:
         out += ["Fields:", "", *_field_table(isa, instr), ""]
     out += ["Semantics:", "", "```python", instr.semantics.rstrip(), "```", ""]

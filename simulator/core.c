@@ -20,7 +20,7 @@
 
 #define MAX_UNITS 8       /* queued units (ids 0..nq-1) */
 #define MAX_OPS 64        /* opcode indices */
-#define MAX_OPERANDS 8    /* decode.N_OPERANDS */
+#define MAX_OPERANDS 8    /* Isa.max_operands at most */
 #define MAX_RES 9         /* scratchpad scopes plus DRAM */
 #define PRUNE_AT 16       /* hazards._PRUNE_AT */
 
@@ -161,7 +161,7 @@ static inline Access *log_at(const Log *g, int64_t x) { return &g->a[(g->head + 
 
 /* ---- operands ---------------------------------------------------------------------------------------- */
 
-/* decode.Decoded.values for one instruction: its operands in decode.OPERANDS order. */
+/* decode.Decoded.values for one instruction: its operands in the instruction's operand order. */
 static void operands(const Run *R, int64_t i, int op, int64_t *x) {
   unsigned __int128 w = ((unsigned __int128)R->hi[i] << 64) | R->lo[i];
   for (int c = 0; c < MAX_OPERANDS; c++) {
@@ -454,7 +454,7 @@ static int start_instr(Sim *S, int u, int64_t s) {
   int op = R->op[i], kind = op;
   int64_t occ = R->occ[i], lat = R->lat[i], beats = R->beats[i], d = dispatched_at(R, i);
   if (R->races) {
-    S->clock[u][u]++; /* RaceChecker.begin */
+    S->clock[u][u]++; /* a new epoch of unit u, as timing.start_instr */
     R->remaining[u]--;
   }
   int64_t base = d + 1 > S->free_at[u] ? d + 1 : S->free_at[u];

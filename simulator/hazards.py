@@ -64,11 +64,6 @@ class RaceChecker:
         self.describe = describe
 
     # --- clocks -------------------------------------------------------------------------------------
-    def begin(self, unit: int, index: int) -> None:
-        """Instruction ``index`` of ``unit`` starts: a new epoch."""
-        self.clock[unit][unit] += 1
-        self.remaining[unit] -= 1
-
     def token(self, unit: int) -> list[int]:
         """The clock a signal from ``unit``'s current instruction carries."""
         return list(self.clock[unit])
@@ -102,7 +97,7 @@ class RaceChecker:
                 if entry[0] <= seen:
                     break
                 if (write or entry[3]) and lo < entry[2] and entry[1] < hi:
-                    where = self._confirm(res, lo, hi, fp, entry)
+                    where = self._confirm(res, lo, fp, entry)
                     if where is not None:
                         self._race(index, entry, write, where)
         own = logs[unit]
@@ -114,7 +109,7 @@ class RaceChecker:
             # a log that stays long (its readers synchronize rarely) is pruned geometrically less often
             limits[unit] = max(_PRUNE_AT, 2 * len(own))
 
-    def _confirm(self, res: int, lo: int, hi: int, fp: Footprint | None, entry: _Entry) -> str | None:
+    def _confirm(self, res: int, lo: int, fp: Footprint | None, entry: _Entry) -> str | None:
         if res != DRAM:
             return self.place(res, max(lo, entry[1]))
         assert fp is not None and entry[5] is not None

@@ -32,8 +32,9 @@ from tinynpu.isa.gen_c import CORE_HEADER_PATH, generate_core_header
 from tinynpu.simulator.decode import Decoded
 from tinynpu.simulator.faults import SimFault
 from tinynpu.simulator.hazards import DRAM, RaceChecker, race_fault
+from tinynpu.simulator.messages import Messages
 from tinynpu.simulator.semantics import State
-from tinynpu.simulator.timing import CONTROL_CAUSES, UNIT_CAUSES, Messages, RunResult, timeline_columns, unit_roles
+from tinynpu.simulator.timing import CONTROL_CAUSES, UNIT_CAUSES, RunResult, timeline_columns, unit_roles
 
 SOURCE = Path(__file__).with_name("core.c")
 

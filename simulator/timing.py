@@ -58,8 +58,9 @@ import numpy as np
 
 from tinynpu.isa import ArchConfig, Isa
 from tinynpu.simulator.decode import Decoded
-from tinynpu.simulator.faults import SimFault, where
+from tinynpu.simulator.faults import SimFault
 from tinynpu.simulator.hazards import RaceChecker
+from tinynpu.simulator.messages import Messages
 from tinynpu.simulator.semantics import State
 
 _CHUNK = 1 << 12
@@ -268,7 +269,7 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
         nonlocal max_e, port_free
         i, op, u, wait, sig, occ, lat, beats, x, d, _ = entry
         if races is not None:
-            rc_clock[u][u] += 1  # RaceChecker.begin: a new epoch of unit u
+            rc_clock[u][u] += 1  # a new epoch of unit u (its own clock component; see hazards)
             rc_remaining[u] -= 1
         if timing:
             base = d + 1
@@ -470,57 +471,4 @@ def _deadlock(pend: list[deque[list]], chan: list[list[deque]], bits: list[tuple
     return msg.no_progress(pc)
 
 
-class Messages:
-    """The scheduler's fault messages, shared by this core and the native one (:mod:`native`)."""
-
-    def __init__(self, isa: Isa, cfg: ArchConfig, dec: Decoded, limit: int) -> None:
-        self.isa, self.cfg, self.dec, self.limit = isa, cfg, dec, limit
-        self.names = {u.id: u.name for u in isa.units}
-        self._mnemonics = [ins.mnemonic for ins in isa.instructions]
-
-    def describe(self, i: int) -> str:
-        return where(i, self._mnemonics[int(self.dec.op[i])], self.isa.word_bytes)
-
-    def overflow(self, v: int, u: int, j: int, i: int) -> SimFault:
-        """Token ``j`` of channel v->u, signalled by instruction ``i``, overflows the channel."""
-        names = self.names
-        return SimFault(
-            f"token channel {names[v]}->{names[u]} overflows: {self.describe(i)} signals its token "
-            f"#{j} while the channel already holds tokens.max_count = {self.cfg.token_max_count} unconsumed "
-            f"tokens (config {self.cfg.name!r}); make {names[u]} consume them sooner or signal less.", index=i)
-
-    def limit_start(self, i: int, e: int) -> SimFault:
-        return SimFault(f"the program did not halt within the cycle limit of {self.limit} cycles: "
-                        f"{self.describe(i)} would complete at cycle {e} (raise --max-cycles or "
-                        "limits.max_cycles if the program is meant to run this long).", index=i)
-
-    def limit_halt(self, i: int, d: int) -> SimFault:
-        return SimFault(f"the program did not halt within the cycle limit of {self.limit} cycles "
-                        f"({self.describe(i)} at cycle {d}).", index=i)
-
-    def limit_dispatch(self, i: int, d: int) -> SimFault:
-        return SimFault(f"the program did not halt within the cycle limit of {self.limit} cycles "
-                        f"(dispatching {self.describe(i)} at cycle {d}).", index=i)
-
-    def never_halts(self) -> SimFault:
-        last = self.dec.n_exec - 1
-        return SimFault(f"the program never halts: it ran past its last instruction "
-                        f"({self.describe(last) if last >= 0 else 'an empty program'}) without reaching a "
-                        "halt; end it with `halt`.", index=max(last, 0))
-
-    def deadlock(self, i: int, u: int, v: int, pc: int) -> SimFault:
-        """Instruction ``i``, the head of unit ``u``, waits on the empty channel v->u."""
-        names = self.names
-        disp = (f"the dispatcher is stuck before {self.describe(pc)} (it waits for a queue slot or for "
-                f"completion, queue depth {self.cfg.queue_depth})" if pc < self.dec.n_exec
-                else "every instruction is dispatched")
-        return SimFault(
-            f"deadlock: {self.describe(i)} on unit {names[u]} waits on token channel "
-            f"{names[v]}->{names[u]}, which holds no token, and no instruction that can still run "
-            f"will signal it; {disp}.", index=i)
-
-    def no_progress(self, pc: int) -> SimFault:
-        return SimFault(f"deadlock: no unit can make progress at {self.describe(pc)}.", index=pc)
-
-
-__all__ = ["CONTROL_CAUSES", "UNIT_CAUSES", "Messages", "RunResult", "schedule", "timeline_columns", "unit_roles"]
+__all__ = ["CONTROL_CAUSES", "UNIT_CAUSES", "RunResult", "schedule", "timeline_columns", "unit_roles"]
