@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -123,8 +124,8 @@ def _verilog(args: argparse.Namespace) -> int:
     isa = load_isa(Path(args.isa))
     cfg = load_config(args.config, isa)
     text = generate_verilog(isa, cfg)
-    output = args.output or RTL_HEADER_PATH
-    if str(output) == "-":
+    output = args.output
+    if output == "-":
         print(text, end="")
         return 0
     first_line = text.splitlines()[0] if text else ""
@@ -144,31 +145,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     check.add_argument("--json", action="store_true", help="print one JSON object")
     check.set_defaults(handler=_check)
 
-    doc = sub.add_parser("doc", help="generate the Markdown ISA reference")
-    doc.add_argument("--isa", default=str(DEFAULT_ISA_PATH), help=ISA_HELP)
-    doc.add_argument("-o", "--output", default=str(ISA_MD_PATH), help="output file, - for stdout "
-                     "(default: isa/generated/ISA.md)")
-    doc.add_argument("--check", action="store_true", help=CHECK_HELP)
-    doc.add_argument("--force", action="store_true", help=FORCE_HELP)
-    doc.set_defaults(handler=_doc)
-
-    ch = sub.add_parser("cheader", help="generate the native simulator core's C header (instruction kinds, "
-                        "access table)")
-    ch.add_argument("--isa", default=str(DEFAULT_ISA_PATH), help=ISA_HELP)
-    ch.add_argument("-o", "--output", default=str(CORE_HEADER_PATH), help="output file, - for stdout "
-                    "(default: simulator/generated/tinynpu_core.h)")
-    ch.add_argument("--check", action="store_true", help=CHECK_HELP)
-    ch.add_argument("--force", action="store_true", help=FORCE_HELP)
-    ch.set_defaults(handler=_cheader)
-
-    ver = sub.add_parser("verilog", help="generate the Verilog ISA header for rtl/")
-    ver.add_argument("--isa", default=str(DEFAULT_ISA_PATH), help=ISA_HELP)
+    _generator(sub, "doc", "generate the Markdown ISA reference", ISA_MD_PATH, "isa/generated/ISA.md", _doc)
+    _generator(sub, "cheader", "generate the native simulator core's C header (instruction kinds, access table)",
+               CORE_HEADER_PATH, "simulator/generated/tinynpu_core.h", _cheader)
+    ver = _generator(sub, "verilog", "generate the Verilog ISA header for rtl/", RTL_HEADER_PATH,
+                     "rtl/generated/tinynpu_isa.vh", _verilog)
     ver.add_argument("--config", default="default", metavar="NAME|FILE", help="config (default: default)")
-    ver.add_argument("-o", "--output", default=None, help="output file, - for stdout "
-                     "(default: rtl/generated/tinynpu_isa.vh)")
-    ver.add_argument("--check", action="store_true", help=CHECK_HELP)
-    ver.add_argument("--force", action="store_true", help=FORCE_HELP)
-    ver.set_defaults(handler=_verilog)
+
+
+def _generator(sub: argparse._SubParsersAction, name: str, what: str, default: Path, shown: str,
+               handler: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
+    """A generator command: --isa, -o (``-`` for stdout), --check, --force."""
+    parser = sub.add_parser(name, help=what)
+    parser.add_argument("--isa", default=str(DEFAULT_ISA_PATH), help=ISA_HELP)
+    parser.add_argument("-o", "--output", default=str(default), help=f"output file, - for stdout (default: {shown})")
+    parser.add_argument("--check", action="store_true", help=CHECK_HELP)
+    parser.add_argument("--force", action="store_true", help=FORCE_HELP)
+    parser.set_defaults(handler=handler)
+    return parser
 
 
 __all__ = ["register"]
