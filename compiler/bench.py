@@ -12,11 +12,12 @@ which.
 from __future__ import annotations
 
 import json
+import statistics
 import time
 from typing import Any
 
 from tinynpu.compiler.conv2d import compile_conv2d
-from tinynpu.compiler.conv_shape import RESNET50_CONVS
+from tinynpu.compiler.conv_shape import RESNET50_CONVS, ConvShape
 from tinynpu.compiler.matmul import compile_matmul
 from tinynpu.compiler.run import run_compiled
 from tinynpu.compiler.search import rank, tune, tune_space
@@ -32,7 +33,8 @@ QUICK_CONVS = [(1, 3, 32, 32, 16, 3, 3, 1, 1), (1, 64, 14, 14, 64, 1, 1, 1, 0)]
 
 TARGETS = {"gemm_util_over_ceiling": 0.90, "gemm_traffic_over_best": 1.10, "seed_util": 0.95,
            "seed_traffic_over_best": 1.05, "conv_util_over_ceiling": 0.80, "search_gap": 0.03,
-           "search_seconds": 10.0, "compile_seconds_seed": 1.0}
+           "search_seconds": 10.0, "compile_seconds_seed": 1.0, "compile_instructions_per_second": 1e6,
+           "design_point_seconds": 0.2}
 
 
 def _gemm_row(m: int, n: int, k: int, *, out_dtype: str, check_races: bool, trials: int) -> dict[str, Any]:
@@ -105,6 +107,22 @@ def _conv_row(shape: tuple[int, ...], *, out_dtype: str, check_races: bool) -> d
     }
 
 
+_CONV_FIELDS = ("n", "c", "h", "w", "k", "r", "s", "stride", "pad")
+
+
+def _design_point(layers: list[ConvShape], *, quiet: bool) -> dict[str, Any]:
+    """CPU seconds to compile and simulate each conv layer (no verification, races off), as a sweep would."""
+    seconds = []
+    for shape in progress(layers, desc="design points (compile + simulate)", quiet=quiet, unit="layer"):
+        cpu0 = time.process_time()
+        compiled = compile_conv2d(shape.n, shape.c, shape.h, shape.w, shape.k, shape.r, shape.s,
+                                  stride=shape.stride, pad=shape.pad)
+        run_compiled(compiled, check_races=False, verify=False)
+        seconds.append(time.process_time() - cpu0)
+    return {"layers": [list(sh.kwargs().values()) for sh in layers], "seconds": seconds,
+            "median_seconds": statistics.median(seconds)}
+
+
 def run_bench(*, quick: bool = False, as_json: bool = False, check_races: bool = False,
               out_dtype: str = "int8") -> int:
     """Run the suite and print the table (or one JSON object)."""
@@ -115,17 +133,23 @@ def run_bench(*, quick: bool = False, as_json: bool = False, check_races: bool =
         rows.append(_gemm_row(*shape, out_dtype=out_dtype, check_races=check_races, trials=trials))
     seed_shape = gemms[0]
     with step(f"the naive seed schedule {seed_shape}", quiet=as_json):
+        cpu0 = time.process_time()
         naive_c = compile_matmul(*seed_shape, schedule="naive", out_dtype=out_dtype)
+        naive_cpu = time.process_time() - cpu0
         naive_r = run_compiled(naive_c, check_races=check_races)
     seed = {"shape": list(seed_shape), "naive_cycles": naive_r["cycles"], "auto_cycles": rows[0]["cycles"],
             "speedup": naive_r["cycles"] / rows[0]["cycles"], "naive_dram_bytes": naive_r["dram_bytes"],
             "auto_dram_bytes": rows[0]["dram_bytes"], "utilization": rows[0]["utilization"],
             "traffic_over_best": rows[0]["traffic_over_best"], "compile_seconds": rows[0]["compile_seconds"],
-            "compile_cpu_seconds": rows[0]["compile_cpu_seconds"]}
+            "compile_cpu_seconds": rows[0]["compile_cpu_seconds"],
+            "naive_instructions": len(naive_c.program.words), "naive_compile_cpu_seconds": naive_cpu,
+            "compile_instructions_per_second": len(naive_c.program.words) / naive_cpu}
     convs: list[dict[str, Any]] = []
     resnet = [tuple(sh.kwargs().values()) for sh in RESNET50_CONVS]
     for conv_shape in progress(QUICK_CONVS if quick else resnet, desc="conv2d layers", quiet=as_json, unit="layer"):
         convs.append(_conv_row(conv_shape, out_dtype=out_dtype, check_races=check_races))
+    layers = [ConvShape(**dict(zip(_CONV_FIELDS, sh, strict=True))) for sh in (QUICK_CONVS if quick else resnet)]
+    design = _design_point(layers, quiet=as_json)
     g_ok = all(r["util_over_ceiling"] >= TARGETS["gemm_util_over_ceiling"]
                and r["traffic_over_best"] <= TARGETS["gemm_traffic_over_best"] for r in rows)
     s_ok = (seed["utilization"] >= TARGETS["seed_util"]
@@ -143,9 +167,12 @@ def run_bench(*, quick: bool = False, as_json: bool = False, check_races: bool =
         "gemm": rows,
         "seed": seed,
         "conv": convs,
+        "design_point": design,
         "targets": TARGETS,
         "target_lines": [],
-        "met": {"gemm": g_ok, "seed": s_ok, "search": search_ok, "conv": c_ok if convs else None},
+        "met": {"gemm": g_ok, "seed": s_ok, "search": search_ok, "conv": c_ok if convs else None,
+                "compile_rate": seed["compile_instructions_per_second"] >= TARGETS["compile_instructions_per_second"],
+                "design_point": design["median_seconds"] <= TARGETS["design_point_seconds"]},
     }
     result["target_lines"] = target_lines(result)
     if as_json:
@@ -189,6 +216,12 @@ def _print_table(r: dict[str, Any]) -> None:
                   f"{c['traffic_over_io_bound']:6.3f} {c['host_traffic_bytes'] / 2**10:6.1f}Ki")
         print(f"(conv I/O bound: {r['conv'][0]['io_bound_kind']}; "
               "conv ceiling = the im2col-equivalent GEMM's)")
+    d = r["design_point"]
+    print(f"\ncost per design point: naive {shape_label(s['shape'])} compiled (schedule + lowering + encoding) "
+          f"at {s['compile_instructions_per_second']:,.0f} instructions/s ({s['naive_instructions']:,} "
+          f"instructions in {s['naive_compile_cpu_seconds']:.2f} s CPU); compile + simulate (no verification, "
+          f"races off) of each of {len(d['seconds'])} conv layers: median {d['median_seconds']:.3f} s CPU "
+          f"(fastest {min(d['seconds']):.3f} s, slowest {max(d['seconds']):.3f} s)")
     print()
     for line in target_lines(r):
         print(line)
@@ -199,10 +232,14 @@ QUICK_NOTE = ("--quick runs small shapes, where the fixed costs (DRAM latency, f
               "while the full suite meets it: --quick is a smoke test; run without --quick to check the targets")
 
 
+def shape_label(shape: list[int]) -> str:
+    return "x".join(map(str, shape))
+
+
 def target_lines(r: dict[str, Any]) -> list[str]:
     """One line per target: what it is, the figure measured in this run, and met or not met."""
     t, rows, seed, convs = r["targets"], r["gemm"], r["seed"], r["conv"]
-    shape = "x".join(map(str, seed["shape"]))
+    shape = shape_label(seed["shape"])
     checks = [
         (f"GEMM utilization >= {t['gemm_util_over_ceiling']:.0%} of the padding ceiling on every shape",
          min(g["util_over_ceiling"] for g in rows), ">=", t["gemm_util_over_ceiling"], "worst {:.2%}", True),
@@ -218,6 +255,15 @@ def target_lines(r: dict[str, Any]) -> list[str]:
          max(g["search_gap"] for g in rows), "<=", t["search_gap"], "worst {:.2%}", False),
         (f"search <= {t['search_seconds']:g} s per shape", max(g["search_seconds"] for g in rows), "<=",
          t["search_seconds"], "slowest {:.2f} s", False),
+    ]
+    design = r["design_point"]
+    checks += [
+        (f"naive {shape} compile >= {t['compile_instructions_per_second']:,.0f} instructions/s (CPU)",
+         seed["compile_instructions_per_second"], ">=", t["compile_instructions_per_second"],
+         "{:,.0f} instructions/s", False),
+        (f"compile + simulate of a conv layer (no verification, races off), median over the layers "
+         f"<= {t['design_point_seconds']:g} s CPU", design["median_seconds"], "<=", t["design_point_seconds"],
+         "{:.3f} s", False),
     ]
     if convs:
         checks.append((f"conv utilization >= {t['conv_util_over_ceiling']:.0%} of the im2col GEMM's padding "

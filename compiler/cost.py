@@ -78,23 +78,34 @@ def estimate(m: int, n: int, k: int, t: Tiling, cfg: ArchConfig, *, in_bytes: in
         key = (rows_a if la else -rows_a, rows_b if lb else -rows_b, ni, nj)
         if key in cache:
             return cache[key]
-        cycles = 0
-        loads = [load_beats(rows_a, min(t.bk, kt - k0), k0) * la
-                 + load_beats(rows_b, min(t.bk, kt - k0), k0) * lb
-                 for k0 in chunk_starts]
-        for c, k0 in enumerate(chunk_starts):
-            comp = ni * nj * min(t.bk, kt - k0) * interval
-            if t.double_buffer:
-                nxt = loads[c + 1] if c + 1 < len(loads) else loads[0]
-                # Two buffers: chunk g+1's loads start when chunk g-1's tmm ends and must land
-                # (plus DRAM latency) before chunk g+1 computes, so one period spans two chunks.
-                cycles += max(comp, nxt, (comp + nxt + lat + cfg.tmm_latency_cycles + 1) // 2)
-            else:
-                cycles += comp + loads[c] + lat + cfg.tmm_latency_cycles
+        # Every chunk but the last is a full chunk of bk tiles with the same loads and tmm time.
+        chunks = len(chunk_starts)
+        last_k0 = chunk_starts[-1]
+
+        def chunk_load(k0: int) -> int:
+            nk = min(t.bk, kt - k0)
+            return load_beats(rows_a, nk, k0) * la + load_beats(rows_b, nk, k0) * lb
+
+        load_full, load_last = chunk_load(0), chunk_load(last_k0)
+        comp_full, comp_last = ni * nj * min(t.bk, kt) * interval, ni * nj * (kt - last_k0) * interval
+        if t.double_buffer:
+            def period(comp: int, nxt: int) -> int:
+                # Two buffers: chunk g+1's loads start when chunk g-1's tmm ends and must land (plus
+                # DRAM latency) before chunk g+1 computes, so one period spans two chunks.
+                return max(comp, nxt, (comp + nxt + lat + cfg.tmm_latency_cycles + 1) // 2)
+
+            if chunks == 1:
+                cycles = period(comp_last, load_last)
+            else:  # the last chunk's period overlaps the next block's first loads
+                cycles = ((chunks - 2) * period(comp_full, load_full) + period(comp_full, load_last)
+                          + period(comp_last, load_full))
+        else:
+            cycles = ((chunks - 1) * (comp_full + load_full) + comp_last + load_last
+                      + chunks * (lat + cfg.tmm_latency_cycles))
         cols_last = min(e, n - (j0 + nj - 1) * e)
-        store = sum(_beats(rows_a, e if j < nj - 1 else cols_last, out_bytes, cfg) for j in range(nj))
+        store = (nj - 1) * _beats(rows_a, e, out_bytes, cfg) + _beats(rows_a, cols_last, out_bytes, cfg)
         tau = ni * min(t.bk, kt - chunk_starts[-1]) * interval
-        cache[key] = (cycles, store, loads[0], tau)
+        cache[key] = (cycles, store, load_full if chunks > 1 else load_last, tau)
         return cache[key]
 
     # Blocks of equal shape cost the same: count them per dimension, O(row + column blocks).

@@ -11,17 +11,26 @@ from tinynpu.simulator.bench import _summary
 LINE_RE = re.compile(r"^target:? .+: .*\d.*[: (](met|not met)\b")
 
 
-def _compiler_result(*, quick: bool, conv_util: float) -> dict[str, Any]:
+def _compiler_result(*, quick: bool, conv_util: float, design_seconds: float = 0.1) -> dict[str, Any]:
     gemm = {"util_over_ceiling": 0.97, "traffic_over_best": 1.0, "search_gap": 0.01, "search_seconds": 0.1}
-    seed = {"shape": [1024, 1024, 1024], "utilization": 0.999, "traffic_over_best": 1.0, "compile_cpu_seconds": 0.5}
+    seed = {"shape": [1024, 1024, 1024], "utilization": 0.999, "traffic_over_best": 1.0, "compile_cpu_seconds": 0.5,
+            "compile_instructions_per_second": 1.5e6}
     return {"targets": TARGETS, "gemm": [gemm], "seed": seed, "conv": [{"util_over_ceiling": conv_util}],
-            "quick": quick}
+            "quick": quick, "design_point": {"median_seconds": design_seconds}}
 
 
 def test_compiler_target_lines_say_figure_and_verdict() -> None:
     lines = target_lines(_compiler_result(quick=False, conv_util=0.95))
-    assert len(lines) == 8 and all(LINE_RE.match(line) and line.endswith(": met") for line in lines), lines
+    assert len(lines) == 10 and all(LINE_RE.match(line) and line.endswith(": met") for line in lines), lines
     assert any("worst 95.00%" in line and "conv utilization >= 80%" in line for line in lines)
+
+
+def test_cost_per_design_point_lines_say_figure_and_verdict() -> None:
+    lines = target_lines(_compiler_result(quick=False, conv_util=0.95, design_seconds=0.35))
+    rate = next(line for line in lines if "instructions/s" in line)
+    assert "1,500,000 instructions/s: met" in rate and ">= 1,000,000 instructions/s" in rate
+    point = next(line for line in lines if "compile + simulate" in line)
+    assert point.endswith("0.350 s: not met") and "<= 0.2 s CPU" in point
 
 
 def test_a_quick_run_says_why_a_utilization_target_is_not_met() -> None:

@@ -332,6 +332,9 @@ def test_bench_quick_prints_one_json_object(capsys: pytest.CaptureFixture[str]) 
     result = json.loads(out)
     assert result["quick"] is True and result["races_checked"] is False
     assert {"gemm", "seed", "conv", "targets", "met"} <= set(result)
+    assert result["seed"]["compile_instructions_per_second"] == (
+        result["seed"]["naive_instructions"] / result["seed"]["naive_compile_cpu_seconds"])
+    assert len(result["design_point"]["seconds"]) == len(result["conv"]) and result["design_point"]["median_seconds"] > 0
     assert all(row["verified"] for row in result["gemm"])
     # The speed-up is measured against the naive schedule simulated in the same run.
     assert result["seed"]["speedup"] == result["seed"]["naive_cycles"] / result["seed"]["auto_cycles"]
