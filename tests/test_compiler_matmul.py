@@ -334,7 +334,8 @@ def test_bench_quick_prints_one_json_object(capsys: pytest.CaptureFixture[str]) 
     assert {"gemm", "seed", "conv", "targets", "met"} <= set(result)
     assert result["seed"]["compile_instructions_per_second"] == (
         result["seed"]["naive_instructions"] / result["seed"]["naive_compile_cpu_seconds"])
-    assert len(result["design_point"]["seconds"]) == len(result["conv"]) and result["design_point"]["median_seconds"] > 0
+    design = result["design_point"]
+    assert len(design["seconds"]) == len(result["conv"]) and design["median_seconds"] > 0
     assert all(row["verified"] for row in result["gemm"])
     # The speed-up is measured against the naive schedule simulated in the same run.
     assert result["seed"]["speedup"] == result["seed"]["naive_cycles"] / result["seed"]["auto_cycles"]
