@@ -67,8 +67,39 @@ def _max_occupancy(isa: Isa, cfg: ArchConfig) -> int:
     return max(dma, tmm, alu)
 
 
+#: Tile edges the RTL is built and co-simulated for (the MAC array, lanes, row widths and banks follow T).
+RTL_TILES = (8, 16, 32)
+
+
+def rtl_unsupported(cfg: ArchConfig) -> list[str]:
+    """What of ``cfg`` the RTL cannot implement (empty when it can), each naming the key and the range."""
+    problems = []
+    if not cfg.is_integer:
+        problems.append(f"dtypes {cfg.input_dtype} -> {cfg.acc_dtype}: the RTL is integer only (int8 -> int32); "
+                        "float configs run on the simulator")
+    if cfg.tile not in RTL_TILES:
+        problems.append(f"tile {cfg.tile}: the RTL is built for T in {{{', '.join(map(str, RTL_TILES))}}}")
+    if cfg.tmm_interval_cycles < cfg.tile:
+        problems.append(f"tensor.tmm_interval_cycles {cfg.tmm_interval_cycles}: the MAC array computes one output "
+                        f"row per cycle, so a step takes at least T = {cfg.tile} cycles")
+    if cfg.alu_rows_per_cycle != 1:
+        problems.append(f"alu.rows_per_cycle {cfg.alu_rows_per_cycle}: the RTL's ALU has one row of lanes "
+                        "(rows_per_cycle 1)")
+    if cfg.dram_latency_cycles < 3:
+        problems.append(f"dram.latency_cycles {cfg.dram_latency_cycles}: the RTL's DRAM interface is built for "
+                        "latencies of 3 cycles and more")
+    return problems
+
+
 def generate_verilog(isa: Isa, cfg: ArchConfig) -> str:
-    """The header text: opcodes, functs, field positions, unit/scope ids, config sizes, the unit table."""
+    """The header text: opcodes, functs, field positions, unit/scope ids, config sizes, the unit table.
+
+    Raises:
+        ValueError: the config is one the RTL cannot implement (see :func:`rtl_unsupported`).
+    """
+    problems = rtl_unsupported(cfg)
+    if problems:
+        raise ValueError(f"config {cfg.name!r} cannot be built as RTL: " + "; ".join(problems) + ".")
     queued = [u.id for u in isa.queued_units]
     if queued != list(range(len(queued))):
         raise ValueError(f"the RTL needs the queued units numbered 0..{len(queued) - 1}, not {queued}")

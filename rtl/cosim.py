@@ -24,6 +24,7 @@ import numpy as np
 
 from tinynpu.errors import UsageError
 from tinynpu.isa import ArchConfig, Isa
+from tinynpu.isa.gen_verilog import rtl_unsupported
 from tinynpu.rtl.runner import (
     INCLUDE_DIR,
     RTL_DIR,
@@ -42,7 +43,9 @@ __all__ = ["ERROR_CAUSES", "INCLUDE_DIR", "RTL_DIR", "TB_DIR", "RtlError", "RtlJ
 TOPLEVEL = "tinynpu_tb"
 TEST_MODULE = "tinynpu_cocotb"
 MIN_IMEM_AW = 16  # instruction memory of the smallest build: 2**16 words (the tuned 1024^3 has 41,473)
-ROW_BYTES = 64    # the bench's DRAM word: one full DMA row
+def word_bytes(cfg: ArchConfig) -> int:
+    """The bench's DRAM word: one full DMA row of ``cfg`` (TNPU_ROW_BYTES_MAX, T x 4 bytes for int8)."""
+    return cfg.tile * max(cfg.elem_bytes(key) for key, _ in cfg.scope_rows)
 MAX_REGIONS = 256  # regions read back per job (tinynpu_tb.sv: MaxRegions)
 
 #: error_cause values of rtl/tinynpu_dispatch.sv.
@@ -98,20 +101,10 @@ def icarus_missing_reason() -> str | None:
 
 
 def check_config(cfg: ArchConfig) -> None:
-    """The RTL implements the default int8 micro-architecture only."""
-    problems = []
-    if not cfg.is_integer:
-        problems.append(f"dtypes {cfg.input_dtype}->{cfg.acc_dtype} (the RTL is integer only)")
-    if cfg.tmm_interval_cycles != cfg.tile:
-        problems.append(f"tensor.tmm_interval_cycles {cfg.tmm_interval_cycles} "
-                        "(the MAC array does one row per cycle)")
-    if cfg.alu_rows_per_cycle != 1:
-        problems.append(f"alu.rows_per_cycle {cfg.alu_rows_per_cycle} (the ALU has one row of lanes)")
-    if cfg.tmm_latency_cycles < 1 or cfg.alu_latency_cycles < 1 or cfg.dram_latency_cycles < 3:
-        problems.append("latencies below 1 (tensor, alu) or 3 (dram)")
+    """Refuse, naming each key and the supported range, a config the RTL cannot implement."""
+    problems = rtl_unsupported(cfg)
     if problems:
-        raise UsageError(f"config {cfg.name!r} ({cfg.source}) cannot run on the RTL: "
-                         + "; ".join(problems) + ".")
+        raise UsageError(f"config {cfg.name!r} ({cfg.source}) cannot run on the RTL: " + "; ".join(problems) + ".")
 
 
 def _imem_aw(jobs: Sequence[RtlJob]) -> int:
@@ -144,9 +137,9 @@ def choose_simulator(simulator: str | None) -> str:
 
 # ---- job files (the bench's side of them is documented in rtl/tb/tinynpu_tb.sv) ---------------------
 
-def _word_runs(chunks: Iterable[tuple[int, bytes]]) -> list[tuple[int, int]]:
-    """Merged, sorted [lo, hi] DRAM word ranges covering every chunk."""
-    spans = sorted((a // ROW_BYTES, (a + len(d) - 1) // ROW_BYTES) for a, d in chunks if d)
+def _word_runs(chunks: Iterable[tuple[int, bytes]], word: int) -> list[tuple[int, int]]:
+    """Merged, sorted [lo, hi] DRAM word ranges (of ``word`` bytes) covering every chunk."""
+    spans = sorted((a // word, (a + len(d) - 1) // word) for a, d in chunks if d)
     runs: list[tuple[int, int]] = []
     for lo, hi in spans:
         if runs and lo <= runs[-1][1] + 1:
@@ -156,25 +149,25 @@ def _word_runs(chunks: Iterable[tuple[int, bytes]]) -> list[tuple[int, int]]:
     return runs
 
 
-def _hex_words(raw: np.ndarray) -> str:
-    """Little-endian 64-byte words as $readmemh lines (most significant byte first)."""
-    text = raw.reshape(-1, ROW_BYTES)[:, ::-1].tobytes().hex()
-    width = 2 * ROW_BYTES
+def _hex_words(raw: np.ndarray, word: int) -> str:
+    """Little-endian ``word``-byte words as $readmemh lines (most significant byte first)."""
+    text = raw.reshape(-1, word)[:, ::-1].tobytes().hex()
+    width = 2 * word
     return "\n".join(text[i:i + width] for i in range(0, len(text), width))
 
 
-def _write_image(path: Path, chunks: Sequence[tuple[int, bytes]]) -> tuple[int, int]:
+def _write_image(path: Path, chunks: Sequence[tuple[int, bytes]], word: int) -> tuple[int, int]:
     """The DRAM image as $readmemh text; returns its [lo, hi] word span (lo > hi when empty)."""
-    runs = _word_runs(chunks)
+    runs = _word_runs(chunks, word)
     parts = []
     for lo, hi in runs:
-        buf = np.zeros((hi - lo + 1) * ROW_BYTES, dtype=np.uint8)
-        base = lo * ROW_BYTES
+        buf = np.zeros((hi - lo + 1) * word, dtype=np.uint8)
+        base = lo * word
         for addr, data in chunks:
             end = addr + len(data)
             if data and addr >= base and end <= base + buf.size:
                 buf[addr - base:end - base] = np.frombuffer(data, dtype=np.uint8)
-        parts.append(f"@{lo:x}\n{_hex_words(buf)}")
+        parts.append(f"@{lo:x}\n{_hex_words(buf, word)}")
     path.write_text("\n".join(parts) + "\n")
     return (runs[0][0], runs[-1][1]) if runs else (1, 0)
 
@@ -185,23 +178,23 @@ def _read_hex(path: Path) -> str:
                    if line.strip() and not line.startswith(("//", "@")))
 
 
-def _write_job(tmp: Path, n: int, job: RtlJob, dram_bytes: int) -> list[tuple[int, int]]:
+def _write_job(tmp: Path, n: int, job: RtlJob, dram_bytes: int, word: int) -> list[tuple[int, int]]:
     if len(job.read) > MAX_REGIONS:
         raise UsageError(f"program {n} reads back {len(job.read)} DRAM regions; the bench reads at most {MAX_REGIONS}.")
     for addr, data in job.dram:
         if addr < 0 or addr + len(data) > dram_bytes:
             raise UsageError(f"program {n}: DRAM contents at {addr:#x} (+{len(data)} bytes) lie outside the "
                              f"{dram_bytes}-byte DRAM.")
-    lo, hi = _write_image(tmp / f"p{n}.dram.hex", job.dram)
+    lo, hi = _write_image(tmp / f"p{n}.dram.hex", job.dram, word)
     (tmp / f"p{n}.imem.hex").write_text("".join(f"{w:032x}\n" for w in job.words))
-    regions = [(a // ROW_BYTES, (a + max(size, 1) - 1) // ROW_BYTES) for a, size in job.read]
+    regions = [(a // word, (a + max(size, 1) - 1) // word) for a, size in job.read]
     header = f"{len(job.words)} {job.max_cycles} {lo} {hi} {len(regions)}\n"
     (tmp / f"p{n}.job").write_text(header + "".join(f"{a} {b}\n" for a, b in regions))
     return regions
 
 
 def _read_result(tmp: Path, n: int, job: RtlJob, regions: list[tuple[int, int]], timing: dict[str, float],
-                 simulator: str) -> RtlResult:
+                 simulator: str, word: int) -> RtlResult:
     try:
         fields = [int(x) for x in (tmp / f"p{n}.result").read_text().split()]
         cycles, done, error, cause, error_pc, timed_out, late, bad = fields
@@ -213,8 +206,8 @@ def _read_result(tmp: Path, n: int, job: RtlJob, regions: list[tuple[int, int]],
     out = []
     for r, ((addr, size), (lo, _)) in enumerate(zip(job.read, regions, strict=True)):
         words = np.frombuffer(bytes.fromhex(_read_hex(tmp / f"p{n}.r{r}.hex")), dtype=np.uint8)
-        data = words.reshape(-1, ROW_BYTES)[:, ::-1].tobytes()
-        start = addr - lo * ROW_BYTES
+        data = words.reshape(-1, word)[:, ::-1].tobytes()
+        start = addr - lo * word
         out.append(data[start:start + size])
     return RtlResult(cycles=cycles, done=bool(done), error=bool(error), cause=cause, error_pc=error_pc,
                      timed_out=bool(timed_out), trace=trace, regions=tuple(out), late_responses=late,
@@ -235,7 +228,7 @@ def run_rtl(isa: Isa, cfg: ArchConfig, jobs: Sequence[RtlJob], *, waves: Path | 
     bld = _build_for(simulator, isa, cfg, _imem_aw(jobs), waves is not None)
     with tempfile.TemporaryDirectory(prefix="tinynpu-cosim-") as tmp_name:
         tmp = Path(tmp_name)
-        regions = [_write_job(tmp, n, job, cfg.dram_bytes) for n, job in enumerate(jobs)]
+        regions = [_write_job(tmp, n, job, cfg.dram_bytes, word_bytes(cfg)) for n, job in enumerate(jobs)]
         timings = tmp / "timings.json"
         log = tmp / "sim.log"
         start = time.perf_counter()
@@ -251,7 +244,8 @@ def run_rtl(isa: Isa, cfg: ArchConfig, jobs: Sequence[RtlJob], *, waves: Path | 
             raise RtlError(f"the cocotb bench on {bld.simulator} produced no results:\n{_tail(log)}")
         per_job = json.loads(timings.read_text())
         wall = time.perf_counter() - start
-        results = [_read_result(tmp, n, job, regions[n], per_job[n], bld.simulator) for n, job in enumerate(jobs)]
+        results = [_read_result(tmp, n, job, regions[n], per_job[n], bld.simulator, word_bytes(cfg))
+                   for n, job in enumerate(jobs)]
     for r in results:
         r.extra["process_seconds"] = wall
     return results

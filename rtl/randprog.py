@@ -10,17 +10,24 @@ token cover the conflicting one), or inserts a ``sync`` when the channel's
 oldest pending token is too old to give that order.  Pending tokens are
 drained by the next instruction of the receiving unit, so no wait ever
 depends on a later instruction and the program cannot deadlock.
+
+The ALU instructions come from isa.yaml (every instruction of unit ``alu``):
+their operands are chosen by field kind, a source row among those the
+instruction's ``checks`` accept, and their footprints are evaluated from its
+``accesses``, so a new ALU instruction needs no change here.  Sizes follow
+the config (the tile edge, columns up to T as far as the ISA's fields reach).
 """
 
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from tinynpu.assembler.image import Program, Tensor
-from tinynpu.isa import ArchConfig, Isa
+from tinynpu.isa import ArchConfig, Instruction, Isa, regions
 
 MEM_BYTES = 1 << 15  # the DRAM window random programs use (one inout tensor)
 ROWS_USED = 128  # scratchpad rows random programs touch in each scope
@@ -47,8 +54,11 @@ class _Generator:
     def __init__(self, isa: Isa, cfg: ArchConfig, rng: random.Random) -> None:
         self.isa, self.cfg, self.rng = isa, cfg, rng
         self.tile = cfg.tile
+        # Columns per DMA row: up to the tile edge, as far as the ISA's `cols` field reaches.
+        self.cols_max = {m: min(cfg.tile, isa.by_mnemonic[m].field_map["cols"].hi) for m in ("load", "store")}
         self.scopes = {s.name: s.id for s in isa.scopes}
         self.units = isa.unit_ids
+        self.alu_ops = [i for i in isa.instructions if i.unit == "alu"]
 
     def _span(self, stride: int, rows: int, nbytes: int, align: int) -> tuple[int, int]:
         span = (rows - 1) * stride + nbytes
@@ -59,7 +69,7 @@ class _Generator:
         rng = self.rng
         scope = rng.choice(list(self.scopes))
         eb = self.cfg.elem_bytes({s.name: s.config_key for s in self.isa.scopes}[scope])
-        rows, cols = rng.randint(1, 24), rng.randint(1, self.tile)
+        rows, cols = rng.randint(1, 24), rng.randint(1, self.cols_max["load"])
         stride = rng.choice([cols * eb, self.tile * eb, 64, 4 * rng.randint(0, 40)])
         stride -= stride % eb
         addr, stride = self._span(stride, rows, cols * eb, eb)
@@ -78,7 +88,7 @@ class _Generator:
         rng = self.rng
         narrow = rng.random() < 0.5
         ob = 1 if narrow else self.cfg.elem_bytes("acc")
-        rows, cols = rng.randint(1, 24), rng.randint(1, self.tile)
+        rows, cols = rng.randint(1, 24), rng.randint(1, self.cols_max["store"])
         stride = rng.choice([cols * ob, self.tile * ob, 4 * rng.randint(1, 40)])
         stride -= stride % ob
         addr, stride = self._span(stride, rows, cols * ob, ob)
@@ -99,31 +109,55 @@ class _Generator:
         return _Instr("tmm", f, self.units["tensor"], reads, _rows("acc", acc * t, m * n * t))
 
     def alu(self) -> _Instr:
+        """One of the YAML's ALU instructions, its operands chosen by field kind, its rows from its accesses."""
         rng = self.rng
-        op = rng.choice(["vadd", "vaddrow", "vmax", "vmin", "vmul", "vshr", "vrequant"])
+        ins = rng.choice(self.alu_ops)
         rows = rng.randint(1, 24)
-        dst = rng.randrange(0, ROWS_USED - rows + 1)
-        f: dict[str, int] = {"dst": dst, "rows": rows}
-        reads = _rows("acc", dst, rows)
-        if op == "vadd":
-            src = dst if rng.random() < 0.3 else rng.choice(
-                [r for r in range(0, ROWS_USED - rows + 1) if r + rows <= dst or r >= dst + rows] or [dst])
-            f["src"] = src
-            reads |= _rows("acc", src, rows)
-        elif op == "vaddrow":
-            outside = [r for r in range(ROWS_USED) if not dst <= r < dst + rows]
-            f["src"] = rng.choice(outside)
-            reads |= _rows("acc", f["src"], 1)
-        elif op == "vrequant":  # the multiplier and shift rows src, src + 1 lie outside the destination
-            outside = [r for r in range(ROWS_USED - 1) if r + 1 < dst or r >= dst + rows]
-            f["src"] = rng.choice(outside)
-            reads |= _rows("acc", f["src"], 2)
-        elif op == "vshr":
-            f["shift"] = rng.randint(0, 31)
-        else:
-            edge_cases = [0, 1, -1, 3, -7, 127, -128, 65535, 2**31 - 1, -(2**31)]
-            f["imm"] = rng.choice([*edge_cases, rng.randint(-(2**31), 2**31 - 1)])
-        return _Instr(op, f, self.units["alu"], reads, _rows("acc", dst, rows))
+        f: dict[str, int] = {"dst": rng.randrange(0, ROWS_USED - rows + 1), "rows": rows}
+        for fld in ins.fields:
+            if fld.name in f or fld.kind == "units":
+                continue
+            if fld.kind == "sp_row":
+                f[fld.name] = self._source_row(ins, f, fld.name)
+            elif fld.kind == "shift":
+                f[fld.name] = rng.randint(fld.lo, fld.hi)
+            elif fld.kind == "imm":
+                edge_cases = [0, 1, -1, 3, -7, 127, -128, 65535, fld.hi, fld.lo]
+                f[fld.name] = rng.choice([*edge_cases, rng.randint(fld.lo, fld.hi)])
+            else:
+                raise ValueError(f"random programs cannot choose {ins.mnemonic}'s {fld.kind} field {fld.name!r}")
+        reads: set[tuple[str, int]] = set()
+        writes: set[tuple[str, int]] = set()
+        for acc in ins.accesses:
+            if acc.unless is not None and self._eval(ins, acc.unless, f):
+                continue
+            lo, hi = (self._eval(ins, b, f) for b in acc.bounds)
+            (writes if acc.write else reads).update(_rows(acc.space, lo, hi - lo))
+        return _Instr(ins.mnemonic, f, self.units["alu"], reads, writes)
+
+    def _eval(self, ins: Instruction, text: str, values: dict[str, int]) -> int:
+        """An expression of the YAML's accesses or checks for these operand values."""
+        cfg = self.cfg
+        return int(regions.evaluate(self.isa.region_expr(ins, text), self.isa.scope_ids, values, tile=cfg.tile,
+                                    elem_bytes=self.isa.per_scope(lambda s: cfg.elem_bytes(s.config_key)),
+                                    scope_rows=self.isa.per_scope(lambda s: cfg.rows(s.config_key))))
+
+    def _source_row(self, ins: Instruction, values: dict[str, int], name: str) -> int:
+        """A source row whose rows lie outside the destination's (always legal), accepted by the
+        instruction's checks, within the rows programs use."""
+        def ok(row: int) -> bool:
+            trial = {**values, name: row}
+            if any(self._eval(ins, chk.fault, trial) for chk in ins.checks):
+                return False
+            for acc in ins.accesses:
+                if acc.write or acc.dram or not re.search(rf"\b{name}\b", acc.bounds[0]):
+                    continue
+                lo, hi = (self._eval(ins, b, trial) for b in acc.bounds)
+                if hi > ROWS_USED or (lo < values["dst"] + values["rows"] and values["dst"] < hi):
+                    return False
+            return True
+
+        return self.rng.choice([row for row in range(ROWS_USED) if ok(row)])
 
 
 def random_program(isa: Isa, cfg: ArchConfig, seed: int, length: int = 40) -> tuple[Program, dict[str, np.ndarray]]:

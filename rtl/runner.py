@@ -52,10 +52,29 @@ def sources() -> list[Path]:
     return sorted(RTL_DIR.glob("*.sv")) + sorted(TB_DIR.glob("*.sv"))
 
 
-def include_dir(cfg: ArchConfig) -> Path:
-    """The directory holding the generated ISA header the RTL of ``cfg`` is built with."""
-    del cfg  # one generated header today; per-config headers will be chosen here
-    return INCLUDE_DIR
+def include_dir(cfg: ArchConfig, isa: Isa | None = None) -> Path:
+    """The directory holding the generated ISA header the RTL of ``cfg`` is built with.
+
+    The checked-in ``rtl/generated`` where its header is ``cfg``'s (the default
+    config), else a directory under the cache named by a hash of the header
+    generated for ``cfg``.
+    """
+    from tinynpu.fsio import write_atomic
+    from tinynpu.isa import load_isa
+    from tinynpu.isa.gen_verilog import generate_verilog
+
+    try:
+        text = generate_verilog(isa or load_isa(), cfg)
+    except ValueError as exc:
+        raise UsageError(f"{cfg.source}: {exc}") from None
+    header = INCLUDE_DIR / "tinynpu_isa.vh"
+    if header.exists() and header.read_text(encoding="utf-8") == text:
+        return INCLUDE_DIR
+    directory = cache_root() / "include" / hashlib.sha256(text.encode()).hexdigest()[:16]
+    if not (directory / header.name).exists():
+        directory.mkdir(parents=True, exist_ok=True)
+        write_atomic(directory / header.name, text, what="generated RTL header")
+    return directory
 
 
 def cache_root() -> Path:
@@ -158,7 +177,7 @@ class Build:
 def _build_key(simulator: str, isa: Isa, cfg: ArchConfig, toplevel: str, parameters: Mapping[str, int],
                waves: bool) -> str:
     h = hashlib.sha256()
-    inc = include_dir(cfg)
+    inc = include_dir(cfg, isa)
     for path in sources() + sorted(inc.glob("*.vh")):
         h.update(path.name.encode())
         h.update(path.read_bytes())
@@ -238,12 +257,12 @@ def build(simulator: str, isa: Isa, cfg: ArchConfig, toplevel: str, *, parameter
         try:
             if simulator == "icarus":
                 # Built with the runner's wave-dump module; dumping happens only in runs asking for it.
-                runner.build(sources=sources(), includes=[include_dir(cfg)], hdl_toplevel=toplevel,
+                runner.build(sources=sources(), includes=[include_dir(cfg, isa)], hdl_toplevel=toplevel,
                              build_dir=build_dir, parameters=dict(parameters), timescale=("1ns", "1ps"),
                              waves=True, log_file=log)
             elif not done.exists():
                 args = list(_VERILATOR_BENCH_ARGS) + (["--trace-fst", "--trace-structs"] if waves else [])
-                runner.build(sources=sources(), includes=[include_dir(cfg)], hdl_toplevel=toplevel,
+                runner.build(sources=sources(), includes=[include_dir(cfg, isa)], hdl_toplevel=toplevel,
                              build_dir=build_dir, parameters=dict(parameters), timescale=("1ns", "1ps"),
                              build_args=args, log_file=log)
                 done.touch()

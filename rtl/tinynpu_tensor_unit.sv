@@ -1,10 +1,11 @@
 // The tensor unit: runs a tmm block of m*n*k steps of T x T x T, i outer, j,
-// kk inner.  A step computes one output row per cycle for T cycles (so
-// tmm_interval_cycles must equal the tile edge) against a B tile read whole
-// from its T row banks.  A tmm that starts in cycle s computes in cycles
-// s + 1 .. s + occ; the next may start in cycle s + occ.  Completion is that
-// last cycle delayed by tmm_latency_cycles - 1, i.e. the pulse is in cycle
-// s + occ + latency - 1 and the result is usable from e = s + occ + latency.
+// kk inner.  A step takes tmm_interval_cycles (at least T): it computes one
+// output row per cycle in its first T cycles against a B tile read whole
+// from its T row banks, and idles for the rest.  A tmm that starts in cycle s
+// occupies cycles s + 1 .. s + occ; the next may start in cycle s + occ.
+// Completion is that last cycle delayed by tmm_latency_cycles - 1, i.e. the
+// pulse is in cycle s + occ + latency - 1 and the result is usable from
+// e = s + occ + latency.
 `timescale 1ns / 1ps
 `default_nettype none
 `include "tinynpu_isa.vh"
@@ -38,6 +39,7 @@ module tinynpu_tensor_unit import tinynpu_isa_pkg::*; #(
   output logic      [IdxW-1:0]                comp_idx_o
 );
   localparam int Delay = TNPU_TMM_LATENCY - 1;  // >= 0: the config requires latency >= 1
+  localparam int StepW = $clog2(TNPU_TMM_INTERVAL + 1);  // a cycle of a step, 0 .. interval - 1
   localparam int MW = TNPU_TMM_M_W;             // m, n and k have one width (checked by the generator test)
 
   logic [IdxW-1:0]           head_idx;
@@ -64,12 +66,14 @@ module tinynpu_tensor_unit import tinynpu_isa_pkg::*; #(
   logic [TNPU_TMM_A_W-1:0]        a_t_d, a_t_q;
   logic [TNPU_TMM_B_W-1:0]        b_t_d, b_t_q;
   logic [MW-1:0]                  m_d, m_q, n_d, n_q, k_d, k_q, i_d, i_q, j_d, j_q, kk_d, kk_q;
-  logic [TNPU_TILE_BITS-1:0]      r_d, r_q;
+  logic [StepW-1:0]               c_d, c_q;  // the cycle of the current step; row c_q while c_q < T
+  logic [TNPU_TILE_BITS-1:0]      r;
   logic [TNPU_SIGNAL_W-1:0]       signal_d, signal_q;
   logic [IdxW-1:0]                idx_d, idx_q;
   logic                           last_cycle;
 
-  assign last_cycle = active_q && (r_q == TNPU_TILE_BITS'(TNPU_TILE - 1)) && (kk_q == k_q - 1'b1)
+  assign r          = TNPU_TILE_BITS'(c_q);
+  assign last_cycle = active_q && (c_q == StepW'(TNPU_TMM_INTERVAL - 1)) && (kk_q == k_q - 1'b1)
                       && (j_q == n_q - 1'b1) && (i_q == m_q - 1'b1);
 
   // Tile addresses of step (i, j, kk): A (i*k + kk), B (j*k + kk), acc (i*n + j).
@@ -83,12 +87,12 @@ module tinynpu_tensor_unit import tinynpu_isa_pkg::*; #(
   assign acc_tile    = SumW'(acc_t_q) + SumW'(i_q) * SumW'(n_q) + SumW'(j_q);
   assign a_tile_o    = ATileBits'(a_tile);
   assign b_tile_o    = BTileBits'(b_tile);
-  assign acc_addr_o  = TNPU_ACC_ADDR_BITS'({acc_tile, r_q});
-  assign acc_we_o    = active_q;
+  assign acc_addr_o  = TNPU_ACC_ADDR_BITS'({acc_tile, r});
+  assign acc_we_o    = active_q && (c_q < StepW'(TNPU_TILE));
 
   logic [TNPU_IN_ROW_WIDTH-1:0]  a_row;
   logic [TNPU_ACC_ROW_WIDTH-1:0] dot;
-  assign a_row = a_tile_data_i[r_q*TNPU_IN_ROW_WIDTH +: TNPU_IN_ROW_WIDTH];
+  assign a_row = a_tile_data_i[r*TNPU_IN_ROW_WIDTH +: TNPU_IN_ROW_WIDTH];
 
   tinynpu_mac_array u_mac (
     .a_row_i (a_row),
@@ -147,12 +151,13 @@ module tinynpu_tensor_unit import tinynpu_isa_pkg::*; #(
     i_d          = i_q;
     j_d          = j_q;
     kk_d         = kk_q;
-    r_d          = r_q;
+    c_d          = c_q;
     signal_d     = signal_q;
     idx_d        = idx_q;
     if (active_q) begin
-      r_d = r_q + 1'b1;
-      if (r_q == TNPU_TILE_BITS'(TNPU_TILE - 1)) begin
+      c_d = c_q + 1'b1;
+      if (c_q == StepW'(TNPU_TMM_INTERVAL - 1)) begin
+        c_d = '0;
         if (kk_q != k_q - 1'b1) kk_d = kk_q + 1'b1;
         else begin
           kk_d = '0;
@@ -177,7 +182,7 @@ module tinynpu_tensor_unit import tinynpu_isa_pkg::*; #(
       i_d          = '0;
       j_d          = '0;
       kk_d         = '0;
-      r_d          = '0;
+      c_d          = '0;
       signal_d     = head_signal;
       idx_d        = head_idx;
     end
@@ -196,7 +201,7 @@ module tinynpu_tensor_unit import tinynpu_isa_pkg::*; #(
       i_q          <= '0;
       j_q          <= '0;
       kk_q         <= '0;
-      r_q          <= '0;
+      c_q          <= '0;
       signal_q     <= '0;
       idx_q        <= '0;
     end else begin
@@ -211,7 +216,7 @@ module tinynpu_tensor_unit import tinynpu_isa_pkg::*; #(
       i_q          <= i_d;
       j_q          <= j_d;
       kk_q         <= kk_d;
-      r_q          <= r_d;
+      c_q          <= c_d;
       signal_q     <= signal_d;
       idx_q        <= idx_d;
     end

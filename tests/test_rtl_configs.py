@@ -1,0 +1,149 @@
+"""The RTL built for other configs: tile edge, scope sizes, DRAM bandwidth and latency, tensor and ALU timing.
+
+Each config gets its own build (its header generated into the cache) and is
+co-simulated against the simulator, cycle for cycle and instruction for
+instruction, on random differential programs.  The default suite runs one
+config that changes almost everything at once; the slow run every config
+with many more programs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from test_rtl_cosim import require_simulator
+
+from tinynpu.errors import UsageError
+from tinynpu.isa import ArchConfig, load_config, load_isa
+from tinynpu.isa.gen_verilog import RTL_HEADER_PATH, RTL_TILES, generate_verilog
+from tinynpu.rtl.compare import CosimCase, cosimulate
+from tinynpu.rtl.cosim import check_config
+from tinynpu.rtl.randprog import random_program
+from tinynpu.rtl.runner import include_dir
+
+pytestmark = pytest.mark.rtl
+ISA = load_isa()
+DEFAULT = load_config("default", ISA)
+SLOW = os.environ.get("TINYNPU_SLOW") == "1"
+
+#: Changes to the default config, each a dotted key path and its value.
+VARIANTS: dict[str, dict[str, object]] = {
+    # small scopes, a narrow and slow DRAM port, a tensor slower than one step per T cycles, shallow queues
+    "small_scopes_narrow_dram": {"scopes.a_reg.rows": 512, "scopes.b_reg.rows": 256, "scopes.acc.rows": 192,
+                                 "dram.bytes_per_cycle": 4, "dram.latency_cycles": 37,
+                                 "tensor.tmm_interval_cycles": 24, "tensor.tmm_latency_cycles": 9,
+                                 "alu.latency_cycles": 1, "queues.depth": 2, "tokens.max_count": 3},
+    # big scopes, the widest and fastest DRAM port, one-deep queues
+    "big_scopes_wide_dram": {"scopes.a_reg.rows": 4096, "scopes.acc.rows": 2048, "dram.bytes_per_cycle": 64,
+                             "dram.latency_cycles": 3, "tensor.tmm_latency_cycles": 1, "alu.latency_cycles": 5,
+                             "queues.depth": 1},
+}
+
+
+def variant(tmp_path: Path, name: str) -> ArchConfig:
+    """The default config with ``VARIANTS[name]`` applied, loaded (and validated) from a YAML file."""
+    data = yaml.safe_load(DEFAULT.source.read_text(encoding="utf-8"))
+    data["name"] = name
+    for key, value in VARIANTS[name].items():
+        *path, last = key.split(".")
+        node = data
+        for part in path:
+            node = node[part]
+        node[last] = value
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return load_config(path, ISA)
+
+
+def with_tile(tile: int) -> ArchConfig:
+    """The default config with tile edge ``tile`` (tmm interval following it).
+
+    The config schema fixes the tile edge at 16 until the simulator and ISA
+    follow T; the RTL and the simulator already take it from the config.
+    """
+    return dataclasses.replace(DEFAULT, name=f"tile{tile}", tile=tile, tmm_interval_cycles=tile,
+                               digest=f"{DEFAULT.digest}-tile{tile}")
+
+
+def header_params(text: str) -> dict[str, int]:
+    return {name: int(value) for name, value in re.findall(r"localparam int (\w+) *= (-?\d+);", text)}
+
+
+def random_cases(cfg: ArchConfig, count: int, length: int = 40) -> list[CosimCase]:
+    return [CosimCase(f"{cfg.name}-random{seed}", *random_program(ISA, cfg, 7_000 + seed, length=length))
+            for seed in range(count)]
+
+
+def assert_agree(cfg: ArchConfig, cases: list[CosimCase]) -> None:
+    reports = cosimulate(ISA, cfg, cases, simulator="icarus")
+    bad = [r.to_json() for r in reports if not r.agree]
+    assert not bad, bad[:2]
+    assert all(r.instructions_compared > 1 for r in reports)
+
+
+def test_header_follows_the_config(tmp_path: Path) -> None:
+    """Every size of the config reaches the header; the default config's is the checked-in one."""
+    cfg = variant(tmp_path, "small_scopes_narrow_dram")
+    text = generate_verilog(ISA, cfg)
+    params = header_params(text)
+    assert (params["TNPU_A_REG_ROWS"], params["TNPU_ACC_ROWS"], params["TNPU_ACC_ADDR_BITS"]) == (512, 192, 8)
+    assert (params["TNPU_DRAM_BYTES_PER_CYCLE"], params["TNPU_DRAM_LATENCY"]) == (4, 37)
+    assert (params["TNPU_TMM_INTERVAL"], params["TNPU_TMM_LATENCY"], params["TNPU_ALU_LATENCY"]) == (24, 9, 1)
+    assert (params["TNPU_QUEUE_DEPTH"], params["TNPU_TOKEN_MAX"], params["TNPU_TOKEN_BITS"]) == (2, 3, 2)
+    tile8 = header_params(generate_verilog(ISA, with_tile(8)))
+    assert (tile8["TNPU_TILE"], tile8["TNPU_IN_ROW_WIDTH"], tile8["TNPU_ACC_ROW_WIDTH"]) == (8, 64, 256)
+    assert include_dir(DEFAULT, ISA) == RTL_HEADER_PATH.parent
+    other = include_dir(cfg, ISA)
+    assert other != RTL_HEADER_PATH.parent
+    assert (other / "tinynpu_isa.vh").read_text(encoding="utf-8") == text
+
+
+@pytest.mark.parametrize(("change", "says"), [
+    ({"input_dtype": "float32", "acc_dtype": "float32"}, "dtypes float32 -> float32: the RTL is integer only"),
+    ({"tile": 4}, "tile 4: the RTL is built for T in {8, 16, 32}"),
+    ({"tile": 64, "tmm_interval_cycles": 64}, "tile 64: the RTL is built for T in {8, 16, 32}"),
+    ({"tmm_interval_cycles": 8}, "tensor.tmm_interval_cycles 8: the MAC array computes one output row per cycle"),
+    ({"alu_rows_per_cycle": 2}, "alu.rows_per_cycle 2: the RTL's ALU has one row of lanes"),
+    ({"dram_latency_cycles": 2}, "dram.latency_cycles 2"),
+])
+def test_configs_the_rtl_cannot_build_are_refused_by_key(change: dict[str, object], says: str) -> None:
+    cfg = dataclasses.replace(DEFAULT, **change)  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="cannot run on the RTL") as info:
+        check_config(cfg)
+    assert says in info.value.message
+    with pytest.raises(UsageError, match="cannot be built as RTL"):
+        include_dir(cfg, ISA)
+
+
+def test_supported_tiles_cover_the_issue() -> None:
+    assert set(RTL_TILES) == {8, 16, 32}
+    for tile in RTL_TILES:
+        check_config(with_tile(tile))
+
+
+def test_a_changed_config_agrees_with_the_simulator(tmp_path: Path) -> None:
+    """CI's representative config: scopes, DRAM bandwidth and latency, tensor and ALU timing, queues, tokens."""
+    require_simulator("icarus")
+    cfg = variant(tmp_path, "small_scopes_narrow_dram")
+    assert_agree(cfg, random_cases(cfg, 3))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_config_variants_agree_on_random_programs(tmp_path: Path, name: str) -> None:
+    require_simulator("icarus")
+    cfg = variant(tmp_path, name)
+    assert_agree(cfg, random_cases(cfg, 40) + random_cases(dataclasses.replace(cfg, name=f"{name}-long"), 3, 400))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tile", RTL_TILES)
+def test_tiles_agree_on_random_programs(tile: int) -> None:
+    require_simulator("icarus")
+    cfg = DEFAULT if tile == DEFAULT.tile else with_tile(tile)
+    assert_agree(cfg, random_cases(cfg, 40) + random_cases(dataclasses.replace(cfg, name=f"tile{tile}-long"), 3, 400))
