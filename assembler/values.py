@@ -227,9 +227,6 @@ def _check_rules(instr: Instruction, values: dict[str, Value], full: dict[str, i
         if not full["narrow"] and full["shift"]:
             raise AsmError(f"{pos('shift')}: store shift={full['shift']} needs narrow=1; without narrowing "
                            "the shift must be 0.")
-    elif instr.mnemonic == "vshr" and not cfg.is_integer:
-        raise AsmError(f"{at}: vshr is for integer configs only; config {cfg.name!r} accumulates in "
-                       f"{cfg.acc_dtype}.")
     elif instr.mnemonic == "vadd":
         dst, src, rows = full["dst"], full["src"], full["rows"]
         if dst != src and dst < src + rows and src < dst + rows:
