@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from tinynpu.compiler.operands import Emitter, OperandA, OutputC
 from tinynpu.compiler.schedule import Tiling, buffer_rows
@@ -46,8 +47,7 @@ class Bias:
     n: int
 
 
-@dataclass(frozen=True)
-class _Chunk:
+class _Chunk(NamedTuple):  # a tuple: several hundred thousand of them for a naive 1024^3
     i0: int  # first tile row of the block
     ni: int  # tile rows in the block
     j0: int
@@ -137,26 +137,24 @@ def lower_gemm(emit: Emitter, *, m: int, n: int, k: int, a: OperandA, b: Operand
         lo, hi = sub(cur, op, 0), sub(cur, op, cur.nk - 1) + blk * e
         return lo < sub(nxt, op, nxt.nk - 1) + blk * e and sub(nxt, op, 0) < hi
 
-    def loads(ch: _Chunk, operands: str = "ab") -> list[Callable[[], None]]:
-        """The loads of ``operands`` of one chunk, as deferred calls (so they can be interleaved).
+    def loads(ch: _Chunk, operands: str = "ab") -> list[_Load]:
+        """The loads of ``operands`` of one chunk, as deferred loads (so they can be interleaved).
 
         Reduction tile kk of the chunk has its own sub-buffer of ``bm`` (``bn``)
         tiles, so its rows are consecutive GEMM rows: one DMA per operand and kk.
         """
-        calls: list[Callable[[], None]] = []
+        calls: list[_Load] = []
         for kk in range(ch.nk):
             for op, scope, r0, nr, total, need in ((a, "a", ch.i0, ch.ni, m, ch.load_a),
                                                    (b, "b", ch.j0, ch.nj, n, ch.load_b)):
                 if not need or scope not in operands:
                     continue
                 row0 = r0 * e
-                calls.append(_bind(op, emit, scope, sub(ch, scope, kk), row0, min(nr * e, total - row0),
-                                   (ch.k0 + kk) * e))
+                calls.append((op, scope, sub(ch, scope, kk), row0, min(nr * e, total - row0), (ch.k0 + kk) * e))
         return calls
 
     if t.double_buffer and plan:  # prologue: the first chunk; later ones are prefetched
-        for call in loads(plan[0]):
-            call()
+        _issue(emit, loads(plan[0]))
     for idx, ch in enumerate(plan):
         acc0 = ch.acc * acc_buf
         if ch.first and t.init == "fill_zero":
@@ -172,13 +170,12 @@ def lower_gemm(emit: Emitter, *, m: int, n: int, k: int, a: OperandA, b: Operand
                 emit.load("acc", acc0 + bias_row0 + full, bias.addr + c0 * bias_bytes, rows=1,
                           cols=bias.n - c0, stride=e * bias_bytes, comment=f"bias[{c0}:{bias.n}]")
         if not t.double_buffer:  # single buffers: load right before use, as the seed loop does
-            for call in loads(ch):
-                call()
+            _issue(emit, loads(ch))
         nxt = plan[idx + 1] if idx + 1 < len(plan) else None
         # Prefetch into the other buffer while this chunk computes; an operand whose next chunk
         # reuses this chunk's buffer (a single-buffered resident panel) loads after the tmm loop.
-        prefetch: list[Callable[[], None]] = []
-        after: list[Callable[[], None]] = []
+        prefetch: list[_Load] = []
+        after: list[_Load] = []
         if nxt is not None and t.double_buffer:
             # Rows the next chunk writes that this chunk still reads (a single panel buffer
             # reloaded at the same reduction tiles) must wait for the whole tmm loop.
@@ -201,17 +198,19 @@ def lower_gemm(emit: Emitter, *, m: int, n: int, k: int, a: OperandA, b: Operand
                         cols=min(e, n - col0))
             # Spread the next chunk's loads evenly over this chunk's tmm instructions.
             upto = ceil_div(len(prefetch) * (j + 1), ch.nj)
-            for call in prefetch[done:upto]:
-                call()
+            _issue(emit, prefetch[done:upto])
             done = upto
-        for call in after:
-            call()
+        _issue(emit, after)
     return issued
 
 
-def _bind(op: OperandA, emit: Emitter, scope: str, sp_row: int, row0: int, rows: int,
-          k0: int) -> Callable[[], None]:
-    return lambda: op.load(emit, scope=scope, sp_row=sp_row, row0=row0, rows=rows, k0=k0)
+_Load = tuple[OperandA, str, int, int, int, int]  # operand, scope, scratchpad row, first GEMM row, rows, k0
+
+
+def _issue(emit: Emitter, calls: list[_Load]) -> None:
+    """Emit deferred loads in order."""
+    for op, scope, sp_row, row0, rows, k0 in calls:
+        op.load(emit, scope=scope, sp_row=sp_row, row0=row0, rows=rows, k0=k0)
 
 
 def _zero_edge_rows(emit: Emitter, total: int, plan: list[_Chunk], sub: Callable[[_Chunk, int], int],
