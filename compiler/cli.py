@@ -162,6 +162,9 @@ def format_report(r: dict[str, Any]) -> str:
             f"{k} {v:,}" for k, v in r["instructions"]["by_mnemonic"].items() if v)),
         ("busy cycles", ", ".join(f"{k} {v:,}" for k, v in r["busy_cycles"].items())),
         ("MACs useful / issued", f"{r['macs']:,} / {r['issued_macs']:,}"),
+        ("energy", f"{r['energy_pj'] / 1e6:,.3f} uJ  (" + ", ".join(
+            f"{k} {v / r['energy_pj']:.0%}" for k, v in r["energy_breakdown_pj"].items() if v) + ")"),
+        ("energy x delay", f"{r['edp']:.4g} {r['edp_units']}"),
         ("compile time", f"{r['compile_seconds']:.3f} s"),
         ("simulator wall time", f"{r['simulator_wall_seconds']:.2f} s"
                                 + ("" if r["races_checked"] else " (race check off)")),

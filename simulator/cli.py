@@ -56,6 +56,7 @@ def _summary(stats: Stats) -> str:
         f"DRAM read {stats.dram_read_bytes:,} B  write {stats.dram_write_bytes:,} B  "
         f"(simulated in {stats.wall_seconds:.3f} s by the {stats.engine} core)",
         "busy " + "  ".join(f"{u} {c:,}" for u, c in stats.busy_cycles.items()),
+        f"energy {stats.energy.total_pj / 1e6:,.3f} uJ  energy x delay {stats.energy.edp:.4g} pJ*s",
     ]
     for unit, causes in stats.stall_cycles.items():
         if causes:

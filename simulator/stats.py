@@ -9,7 +9,9 @@ whole rows (zero fill included); a store reads ``cols`` elements per row; a
 ``tmm`` step reads one A tile and one B tile and writes one acc tile, and
 reads it too unless it is the first, overwriting step of a non-accumulating
 block; ALU ops read and write their destination rows and also read the rows
-of their other accumulator accesses (``vaddrow`` one row).
+of their other accumulator accesses (``vaddrow`` one row).  Energy prices
+these events, plus MACs, ALU elements and cycles, with the config's energy
+table (``energy.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import numpy as np
 from tinynpu.assembler.image import Program
 from tinynpu.isa import ArchConfig, Instruction, Isa, regions
 from tinynpu.simulator.decode import Decoded
+from tinynpu.simulator.energy import Energy, Events, energy_of
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,7 @@ class Stats:
     timing: bool
     races_checked: bool
     wall_seconds: float
+    energy: Energy
     engine: str = "python"  # which simulator core ran: native (core.c) or python
     _mnemonics: tuple[str, ...] = field(default=(), repr=False)
     _units: tuple[str, ...] = field(default=(), repr=False)
@@ -84,6 +88,7 @@ class Stats:
             "races_checked": self.races_checked,
             "wall_seconds": self.wall_seconds,
             "engine": self.engine,
+            **self.energy.to_json(),
         }
 
 
@@ -106,6 +111,7 @@ def build_stats(isa: Isa, cfg: ArchConfig, program: Program, dec: Decoded, *, ex
     sp_rd: dict[str, int] = {}
     macs = 0  # every tmm step is a tile x tile x tile MAC block
     sp_wr: dict[str, int] = {}
+    alu_elements = 0
     dram_users = [(ins, acc) for ins in isa.instructions for acc in ins.accesses if acc.dram]
     # In chunks: every figure is an exact integer sum, and small temporaries keep the peak memory
     # of a long program's run at its columns.
@@ -126,20 +132,28 @@ def build_stats(isa: Isa, cfg: ArchConfig, program: Program, dec: Decoded, *, ex
             if ins.stats == "tmm":
                 v = _operands(ins, x[dec.op[ch] == ins.index])
                 macs += int((v["m"] * v["n"] * v["k"]).sum()) * cfg.tile**3
-        for name, rw in _scratchpad(isa, cfg, dec.op[ch], x).items():
+        sp, alu_el = _scratchpad(isa, cfg, dec.op[ch], x)
+        alu_elements += alu_el
+        for name, rw in sp.items():
             sp_rd[name] = sp_rd.get(name, 0) + rw["read_bytes"]
             sp_wr[name] = sp_wr.get(name, 0) + rw["write_bytes"]
     if not sp_rd:  # nothing executed: the zero figures, by scope
-        for name, rw in _scratchpad(isa, cfg, op, dec.values(sl)).items():
+        for name, rw in _scratchpad(isa, cfg, op, dec.values(sl))[0].items():
             sp_rd[name], sp_wr[name] = rw["read_bytes"], rw["write_bytes"]
+    dram_read = int(dec.dram_read[sl].sum(dtype=np.int64))
+    dram_write = int(dec.dram_write[sl].sum(dtype=np.int64))
+    key = {s.name: s.config_key for s in isa.scopes}
+    events = Events(macs=macs, alu_elements=alu_elements, dram_bytes=dram_read + dram_write, cycles=cycles,
+                    scratchpad_read_bytes={key[n]: v for n, v in sp_rd.items()},
+                    scratchpad_write_bytes={key[n]: v for n, v in sp_wr.items()})
     return Stats(
         cycles=cycles,
         instructions_total=executed,
         by_mnemonic={m: int(c) for m, c in zip(mnems, counts.tolist(), strict=False) if c},
         busy_cycles={u: int(b) for u, b in zip(units, busy.tolist(), strict=False)},
         stall_cycles=stalls,
-        dram_read_bytes=int(dec.dram_read[sl].sum(dtype=np.int64)),
-        dram_write_bytes=int(dec.dram_write[sl].sum(dtype=np.int64)),
+        dram_read_bytes=dram_read,
+        dram_write_bytes=dram_write,
         tensor_traffic=traffic,
         scratchpad={name: {"read_bytes": sp_rd[name], "write_bytes": sp_wr[name]} for name in sp_rd},
         macs=macs,
@@ -148,6 +162,7 @@ def build_stats(isa: Isa, cfg: ArchConfig, program: Program, dec: Decoded, *, ex
         timing=timing,
         races_checked=races,
         wall_seconds=wall,
+        energy=energy_of(cfg, events),
         engine=engine,
         _mnemonics=mnems,
         _units=units,
@@ -171,14 +186,17 @@ def _evaluate(isa: Isa, cfg: ArchConfig, ins: Instruction, text: str, x: np.ndar
     return np.broadcast_to(value, (len(x),)).astype(np.int64)
 
 
-def _scratchpad(isa: Isa, cfg: ArchConfig, op: np.ndarray, x: np.ndarray) -> dict[str, dict[str, int]]:
-    """Scratchpad bytes read and written, by scope, per each instruction's stats class (isa.yaml ``stats``)."""
+def _scratchpad(isa: Isa, cfg: ArchConfig, op: np.ndarray,
+                x: np.ndarray) -> tuple[dict[str, dict[str, int]], int]:
+    """Scratchpad bytes read and written, by scope, per each instruction's stats class (isa.yaml ``stats``),
+    and the accumulator elements the ALU or a store's requantizer processed."""
     t = cfg.tile
     eb = {s.id: cfg.elem_bytes(s.config_key) for s in isa.scopes}
     row_bytes = {sid: t * b for sid, b in eb.items()}
     acc, a, b = (isa.scope_ids[name] for name in ("acc", "a", "b"))
     rd = dict.fromkeys(eb, 0)
     wr = dict.fromkeys(eb, 0)
+    alu_elements = 0
     for ins in isa.instructions:
         sel = op == ins.index
         if not sel.any():
@@ -192,7 +210,9 @@ def _scratchpad(isa: Isa, cfg: ArchConfig, op: np.ndarray, x: np.ndarray) -> dic
                 for sid in eb:
                     wr[sid] += int(per[scope == sid].sum()) * row_bytes[sid]
         elif ins.stats == "dma_out":
-            rd[acc] += int((v["rows"] * v["cols"]).sum()) * eb[acc]
+            elements = v["rows"] * v["cols"]
+            rd[acc] += int(elements.sum()) * eb[acc]
+            alu_elements += int(elements[(v["narrow"] | v["relu"]) != 0].sum())
         elif ins.stats == "tmm":
             steps = v["m"] * v["n"] * v["k"]
             first = np.where(v["accumulate"] != 0, 0, v["m"] * v["n"])
@@ -207,8 +227,9 @@ def _scratchpad(isa: Isa, cfg: ArchConfig, op: np.ndarray, x: np.ndarray) -> dic
                             .sum()) for r in ins.accesses if not r.write)
             rd[acc] += (rows + extra) * row_bytes[acc]
             wr[acc] += rows * row_bytes[acc]
+            alu_elements += rows * t
     names = {s.id: s.name for s in isa.scopes}
-    return {names[sid]: {"read_bytes": rd[sid], "write_bytes": wr[sid]} for sid in eb}
+    return {names[sid]: {"read_bytes": rd[sid], "write_bytes": wr[sid]} for sid in eb}, alu_elements
 
 
 __all__ = ["Stats", "build_stats"]

@@ -1,0 +1,98 @@
+"""Energy of a run: the events it caused, priced by the config's energy table.
+
+The simulator counts the events once, from the instructions that executed
+(``simulator/stats.py``, shared by the Python and the native core, so both
+give the same energy); this module only multiplies them by the per-action
+energies of :class:`~tinynpu.isa.config.EnergyTable`.  docs/energy.md
+derives the shipped energies and says what each event counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tinynpu.isa import ArchConfig
+
+SCRATCHPADS = ("a_reg", "b_reg", "acc")
+COMPONENTS = ("mac", "alu", *SCRATCHPADS, "dram", "static")
+EDP_UNITS = "pJ*s"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Events:
+    """What a run did, counted from what each executed instruction really does.
+
+    Attributes:
+        macs: multiply-accumulates the MAC array issued, padding included
+            (tile^3 per tmm step).
+        alu_elements: accumulator elements processed by ALU instructions
+            (rows x tile each: the ALU works on whole rows) plus elements a
+            store requantizes or clamps (rows x cols, with narrow or relu).
+        scratchpad_read_bytes: bytes read from each scratchpad, by config key.
+        scratchpad_write_bytes: bytes written into each scratchpad, by config key.
+        dram_bytes: bytes across the DRAM port, reads and writes.
+        cycles: the run's cycle count (0 when timing was off).
+    """
+
+    macs: int
+    alu_elements: int
+    scratchpad_read_bytes: Mapping[str, int]
+    scratchpad_write_bytes: Mapping[str, int]
+    dram_bytes: int
+    cycles: int
+
+    def __post_init__(self) -> None:
+        for name in ("macs", "alu_elements", "dram_bytes", "cycles"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be an integer >= 0, not {value!r}")
+        for name in ("scratchpad_read_bytes", "scratchpad_write_bytes"):
+            table = getattr(self, name)
+            if sorted(table) != sorted(SCRATCHPADS) or any(v < 0 for v in table.values()):
+                raise ValueError(f"{name} must give bytes >= 0 for exactly {', '.join(SCRATCHPADS)}, not {table!r}")
+
+
+@dataclass(frozen=True)
+class Energy:
+    """Energy of one run, by component, and its energy-delay product.
+
+    Attributes:
+        breakdown_pj: picojoules per component, in :data:`COMPONENTS` order.
+        seconds: the run's duration, cycles / clock.
+    """
+
+    breakdown_pj: tuple[tuple[str, float], ...]
+    seconds: float
+
+    @property
+    def total_pj(self) -> float:
+        return sum(pj for _, pj in self.breakdown_pj)
+
+    @property
+    def edp(self) -> float:
+        """Energy x delay in pJ*s (picojoules times seconds)."""
+        return self.total_pj * self.seconds
+
+    def to_json(self) -> dict[str, Any]:
+        return {"energy_pj": self.total_pj, "energy_breakdown_pj": dict(self.breakdown_pj), "edp": self.edp,
+                "edp_units": EDP_UNITS}
+
+
+def energy_of(cfg: ArchConfig, events: Events) -> Energy:
+    """Price ``events`` with ``cfg``'s energy table."""
+    table = cfg.energy
+    pj = {
+        "mac": events.macs * table.mac_pj,
+        "alu": events.alu_elements * table.alu_pj_per_element,
+        **{key: events.scratchpad_read_bytes[key] * table.scratchpad_read_pj(key)
+           + events.scratchpad_write_bytes[key] * table.scratchpad_write_pj(key) for key in SCRATCHPADS},
+        "dram": events.dram_bytes * table.dram_pj_per_byte,
+        "static": events.cycles * table.static_pj_per_cycle,
+    }
+    return Energy(breakdown_pj=tuple((name, pj[name]) for name in COMPONENTS),
+                  seconds=events.cycles / (cfg.clock_mhz * 1e6))
+
+
+__all__ = ["COMPONENTS", "EDP_UNITS", "SCRATCHPADS", "Energy", "Events", "energy_of"]
