@@ -71,7 +71,7 @@ def _format(isa: Isa, syntax: Syntax, fields: Mapping[str, int], tile: int, span
     parts = [_operand_text(isa, op, fields, tile, spans) for op in syntax.operands]
     for fld in syntax.options:
         value = fields[fld.name]
-        if fld.default is None or value != fld.default:
+        if fld.default_at(tile) is None or value != fld.default_at(tile):
             parts.append(f"{fld.name}={_value_text(isa, fld, value, tile, spans)}")
     mnemonic = syntax.instruction.mnemonic
     return f"{mnemonic} {', '.join(parts)}" if parts else mnemonic

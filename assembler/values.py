@@ -48,7 +48,7 @@ class Limits:
     scope_rows: list[int] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.plans = _encode_plans(self.isa)
+        self.plans = _encode_plans(self.isa, self.cfg.tile)
         self.capacity = {s.name: (s.config_key, self.cfg.rows(s.config_key)) for s in self.isa.scopes}
         self.elem_bytes = self.isa.per_scope(lambda s: self.cfg.elem_bytes(s.config_key))
         self.scope_rows = self.isa.per_scope(lambda s: self.cfg.rows(s.config_key))
@@ -95,10 +95,11 @@ class _EncodePlan:
 
 
 @functools.lru_cache(maxsize=16)
-def _encode_plans(isa: Isa) -> dict[str, _EncodePlan]:
+def _encode_plans(isa: Isa, tile: int) -> dict[str, _EncodePlan]:
     plans: dict[str, _EncodePlan] = {}
     for instr in isa.instructions:
-        fields = tuple(_FieldPlan(f, f.name, f.default, f.lo, f.hi, f.kind == "sp_tile") for f in instr.fields)
+        fields = tuple(_FieldPlan(f, f.name, f.default_at(tile), f.lo, f.hi_at(tile), f.kind == "sp_tile")
+                       for f in instr.fields)
         scratchpad = tuple(f for f in instr.fields if f.kind in SP_KINDS)
         dram = next((f for f in instr.fields if f.kind == "dram_addr"), None)
 
@@ -143,9 +144,11 @@ def check_values(instr: Instruction, values: dict[str, Value], limits: Limits, a
         if not fp.lo <= encoded <= fp.hi:
             pos = values[fp.name].pos if fp.name in values else at
             fld = fp.field
-            shown = f"{fld.lo}..{fld.hi}"
+            shown = f"{fld.lo}..{fp.hi}"
             if fld.kind == "sp_tile":
                 shown = f"rows {fld.lo * tile}..{fld.hi * tile} (multiples of {tile})"
+            elif fld.max_is_tile:
+                shown += f" (at most the tile edge of config {cfg.name!r})"
             raise AsmError(f"{pos}: {instr.mnemonic} {fld.name}={value} is out of range: the field "
                            f"({fld.width} bits, {fld.kind}) holds {shown}.")
         keep(encoded)

@@ -49,11 +49,11 @@ class Op:
     deps: set[int] = field(default_factory=set)
 
 
-def _encode_error(instr: Instruction, op: Op) -> str | None:
+def _encode_error(instr: Instruction, op: Op, tile: int) -> str | None:
     """Why ``op`` does not encode (the one-word encoder's message), or None."""
     fields = op.fields if instr.unit == "control" else {**op.fields, "wait": op.wait, "signal": op.signal}
     try:
-        encoding.encode(instr, fields)
+        encoding.encode(instr, fields, tile)
     except SpecError as exc:
         return exc.message
     return None
@@ -254,15 +254,15 @@ class Emitter:
                 if f.kind == "units":
                     values = [getattr(ops[i], f.name) for i in idx]
                 else:
-                    values = [ops[i].fields.get(f.name, f.default) for i in idx]
+                    values = [ops[i].fields.get(f.name, f.default_at(self.cfg.tile)) for i in idx]
                 if None in values:
                     i = idx[values.index(None)]
                     raise UsageError(f"instruction {i} ({mnemonic}): field {f.name} has no value and no default.")
                 columns[f.name] = np.array(values, dtype=np.int64)
             try:
-                lo[idx], hi[idx] = encoding.encode_columns(instr, columns, len(idx))
+                lo[idx], hi[idx] = encoding.encode_columns(instr, columns, len(idx), self.cfg.tile)
             except SpecError:
-                bad, why = next((i, w) for i in idx if (w := _encode_error(instr, ops[i])) is not None)
+                bad, why = next((i, w) for i in idx if (w := _encode_error(instr, ops[i], self.cfg.tile)) is not None)
                 raise UsageError(f"instruction {bad} ({mnemonic}): {why}") from None
         return encoding.to_ints(lo, hi)
 

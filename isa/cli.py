@@ -17,7 +17,7 @@ from tinynpu.isa.gen_markdown import ISA_MD_PATH, MARKER, generate_markdown
 from tinynpu.isa.gen_verilog import RTL_HEADER_PATH, generate_verilog
 from tinynpu.isa.spec import DEFAULT_ISA_PATH, Isa, load_isa
 
-DOC_CONFIGS = ("default", "fp32")
+DOC_CONFIGS = ("default", "fp32", "t8", "t32")
 
 FORCE_HELP = "overwrite an output file that tinynpu did not write"
 CHECK_HELP = "exit 1 if the file differs from what would be generated"

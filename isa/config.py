@@ -26,6 +26,8 @@ CONFIG_DIR = ISA_DIR / "configs"
 
 _DTYPE_BYTES = {"int8": 1, "int32": 4, "float32": 4}
 _SCOPE_KEYS = ("a_reg", "b_reg", "acc")
+TILES = tuple(1 << e for e in range(2, 8))  # every supported tile edge: powers of two from 4 to 128
+BUFFERS_PER_SCOPE = 2  # double buffering: every scratchpad holds at least one tile per buffer
 
 # Every action the energy table must price: key path under the config's top level -> what it means.
 # The loader names the missing or bad entry with this text; docs/energy.md derives the defaults.
@@ -163,6 +165,7 @@ def load_config(name_or_path: str | Path = "default", isa: Isa | None = None) ->
     _check_energy_actions(src)
     _schema_check(src, "config.schema.json")
     d = src.data
+    _check_tile(src, d)
     if (d["dtypes"]["input"] == "int8") != (d["dtypes"]["acc"] == "int32"):
         raise _fail(src, ("dtypes",), "dtypes must be int8 -> int32 or float32 -> float32.")
     if d["tensor"]["tmm_latency_cycles"] > d["tensor"]["tmm_interval_cycles"] * d["tile"]:
@@ -195,6 +198,21 @@ def load_config(name_or_path: str | Path = "default", isa: Isa | None = None) ->
     )
     _check_fields_fit(isa, cfg, src)
     return cfg
+
+
+def _check_tile(src: YamlSource, d: dict[str, Any]) -> None:
+    """The tile edge is supported and every scratchpad holds whole tiles, one per buffer at least."""
+    tile = d["tile"]
+    if tile not in TILES:
+        raise _fail(src, ("tile",), f"tile must be a power of two from {TILES[0]} to {TILES[-1]}, not {tile}.")
+    for key in _SCOPE_KEYS:
+        rows = d["scopes"][key]["rows"]
+        if rows % tile or rows < BUFFERS_PER_SCOPE * tile:
+            raise _fail(
+                src, ("scopes", key, "rows"),
+                f"scratchpad {key} must hold whole {tile}-row tiles, at least {BUFFERS_PER_SCOPE} (one per "
+                f"buffer): rows must be a multiple of {tile} from {BUFFERS_PER_SCOPE * tile}, not {rows}.",
+            )
 
 
 def _architecture(d: dict[str, Any]) -> dict[str, Any]:
@@ -233,23 +251,28 @@ def _energy_table(e: dict[str, Any]) -> EnergyTable:
     )
 
 
-def _check_fields_fit(isa: Isa, cfg: ArchConfig, src: object) -> None:
+def _check_fields_fit(isa: Isa, cfg: ArchConfig, src: YamlSource) -> None:
     """Every address/count field must reach the whole range the config gives it."""
-    max_rows = max(rows for _, rows in cfg.scope_rows)
-    need: dict[str, tuple[int, str]] = {
-        "sp_row": (max_rows - 1, f"the largest scratchpad row ({max_rows - 1})"),
-        "sp_tile": (max_rows // cfg.tile - 1, f"the largest scratchpad tile ({max_rows // cfg.tile - 1})"),
-        "dram_addr": (cfg.dram_bytes - 1, f"the last DRAM byte ({cfg.dram_bytes - 1})"),
+    biggest, max_rows = max(cfg.scope_rows, key=lambda kv: kv[1])
+    rows_key: KeyPath = ("scopes", biggest, "rows")
+    need: dict[str, tuple[int, str, KeyPath]] = {
+        "sp_row": (max_rows - 1, f"the largest scratchpad row ({max_rows - 1})", rows_key),
+        "sp_tile": (max_rows // cfg.tile - 1, f"the largest scratchpad tile ({max_rows // cfg.tile - 1})",
+                    rows_key),
+        "dram_addr": (cfg.dram_bytes - 1, f"the last DRAM byte ({cfg.dram_bytes - 1})", ("dram", "bytes")),
     }
     for instr in isa.instructions:
         for field in instr.fields:
             required = need.get(field.kind)
             if field.kind == "count" and field.name == "rows":
-                required = (max_rows, f"a whole scratchpad of rows ({max_rows})")
+                required = (max_rows, f"a whole scratchpad of rows ({max_rows})", rows_key)
+            if field.max_is_tile:
+                required = (cfg.tile, f"a whole row ({cfg.tile} elements, the tile edge)", ("tile",))
             if required is not None and field.hi < required[0]:
-                raise SpecError(
-                    f"{cfg.source}: config {cfg.name!r} does not fit the ISA: field {field.name!r} of "
-                    f"{instr.mnemonic} ({field.width} bits, {isa.source}) cannot hold {required[1]}."
+                raise _fail(
+                    src, required[2],
+                    f"config {cfg.name!r} does not fit the ISA: field {field.name!r} of {instr.mnemonic} "
+                    f"({field.width} bits, {isa.source}) holds at most {field.hi} and cannot hold {required[1]}.",
                 )
 
 

@@ -33,8 +33,11 @@ def pack(instr: Instruction, values: Sequence[int]) -> int:
     return word
 
 
-def encode(instr: Instruction, values: Mapping[str, int]) -> int:
+def encode(instr: Instruction, values: Mapping[str, int], tile: int | None = None) -> int:
     """Encode one instruction; missing fields take their defaults.
+
+    ``tile`` is the config's tile edge: the default and the largest value of
+    the fields that count a row's elements (``cols``).
 
     Raises:
         SpecError: an unknown field, a missing value without default, or a value outside its field.
@@ -45,11 +48,12 @@ def encode(instr: Instruction, values: Mapping[str, int]) -> int:
             raise SpecError(f"encode: {mnemonic} has no field {name!r}; it has {sorted(instr.field_map)}.")
     ordered: list[int] = []
     for field in instr.fields:
-        value = values.get(field.name, field.default)
+        value = values.get(field.name, field.default_at(tile))
         if value is None:
             raise SpecError(f"encode: {mnemonic} needs a value for field {field.name!r}.")
-        if not field.lo <= value <= field.hi:
-            raise SpecError(f"encode: {mnemonic} field {field.name!r} must be in {field.lo}..{field.hi}, not {value}.")
+        hi = field.hi_at(tile)
+        if not field.lo <= value <= hi:
+            raise SpecError(f"encode: {mnemonic} field {field.name!r} must be in {field.lo}..{hi}, not {value}.")
         ordered.append(value)
     return pack(instr, ordered)
 
@@ -61,13 +65,14 @@ def field_value(word: int, field: Field) -> int:
 
 
 def encode_columns(instr: Instruction, columns: Mapping[str, np.ndarray | int],
-                   n: int) -> tuple[np.ndarray, np.ndarray]:
+                   n: int, tile: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Encode ``n`` instructions of one kind at once: the vectorized :func:`encode`.
 
     Args:
         instr: the instruction.
         columns: field name -> ``n`` values (or one value for all); missing fields take their defaults.
         n: number of instructions.
+        tile: the config's tile edge, as in :func:`encode`.
 
     Returns:
         The words' low and high 64 bits, two ``uint64`` arrays of length ``n`` (:func:`to_ints`
@@ -82,13 +87,14 @@ def encode_columns(instr: Instruction, columns: Mapping[str, np.ndarray | int],
     lo = np.full(n, instr.match & _MASK64, dtype=np.uint64)
     hi = np.full(n, instr.match >> 64, dtype=np.uint64)
     for field in instr.fields:
-        given = columns.get(field.name, field.default)
+        given = columns.get(field.name, field.default_at(tile))
         if given is None:
             raise SpecError(f"encode: {instr.mnemonic} needs a value for field {field.name!r}.")
         value = np.broadcast_to(np.asarray(given, dtype=np.int64), (n,))
-        bad = np.flatnonzero((value < field.lo) | (value > field.hi))
+        top = field.hi_at(tile)
+        bad = np.flatnonzero((value < field.lo) | (value > top))
         if len(bad):
-            raise SpecError(f"encode: {instr.mnemonic} field {field.name!r} must be in {field.lo}..{field.hi}, "
+            raise SpecError(f"encode: {instr.mnemonic} field {field.name!r} must be in {field.lo}..{top}, "
                             f"not {int(value[bad[0]])} (instruction {int(bad[0])} of the columns).")
         bits = value.astype(np.uint64) & np.uint64((1 << field.width) - 1)  # two's complement of negatives
         if field.lsb < 64:

@@ -24,7 +24,7 @@ def _esc(text: str) -> str:
 
 
 def _range(fld: Field, tile_note: bool) -> str:
-    text = f"{fld.lo}..{fld.hi}"
+    text = f"{fld.lo}..tile" if fld.max_is_tile else f"{fld.lo}..{fld.hi}"
     if tile_note:
         text += " (tile index; written as row = tile x tile edge)"
     return text
@@ -72,7 +72,7 @@ def _field_table(isa: Isa, instr: Instruction) -> list[str]:
              "|---|---|---|---|---|---|---|"]
     for f in instr.fields:
         scope = f" ({f.scope})" if f.scope else ""
-        default = "required" if f.default is None else str(f.default)
+        default = "tile" if f.default_is_tile else "required" if f.default is None else str(f.default)
         written = _esc(_written_as(isa, instr, f))
         lines.append(f"| `{f.name}` | {written} | {f.kind}{scope} | {f.msb}:{f.lsb} | "
                      f"{_range(f, f.kind == 'sp_tile')} | {default} | {_esc(f.summary)} |")
@@ -129,8 +129,8 @@ def _config_table(isa: Isa, cfgs: Sequence[ArchConfig]) -> list[str]:
         ("DRAM bytes / cycle", [str(c.dram_bytes_per_cycle) for c in cfgs]),
         ("DRAM latency (cycles)", [str(c.dram_latency_cycles) for c in cfgs]),
         ("MACs / cycle", [str(c.macs_per_cycle) for c in cfgs]),
-        ("tmm16 interval (cycles)", [str(c.tmm_interval_cycles) for c in cfgs]),
-        ("tmm16 latency (cycles)", [str(c.tmm_latency_cycles) for c in cfgs]),
+        ("tmm step interval (cycles)", [str(c.tmm_interval_cycles) for c in cfgs]),
+        ("tmm step latency (cycles)", [str(c.tmm_latency_cycles) for c in cfgs]),
         ("ALU rows / cycle", [str(c.alu_rows_per_cycle) for c in cfgs]),
         ("ALU latency (cycles)", [str(c.alu_latency_cycles) for c in cfgs]),
         ("queue depth", [str(c.queue_depth) for c in cfgs]),

@@ -36,7 +36,7 @@ class Field:
 
     ``kind`` says how assembly writes it: ``sp_row`` and ``sp_tile`` are
     scratchpad addresses (rows; tiles are written as row numbers that must be
-    multiples of 16), ``scope`` selects the scratchpad of a combined operand,
+    multiples of the config's tile edge), ``scope`` selects the scratchpad of a combined operand,
     ``units`` is a wait/signal mask written as ``load|tensor``.
     """
 
@@ -51,6 +51,8 @@ class Field:
     min: int | None = None
     max: int | None = None
     default: int | None = None
+    max_is_tile: bool = False  # YAML `max: tile`: at most the config's tile edge (a row's elements)
+    default_is_tile: bool = False  # YAML `default: tile`: a whole row
 
     @property
     def width(self) -> int:
@@ -71,6 +73,14 @@ class Field:
         """Largest encodable value, after the field's own ``max``."""
         base = (1 << (self.width - 1)) - 1 if self.signed else (1 << self.width) - 1
         return base if self.max is None else min(base, self.max)
+
+    def hi_at(self, tile: int | None) -> int:
+        """Largest value a config with tile edge ``tile`` accepts (``None``: any encodable value)."""
+        return min(self.hi, tile) if self.max_is_tile and tile is not None else self.hi
+
+    def default_at(self, tile: int | None) -> int | None:
+        """The value assembly and encoding use when the field is omitted (``None``: no default)."""
+        return tile if self.default_is_tile else self.default
 
 
 @dataclass(frozen=True)

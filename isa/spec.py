@@ -105,8 +105,12 @@ class Isa:
         """The most operands any instruction has (the width of the simulator's operand rows)."""
         return max(len(i.operands) for i in self.instructions)
 
-    def encode(self, mnemonic: str, values: Mapping[str, int]) -> int:
+    def encode(self, mnemonic: str, values: Mapping[str, int], *, tile: int | None = None) -> int:
         """Encode one instruction; missing fields take their defaults (:func:`encoding.encode`).
+
+        ``tile`` is the config's tile edge, for the fields whose default or
+        range is a row (``cols``); without it, such a field takes the built-in
+        default config's tile edge as its default and any encodable value.
 
         Raises:
             SpecError: unknown mnemonic or field, or a value outside its field.
@@ -114,7 +118,13 @@ class Isa:
         instr = self.by_mnemonic.get(mnemonic)
         if instr is None:
             raise SpecError(f"encode: unknown mnemonic {mnemonic!r}.")
-        return encoding.encode(instr, values)
+        if tile is None and any(f.default_is_tile and f.name not in values for f in instr.fields):
+            from tinynpu.isa.config import load_config  # the config layer sits above this one
+
+            return encoding.encode(instr, {**values, **{f.name: load_config("default", self).tile
+                                                         for f in instr.fields
+                                                         if f.default_is_tile and f.name not in values}})
+        return encoding.encode(instr, values, tile)
 
     def decode(self, word: int) -> tuple[Instruction, dict[str, int]]:
         """Decode one word into its instruction and field values.
@@ -144,6 +154,17 @@ class Isa:
 
 def _fail(src: YamlSource, key_path: KeyPath, what: str) -> SpecError:
     return SpecError(f"{src.where(key_path)}: {what}")
+
+
+def _field(raw: Mapping[str, Any]) -> Field:
+    """A field record; ``max: tile`` / ``default: tile`` become flags resolved against a config."""
+    f = dict(raw)
+    tile_max, tile_default = f.get("max") == "tile", f.get("default") == "tile"
+    if tile_max:
+        del f["max"]
+    if tile_default:
+        del f["default"]
+    return Field(**f, max_is_tile=tile_max, default_is_tile=tile_default)
 
 
 def _schema_check(src: YamlSource, schema_name: str) -> None:
@@ -194,7 +215,7 @@ def load_isa(path: Path = DEFAULT_ISA_PATH) -> Isa:
             raise _fail(src, (*at, "unit"), f"unit must be one of {sorted(unit_names)}, not {raw['unit']!r}.")
         if raw["timing"] not in data["timing_classes"]:
             raise _fail(src, (*at, "timing"), f"timing class {raw['timing']!r} is not defined in timing_classes.")
-        fields = tuple(Field(**f) for f in raw["fields"])
+        fields = tuple(_field(f) for f in raw["fields"])
         fixed = tuple(FixedBits(**f) for f in raw["fixed"])
         accesses = _accesses(src, at, raw, fields, scopes)
         missing = [o for o in STATS_OPERANDS.get(raw["stats"], ()) if o not in {f.name for f in fields}]

@@ -241,61 +241,44 @@ static void do_store(const Run *R, const int64_t *x) {
 /* tmm: acc tile (i, j) (+)= sum over kk of A(i, kk) @ B(j, kk)^T.
  *
  * Addition modulo 2^32 is associative, so each k-step is added into acc in turn.  A tile step sums
- * 16 int8 x int8 products, at most 2^18 in magnitude, so it is exact in float32 whatever the order
- * or fusing of the float operations; floats from the shadow copies (converted once per load, not
+ * T int8 x int8 products, at most 2^14 * T <= 2^21 in magnitude, so it is exact in float32 whatever
+ * the order or fusing of the float operations; floats from the shadow copies (converted once per load, not
  * once per use) let each output row be one vector: row r of the step is the sum over q of
- * A[r][q] times row q of B^T. */
-typedef float f32x16 __attribute__((vector_size(64)));
-typedef int32_t i32x16 __attribute__((vector_size(64)));
-typedef uint32_t u32x16 __attribute__((vector_size(64)));
-
-static void tmm16(Sim *S, const int64_t *x) {
-  const Run *R = S->R;
-  int64_t acc_t = x[0], a_t = x[1], b_t = x[2], m = x[3], n = x[4], k = x[5], accumulate = x[6];
-  int32_t *C = (int32_t *)R->sp[R->scope_acc];
-  for (int64_t j = 0; j < n; j++)
-    for (int64_t kk = 0; kk < k; kk++) {
-      f32x16 bt[16];
-      memcpy(bt, S->bt_f + (b_t + j * k + kk) * 256, sizeof bt);
-      int overwrite = kk == 0 && !accumulate;
-      for (int64_t i = 0; i < m; i++) {
-        const float *a = S->a_f + (a_t + i * k + kk) * 256;
-        int32_t *out = C + (acc_t + i * n + j) * 256;
-        for (int r = 0; r < 16; r++) {
-          f32x16 sum = {0};
-          for (int q = 0; q < 16; q++) sum += a[r * 16 + q] * bt[q];
-          i32x16 step = __builtin_convertvector(sum, i32x16), o;
-          memcpy(&o, out + r * 16, sizeof o);
-          o = overwrite ? step : (i32x16)((u32x16)o + (u32x16)step);
-          memcpy(out + r * 16, &o, sizeof o);
-        }
-      }
-    }
-}
-
-/* The same for any tile edge, one element at a time. */
-static void tmm_any(Sim *S, const int64_t *x) {
-  const Run *R = S->R;
-  const int64_t T = R->tile;
-  int64_t acc_t = x[0], a_t = x[1], b_t = x[2], m = x[3], n = x[4], k = x[5], accumulate = x[6];
-  int32_t *C = (int32_t *)R->sp[R->scope_acc];
-  for (int64_t j = 0; j < n; j++)
-    for (int64_t kk = 0; kk < k; kk++) {
-      const float *bt = S->bt_f + (b_t + j * k + kk) * T * T;
-      int overwrite = kk == 0 && !accumulate;
-      for (int64_t i = 0; i < m; i++) {
-        const float *a = S->a_f + (a_t + i * k + kk) * T * T;
-        int32_t *out = C + (acc_t + i * n + j) * T * T;
-        for (int64_t r = 0; r < T; r++)
-          for (int64_t c = 0; c < T; c++) {
-            float sum = 0.0f;
-            for (int64_t q = 0; q < T; q++) sum += a[r * T + q] * bt[q * T + c];
-            int32_t *o = out + r * T + c;
-            *o = overwrite ? (int32_t)sum : (int32_t)((uint32_t)*o + (uint32_t)(int32_t)sum);
-          }
-      }
-    }
-}
+ * A[r][q] times row q of B^T.  One kernel per supported tile edge N (a power of two from 4 to 128),
+ * on N-lane vectors. */
+#define TMM_KERNEL(N)                                                                              \
+  typedef float f32x##N __attribute__((vector_size(4 * (N))));                                     \
+  typedef int32_t i32x##N __attribute__((vector_size(4 * (N))));                                   \
+  typedef uint32_t u32x##N __attribute__((vector_size(4 * (N))));                                  \
+  static void tmm##N(Sim *S, const int64_t *x) {                                                   \
+    const Run *R = S->R;                                                                           \
+    int64_t acc_t = x[0], a_t = x[1], b_t = x[2], m = x[3], n = x[4], k = x[5], accumulate = x[6]; \
+    int32_t *C = (int32_t *)R->sp[R->scope_acc];                                                   \
+    for (int64_t j = 0; j < n; j++)                                                                \
+      for (int64_t kk = 0; kk < k; kk++) {                                                         \
+        f32x##N bt[N];                                                                             \
+        memcpy(bt, S->bt_f + (b_t + j * k + kk) * (N) * (N), sizeof bt);                           \
+        int overwrite = kk == 0 && !accumulate;                                                    \
+        for (int64_t i = 0; i < m; i++) {                                                          \
+          const float *a = S->a_f + (a_t + i * k + kk) * (N) * (N);                                \
+          int32_t *out = C + (acc_t + i * n + j) * (N) * (N);                                      \
+          for (int r = 0; r < (N); r++) {                                                          \
+            f32x##N sum = {0};                                                                     \
+            for (int q = 0; q < (N); q++) sum += a[r * (N) + q] * bt[q];                           \
+            i32x##N step = __builtin_convertvector(sum, i32x##N), o;                               \
+            memcpy(&o, out + r * (N), sizeof o);                                                   \
+            o = overwrite ? step : (i32x##N)((u32x##N)o + (u32x##N)step);                          \
+            memcpy(out + r * (N), &o, sizeof o);                                                   \
+          }                                                                                        \
+        }                                                                                          \
+      }                                                                                            \
+  }
+TMM_KERNEL(4)
+TMM_KERNEL(8)
+TMM_KERNEL(16)
+TMM_KERNEL(32)
+TMM_KERNEL(64)
+TMM_KERNEL(128)
 
 static void do_alu(const Run *R, enum Kind kind, const int64_t *x) {
   const int64_t T = R->tile;
@@ -351,8 +334,15 @@ static void execute(Sim *S, int kind, const int64_t *x) {
     case K_ZERO: do_zero(S, x); break;
     case K_STORE: do_store(S->R, x); break;
     case K_TMM:
-      if (S->R->tile == 16) tmm16(S, x);
-      else tmm_any(S, x);
+      switch (S->R->tile) {
+        case 4: tmm4(S, x); break;
+        case 8: tmm8(S, x); break;
+        case 16: tmm16(S, x); break;
+        case 32: tmm32(S, x); break;
+        case 64: tmm64(S, x); break;
+        case 128: tmm128(S, x); break;
+        default: abort(); /* load_config admits no other tile edge */
+      }
       break;
     case K_VADD: case K_VADDROW: case K_VMAX: case K_VMIN: case K_VMUL: case K_VSHR: case K_VREQUANT:
       do_alu(S->R, (enum Kind)kind, x);

@@ -154,7 +154,7 @@ def _decode_chunk(isa: Isa, cfg: ArchConfig, words: Sequence[int], base: int,
             continue
         for field in instr.fields:
             vals = field_column(lo[sel], hi[sel], field)
-            ok[sel] &= (vals >= field.lo) & (vals <= field.hi)
+            ok[sel] &= (vals >= field.lo) & (vals <= field.hi_at(cfg.tile))
             if field.name == "wait":
                 wait[sel] = vals
             elif field.name == "signal":
@@ -165,8 +165,12 @@ def _decode_chunk(isa: Isa, cfg: ArchConfig, words: Sequence[int], base: int,
     if len(bad):
         i = int(bad[0])
         try:
-            isa.decode(words[i])
+            instr, values = isa.decode(words[i])
             reason = "the word does not decode"
+            for field in instr.fields:
+                if values[field.name] > field.hi_at(cfg.tile):
+                    reason = (f"{instr.mnemonic} field {field.name!r} holds {values[field.name]}, above the tile "
+                              f"edge {cfg.tile} of config {cfg.name!r}")
         except SpecError as exc:
             reason = exc.message
         raise SimFault(f"instruction {base + i} (pc 0x{(base + i) * wb:x}): undecodable word: {reason}",

@@ -5,7 +5,7 @@ Integer ``tmm`` blocks run as one BLAS matmul over all their tiles:
 every product of two int8 values is at most 2^14 in magnitude and a block
 sums at most k * tile of them, so every partial sum is an integer float32
 holds exactly while 2^14 * k * tile <= 2^24 (k < 64 at tile 16), and float64
-always (2^14 * 127 * 16 < 2^53).  The block's sum (below 2^31) is then added
+always (2^14 * 127 * 128 < 2^53 at the largest tile).  The block's sum (below 2^31) is then added
 to the accumulator once in int32, wrapping (addition modulo 2^32 is
 associative, so this equals wrapping after every step).  The fp32 config follows the
 semantics' step order: one float32 product per k-step, added in order.

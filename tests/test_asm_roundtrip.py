@@ -12,7 +12,7 @@ from tinynpu.assembler.image import Tensor
 from tinynpu.isa import ArchConfig, Field, Instruction, load_config, load_isa
 
 ISA = load_isa()
-CONFIGS = {name: load_config(name, ISA) for name in ("default", "fp32")}
+CONFIGS = {name: load_config(name, ISA) for name in ("default", "fp32", "t8", "t32")}
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -85,7 +85,7 @@ def valid_instruction(draw: Any, cfg: ArchConfig) -> tuple[Instruction, dict[str
         elif fld.kind == "units":
             values[fld.name] = _units(draw, instr, fld)
         elif fld.kind in ("flag", "shift", "imm") or (fld.kind == "count" and fld.name == "cols"):
-            values[fld.name] = draw(_any_value(fld))
+            values[fld.name] = draw(st.integers(fld.lo, fld.hi_at(cfg.tile)))
     if instr.mnemonic == "store":
         if not cfg.is_integer:
             values["narrow"] = 0

@@ -21,9 +21,9 @@ start:
     tmm acc[0], a[0], b[0], m=1, n=1, k=1, accumulate=1                                              ; => 0x00000000000000081020400000000005
     tmm acc[32], a[16], b[48], m=2, n=3, k=4, accumulate=0, wait=load, signal=load|alu|store         ; => 0x0000000000000000406080300402d105
     tmm acc[1008], a[2032], b[2032], m=127 / 127, wait=load|alu|store                                ; => 0x0000000000000008102047f1fc3f0d05
-    store [OUT], acc[0], rows=16, stride=64, narrow=1, shift=7, relu=1, wait=tensor|alu, signal=load ; => 0x00003f00100000400000400000001604
+    store [OUT], acc[0], rows=16, stride=64, narrow=1, shift=7, relu=1, wait=tensor|alu, signal=load ; => 0x0001f100100000400000400000001604
     store [0x8000], acc[0], rows=16, cols=16, stride=128, wait=tensor                                ; => 0x00000100100000800000800000000204
-    store [0x3fffff0], acc[1023], rows=1, cols=4, relu=1                                             ; => 0x000004400100000003fffff00ffc0004
+    store [0x3fffff0], acc[1023], rows=1, cols=4, relu=1                                             ; => 0x000020400100000003fffff00ffc0004
     vadd acc[0], acc[16], rows=16, wait=tensor, signal=store                                         ; => 0x00000000100000000000001000008206
     vadd acc[0], acc[0], rows=1024                                                                   ; => 0x00000004000000000000000000000006
     vaddrow acc[0], acc[1008], rows=16, wait=load|tensor                                             ; => 0x0000000010000000000003f000000316
