@@ -402,8 +402,8 @@ def _report(cn: CompiledNetwork, ex: Execution, times: dict[str, float]) -> dict
             "utilization": util, "padding_ceiling": ceiling, "dram_bytes": run.dram_bytes,
             "compulsory_bytes": run.compulsory_bytes, "macs": run.macs, "host_bytes": run.host_bytes,
             "programs": run.programs, "host_seconds": ex.host_seconds[step.name],
-            "note": step.reason if not npu else "epilogue (bias, requantization, zero point, relu/clip) on the "
-                                                 "host: vrequant is not used yet",
+            "note": step.reason if not npu else "epilogue on the host (bias, vrequant's arithmetic, zero point, "
+                                                 "relu/clip): the conv/GEMM lowering does not emit it yet",
         })
         npu_cycles += run.cycles
         macs += run.macs

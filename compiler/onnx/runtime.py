@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -86,14 +87,28 @@ def _run_step(step: Step, env: dict[str, np.ndarray], cache: ProgramCache | None
 
 def _run_onnx(step: Step, env: dict[str, np.ndarray]) -> list[np.ndarray]:
     """The ONNX operator itself (onnx.reference, numpy), on the values it names."""
+    feeds = {i: env[i] for i in step.inputs if i}
     ev = step.attrs.get("evaluator")
     if ev is None:
-        from onnx.reference import ReferenceEvaluator
-
-        ev = ReferenceEvaluator(step.attrs["node"], opsets={"": step.attrs["opset"]})
+        ev = _evaluator(step.attrs["node"], step.attrs["opset"], feeds)
         step.attrs["evaluator"] = ev
-    feeds = {i: env[i] for i in step.inputs if i}
     return [np.asarray(o) for o in ev.run(None, feeds)]
+
+
+def _evaluator(node: Any, opset: int, feeds: dict[str, np.ndarray]) -> Any:
+    """onnx.reference for one node; a function op (Gelu) is expanded in a one-node model with typed inputs."""
+    from onnx import helper
+    from onnx.reference import ReferenceEvaluator
+
+    try:
+        return ReferenceEvaluator(node, opsets={"": opset})
+    except Exception:  # RuntimeContextError: the function body depends on the input types
+        inputs = [helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+                  for name, a in feeds.items()]
+        outputs = [helper.make_empty_tensor_value_info(name) for name in node.output if name]
+        model = helper.make_model(helper.make_graph([node], "host_step", inputs, outputs),
+                                  opset_imports=[helper.make_opsetid("", opset)])
+        return ReferenceEvaluator(model)
 
 
 __all__ = ["Execution", "execute"]
