@@ -134,7 +134,6 @@ def generate_verilog(isa: Isa, cfg: ArchConfig) -> str:
     out += ["", "// Scratchpad scopes (value of the `scope` field)."]
     for scope in isa.scopes:
         out.append(f"localparam int TNPU_SCOPE_{_ident(scope.name)} = {scope.id};")
-    out.append(f"localparam int TNPU_SCOPE_BITS = {_ceil_log2(len(isa.scopes))};")
     out += ["", "// Instructions: opcode/funct values and operand field positions."]
     word_hex = isa.word_bits // 4
     for instr in isa.instructions:
@@ -151,8 +150,6 @@ def generate_verilog(isa: Isa, cfg: ArchConfig) -> str:
             fname = f"TNPU_{name}_{_ident(field.name)}"
             out.append(f"localparam int {fname}_LSB = {field.lsb};")
             out.append(f"localparam int {fname}_W = {field.width};")
-            if field.max is not None:
-                out.append(f"localparam int {fname}_MAX = {field.max};")
     out += _config_params(isa, cfg)
     out += ["", "/* verilator lint_on UNUSEDPARAM */", ""]
     out += _unit_table(isa, unit_bits)

@@ -39,7 +39,7 @@ VARIANTS: dict[str, dict[str, object]] = {
                                  "tensor.tmm_interval_cycles": 24, "tensor.tmm_latency_cycles": 9,
                                  "alu.latency_cycles": 1, "queues.depth": 2, "tokens.max_count": 3},
     # big scopes, the widest and fastest DRAM port, one-deep queues
-    "big_scopes_wide_dram": {"scopes.a_reg.rows": 4096, "scopes.acc.rows": 2048, "dram.bytes_per_cycle": 64,
+    "big_scopes_wide_dram": {"scopes.a_reg.rows": 3072, "scopes.acc.rows": 2048, "dram.bytes_per_cycle": 64,
                              "dram.latency_cycles": 3, "tensor.tmm_latency_cycles": 1, "alu.latency_cycles": 5,
                              "queues.depth": 1},
 }

@@ -84,6 +84,8 @@ def test_shared_field_positions_the_rtl_relies_on() -> None:
         assert instr.instr.fixed_value("opcode") == by["vadd"].instr.fixed_value("opcode")
     assert by["vaddrow"].field_map["src"] == by["vadd"].field_map["src"]
     assert by["vmin"].field_map["imm"] == by["vmax"].field_map["imm"] == by["vmul"].field_map["imm"]
+    # The tensor unit keeps m, n and k in registers of one width.
+    assert len({hi - lo for name, (lo, hi) in by["tmm"].field_map.items() if name in ("m", "n", "k")}) == 1
     # The dispatcher reads sp_row and rows of store/ALU ops at load's positions.
     assert by["store"].field_map["sp_row"] == by["load"].field_map["sp_row"]
     assert by["vadd"].field_map["dst"] == by["load"].field_map["sp_row"]

@@ -35,7 +35,6 @@ localparam int TNPU_UNIT_BITS = 3;
 localparam int TNPU_SCOPE_A = 0;
 localparam int TNPU_SCOPE_B = 1;
 localparam int TNPU_SCOPE_ACC = 2;
-localparam int TNPU_SCOPE_BITS = 2;
 
 // Instructions: opcode/funct values and operand field positions.
 // halt (control, timing control): Wait until every instruction has completed, then stop the machine.
@@ -53,7 +52,6 @@ localparam int TNPU_LOAD_OPCODE = 2;
 localparam int TNPU_LOAD_FUNCT = 0;
 localparam int TNPU_LOAD_SCOPE_LSB = 16;
 localparam int TNPU_LOAD_SCOPE_W = 2;
-localparam int TNPU_LOAD_SCOPE_MAX = 2;
 localparam int TNPU_LOAD_SP_ROW_LSB = 18;
 localparam int TNPU_LOAD_SP_ROW_W = 14;
 localparam int TNPU_LOAD_DRAM_LSB = 32;
@@ -75,7 +73,6 @@ localparam int TNPU_ZERO_OPCODE = 3;
 localparam int TNPU_ZERO_FUNCT = 0;
 localparam int TNPU_ZERO_SCOPE_LSB = 16;
 localparam int TNPU_ZERO_SCOPE_W = 2;
-localparam int TNPU_ZERO_SCOPE_MAX = 2;
 localparam int TNPU_ZERO_SP_ROW_LSB = 18;
 localparam int TNPU_ZERO_SP_ROW_W = 14;
 localparam int TNPU_ZERO_ROWS_LSB = 88;
