@@ -61,13 +61,8 @@ def variant(tmp_path: Path, name: str) -> ArchConfig:
 
 
 def with_tile(tile: int) -> ArchConfig:
-    """The default config with tile edge ``tile`` (tmm interval following it).
-
-    The config schema fixes the tile edge at 16 until the simulator and ISA
-    follow T; the RTL and the simulator already take it from the config.
-    """
-    return dataclasses.replace(DEFAULT, name=f"tile{tile}", tile=tile, tmm_interval_cycles=tile,
-                               digest=f"{DEFAULT.digest}-tile{tile}")
+    """The built-in config of tile edge ``tile`` (t8, default, t32)."""
+    return DEFAULT if tile == DEFAULT.tile else load_config(f"t{tile}", ISA)
 
 
 def header_params(text: str) -> dict[str, int]:
@@ -95,7 +90,7 @@ def test_header_follows_the_config(tmp_path: Path) -> None:
     assert (params["TNPU_DRAM_BYTES_PER_CYCLE"], params["TNPU_DRAM_LATENCY"]) == (4, 37)
     assert (params["TNPU_TMM_INTERVAL"], params["TNPU_TMM_LATENCY"], params["TNPU_ALU_LATENCY"]) == (24, 9, 1)
     assert (params["TNPU_QUEUE_DEPTH"], params["TNPU_TOKEN_MAX"], params["TNPU_TOKEN_BITS"]) == (2, 3, 2)
-    tile8 = header_params(generate_verilog(ISA, with_tile(8)))
+    tile8 = header_params(generate_verilog(ISA, with_tile(8)))  # the t8 config
     assert (tile8["TNPU_TILE"], tile8["TNPU_IN_ROW_WIDTH"], tile8["TNPU_ACC_ROW_WIDTH"]) == (8, 64, 256)
     assert include_dir(DEFAULT, ISA) == RTL_HEADER_PATH.parent
     other = include_dir(cfg, ISA)
@@ -126,6 +121,13 @@ def test_supported_tiles_cover_the_issue() -> None:
         check_config(with_tile(tile))
 
 
+def test_tile_8_agrees_with_the_simulator() -> None:
+    """CI's T != 16 representative: the t8 config (8 x 8 MAC array, 4-byte DRAM port)."""
+    require_simulator("icarus")
+    cfg = with_tile(8)
+    assert_agree(cfg, random_cases(cfg, 3))
+
+
 def test_a_changed_config_agrees_with_the_simulator(tmp_path: Path) -> None:
     """CI's representative config: scopes, DRAM bandwidth and latency, tensor and ALU timing, queues, tokens."""
     require_simulator("icarus")
@@ -142,8 +144,9 @@ def test_config_variants_agree_on_random_programs(tmp_path: Path, name: str) -> 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("tile", RTL_TILES)
-def test_tiles_agree_on_random_programs(tile: int) -> None:
+@pytest.mark.parametrize("name", ["t8", "default", "t32", "acc2x", "dram_half"])
+def test_builtin_configs_agree_on_random_programs(name: str) -> None:
+    """T = 8, 16, 32 and the built-in configs that change the accumulator size and the DRAM bandwidth."""
     require_simulator("icarus")
-    cfg = DEFAULT if tile == DEFAULT.tile else with_tile(tile)
-    assert_agree(cfg, random_cases(cfg, 40) + random_cases(dataclasses.replace(cfg, name=f"tile{tile}-long"), 3, 400))
+    cfg = load_config(name, ISA)
+    assert_agree(cfg, random_cases(cfg, 40) + random_cases(dataclasses.replace(cfg, name=f"{name}-long"), 3, 400))
