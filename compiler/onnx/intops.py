@@ -114,20 +114,6 @@ def rescale_sum(terms: list[tuple[np.ndarray, float]], *, zero_point: int, lo: i
     return np.clip(y + zero_point, lo, hi).astype(np.int8)
 
 
-def quantize_float(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, axis: int | None,
-                   dtype: np.dtype) -> np.ndarray:
-    """ONNX QuantizeLinear: ``saturate(round_half_even(x / scale) + zp)`` in float32."""
-    s = np.asarray(scale, dtype=np.float32)
-    z = np.asarray(zero_point)
-    if axis is not None and s.ndim == 1:
-        shape = [1] * x.ndim
-        shape[axis] = -1
-        s, z = s.reshape(shape), z.reshape(shape)
-    info = np.iinfo(dtype)
-    y = np.rint(np.asarray(x, dtype=np.float32) / s) + z.astype(np.float32)
-    return np.clip(y, info.min, info.max).astype(dtype)
-
-
 def dequantize(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, axis: int | None) -> np.ndarray:
     """ONNX DequantizeLinear: ``(x - zp) * scale`` in float32."""
     s = np.asarray(scale, dtype=np.float32)
@@ -176,4 +162,4 @@ def sum_pool_int(x: np.ndarray, kernel: tuple[int, int], stride: tuple[int, int]
 
 
 __all__ = ["Epilogue", "conv_int32_general", "dequantize", "gemm_int32", "im2col_nhwc", "max_pool_int",
-           "quantize_float", "rescale_sum", "sum_pool_int", "wrap_int32"]
+           "rescale_sum", "sum_pool_int", "wrap_int32"]
