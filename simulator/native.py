@@ -15,6 +15,7 @@ turns the native core off.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import hashlib
@@ -22,11 +23,14 @@ import os
 import platform
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from tinynpu import fsio
+from tinynpu.errors import UsageError
 from tinynpu.isa import ArchConfig, Isa
 from tinynpu.isa.gen_c import CORE_HEADER_PATH, generate_core_header
 from tinynpu.simulator.decode import Decoded
@@ -117,29 +121,68 @@ def _load(enabled: str, cc: str | None, cache: str) -> ctypes.CDLL | NativeUnava
     key = hashlib.sha256(b"\0".join([source, " ".join(FLAGS).encode(), version.encode(), _cpu().encode()]))
     path = Path(cache) / f"core-{key.hexdigest()[:16]}.so"
     try:
-        if not path.exists():
+        damage = _damage(path) if path.exists() else "missing"
+        if damage != "missing" and damage is not None:
+            print(f"tinynpu: the cached native core {path} {damage}; rebuilding it.", file=sys.stderr)
+        if damage is not None:
             _build(cc, path)
         lib = ctypes.CDLL(str(path))
     except OSError as exc:
         return NativeUnavailable(f"cannot build or load {path}: {exc}")
     except NativeUnavailable as exc:
         return exc
+    except UsageError as exc:  # the cache directory refused the checksum
+        return NativeUnavailable(exc.message)
     lib.tinynpu_run.argtypes = [ctypes.POINTER(_Run)]
     lib.tinynpu_run.restype = ctypes.c_int
     return lib
 
 
+def _checksum_path(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
+def _damage(path: Path) -> str | None:
+    """Why the cached library must not be loaded (truncated, replaced, unchecked), or None if it is intact.
+
+    Checked before ``dlopen``: loading a truncated library can kill the process with SIGBUS.
+    """
+    try:
+        recorded = _checksum_path(path).read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return "has no checksum beside it (an older or interrupted build)"
+    try:
+        actual = hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    return None if actual == recorded else "does not match its checksum (truncated or changed)"
+
+
+# Run in a child process on a fresh build: a library that does not load or lacks the entry point fails here,
+# never in the process that would use it.
+_SELF_TEST = "import ctypes, sys; ctypes.CDLL(sys.argv[1]).tinynpu_run"
+
+
 def _build(cc: str, path: Path) -> None:
+    """Compile into a temporary name, load it in a child process, then rename it and record its checksum."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    # build beside the target and rename: concurrent processes (pytest -n) never load a partial file
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=path.parent)
     os.close(fd)
-    proc = subprocess.run([cc, *FLAGS, "-o", tmp, str(SOURCE)], capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        os.unlink(tmp)
-        detail = proc.stderr.strip()[:2000] or "no message"
-        raise NativeUnavailable(f"{cc} could not build {SOURCE} (exit {proc.returncode}): {detail}")
-    os.replace(tmp, path)
+    try:
+        proc = subprocess.run([cc, *FLAGS, "-o", tmp, str(SOURCE)], capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            detail = proc.stderr.strip()[:2000] or "no message"
+            raise NativeUnavailable(f"{cc} could not build {SOURCE} (exit {proc.returncode}): {detail}")
+        test = subprocess.run([sys.executable, "-c", _SELF_TEST, tmp], capture_output=True, text=True, check=False)
+        if test.returncode != 0:
+            detail = test.stderr.strip().splitlines()[-1:] or [f"exit {test.returncode}"]
+            raise NativeUnavailable(f"{cc} built {SOURCE} into a library that does not load: {detail[0]}")
+        digest = hashlib.sha256(Path(tmp).read_bytes()).hexdigest()
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    fsio.write_atomic(_checksum_path(path), digest + "\n")
 
 
 def unsupported(isa: Isa, cfg: ArchConfig, *, timing: bool) -> str | None:

@@ -22,18 +22,22 @@ def test_prepare_dir_refuses_foreign_nonempty_dir(tmp_path: Path) -> None:
     assert (tmp_path / "notes.txt").read_text() == "mine"
 
 
-def test_prepare_dir_reuses_own_report_and_drops_stale_figures(tmp_path: Path) -> None:
+def test_report_replaces_own_report_drops_stale_figures_keeps_user_files(tmp_path: Path) -> None:
     (tmp_path / "index.md").write_text(MARKER + "\n# old\n")
     (tmp_path / "figures").mkdir()
     (tmp_path / "figures" / "stale.png").write_bytes(b"x")
+    (tmp_path / "notes.txt").write_text("mine")
     prepare_dir(tmp_path, force=False)
+    assert (tmp_path / "figures" / "stale.png").exists()  # a check only: nothing changes before the run
+    assert main(["report", "matmul", "--m", "16", "--n", "16", "--k", "16", "-o", str(tmp_path), "--json"]) == 0
     assert not (tmp_path / "figures" / "stale.png").exists()
+    assert (tmp_path / "notes.txt").read_text() == "mine" and (tmp_path / "figures" / "roofline.png").is_file()
 
 
 def test_prepare_dir_force_keeps_user_files(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("mine")
     prepare_dir(tmp_path, force=True)
-    assert (tmp_path / "notes.txt").read_text() == "mine" and (tmp_path / "figures").is_dir()
+    assert (tmp_path / "notes.txt").read_text() == "mine"
 
 
 def test_prepare_dir_refuses_a_file(tmp_path: Path) -> None:

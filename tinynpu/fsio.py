@@ -132,6 +132,8 @@ def read_npy(path: Path | str, *, what: str, limit: int = MAX_READ_BYTES) -> np.
 
 
 def _kind(mode: int) -> str:
+    if stat.S_ISREG(mode):
+        return "a regular file"
     if stat.S_ISDIR(mode):
         return "a directory"
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
@@ -250,7 +252,8 @@ def check_output_dir(out: Path | str, names: Iterable[str], *, force: bool, ours
             raise UsageError(f"{what} {out}: the directory {parent} is not writable.")
         return out
     if not stat.S_ISDIR(info.st_mode):
-        raise UsageError(f"{what} {out}: it exists and is {_kind(info.st_mode)}; the output must be a directory.")
+        raise UsageError(f"{what} {out}: it exists and is {_kind(info.st_mode)}, not a directory; the output must "
+                         "be a directory.")
     if not os.access(out.parent if str(out.parent) else Path("."), os.W_OK | os.X_OK) or not os.access(
             out, os.W_OK | os.X_OK):
         raise UsageError(f"{what} {out}: the directory is not writable.")

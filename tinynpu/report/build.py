@@ -11,13 +11,14 @@ the stats it claims to show.
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tinynpu import fsio
 from tinynpu.errors import UsageError
 from tinynpu.isa import ArchConfig
 from tinynpu.report import figures as F
@@ -38,15 +39,19 @@ class Written:
     summary: dict[str, Any]
 
 
+REPORT_FILES = ("index.md", "report.json")
+
+
 def prepare_dir(out: Path, *, force: bool) -> None:
-    """Make ``out`` ready for a report without clobbering anything the user made.
+    """Check, before any work, that ``out`` may receive a report without clobbering anything the user made.
 
     An existing directory is reused only if it is empty or holds an earlier
-    tinynpu report (its index.md starts with the generator's marker); the old
-    figures are removed so no stale PNG survives.  Otherwise ``--force`` is needed.
+    tinynpu report (its index.md starts with the generator's marker);
+    otherwise ``--force`` is needed.  Nothing is written here: :func:`write_report`
+    replaces the directory as a whole, so no stale figure survives and a
+    killed run leaves the old report.
     """
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"report directory {out} exists and is not a directory; choose another -o.")
+    fsio.check_output_dir(out, (), force=True, ours=True, what="report directory")  # a directory we may write
     # An empty figures/ left by a run that failed early does not count as content.
     content = (
         [p for p in out.iterdir() if not (p.name == FIG_DIR and p.is_dir() and not any(p.iterdir()))]
@@ -61,9 +66,7 @@ def prepare_dir(out: Path, *, force: bool) -> None:
                 f"report directory {out} is not empty and holds no earlier tinynpu report (no {index.name} "
                 "with the generator's marker); choose another -o or pass --force to write into it."
             )
-        if (out / FIG_DIR).is_dir() and ours:
-            shutil.rmtree(out / FIG_DIR)
-    (out / FIG_DIR).mkdir(parents=True, exist_ok=True)
+        fsio.check_output_dir(out, REPORT_FILES, force=True, ours=True, what="report directory")
 
 
 def _pct(x: float) -> str:
@@ -165,6 +168,26 @@ def write_report(
         landscape: keyword arguments of :func:`figures.landscape` plus ``command``.
         cosim: ``{"rows": [...], "command": ...}`` RTL-vs-model cycles, if co-simulation ran.
     """
+    with fsio.replace_dir(out, what="report directory") as stage:
+        written = _write_into(stage, out, results, cfg=cfg, title=title, intro=intro, command=command,
+                              featured=featured, speed=speed, landscape=landscape, cosim=cosim)
+    return written
+
+
+def _write_into(
+    out: Path,
+    final: Path,
+    results: Sequence[Result],
+    *,
+    cfg: ArchConfig,
+    title: str,
+    intro: str,
+    command: str,
+    featured: Sequence[Result],
+    speed: Mapping[str, Any] | None,
+    landscape: Mapping[str, Any] | None,
+    cosim: Mapping[str, Any] | None,
+) -> Written:
     figs_dir = out / FIG_DIR
     figures: list[F.Figure] = []
     sections: list[Section] = []
@@ -258,8 +281,10 @@ def write_report(
     sections.append(Section("Configuration", _config_text(cfg), (command,)))
     index = out / "index.md"
     index.write_text(render(title, intro, sections, index_dir=out), encoding="utf-8")
+    # Written into the staging directory ``out``, reported as where it will be: ``final``.
+    figures = [dataclasses.replace(f, path=final / f.path.relative_to(out)) for f in figures]
     summary: dict[str, Any] = {
-        "index": str(index),
+        "index": str(final / index.name),
         "config": cfg.name,
         "command": command,
         "workloads": [dict(row, report=r.report) for row, r in zip(rows, results, strict=True)],
@@ -269,6 +294,7 @@ def write_report(
     }
     data_path = out / "report.json"
     data_path.write_text(json.dumps(summary, indent=1, default=_json_default) + "\n", encoding="utf-8")
+    index, data_path = final / index.name, final / data_path.name
     files = (index, data_path, *(f.path for f in figures))
     summary["files"] = [str(p) for p in files]
     return Written(index, files, tuple(figures), summary)
