@@ -175,8 +175,8 @@ def _build(cc: str, path: Path) -> None:
             raise NativeUnavailable(f"{cc} could not build {SOURCE} (exit {proc.returncode}): {detail}")
         test = subprocess.run([sys.executable, "-c", _SELF_TEST, tmp], capture_output=True, text=True, check=False)
         if test.returncode != 0:
-            detail = test.stderr.strip().splitlines()[-1:] or [f"exit {test.returncode}"]
-            raise NativeUnavailable(f"{cc} built {SOURCE} into a library that does not load: {detail[0]}")
+            last = (test.stderr.strip().splitlines() or [f"exit {test.returncode}"])[-1]
+            raise NativeUnavailable(f"{cc} built {SOURCE} into a library that does not load: {last}")
         digest = hashlib.sha256(Path(tmp).read_bytes()).hexdigest()
         os.replace(tmp, path)
     finally:
