@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from tinynpu import fsio
 from tinynpu.assembler.expr import Cursor, describe, parse_expr
 from tinynpu.assembler.fastline import FAST_LINE
 from tinynpu.assembler.fastpath import fast_instruction, fast_table
@@ -64,10 +65,13 @@ class _State:
     tensors: list[Tensor] = field(default_factory=list)
     checked: list[Checked] = field(default_factory=list)  # each instruction with its checked field values
     limits: Limits = field(init=False)
+    value_bits: int = field(init=False)
     fast_items: dict[tuple[str, int, str], tuple[tuple[str, Value], ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.limits = Limits(self.isa, self.cfg)
+        # Bound of every value in an expression: nothing wider can be encoded (see expr.parse_expr).
+        self.value_bits = max(f.width for instr in self.isa.instructions for f in instr.fields)
 
     def lookup(self, name: str, where: Pos) -> int:
         sym = self.symbols.get(name) or self.labels.get(name)
@@ -146,9 +150,9 @@ def _read_lines(source: str, filename: str, stack: tuple[Path, ...]) -> list[tup
             chain = " -> ".join(str(p) for p in (*stack, path))
             raise AsmError(f"{where}: .include cycle: {chain}.")
         try:
-            text_in = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise AsmError(f"{where}: cannot include {name_tok.text!r} ({path}): {exc.strerror}.") from None
+            text_in = fsio.read_text(path, what="the included file", error=AsmError)
+        except AsmError as exc:
+            raise AsmError(f"{where}: cannot include {name_tok.text!r}: {exc.message}") from None
         shown = str(base / name_tok.text) if not filename.startswith("<") else name_tok.text
         out.extend(_read_lines(text_in, shown, (*stack, path)))
     return out
@@ -218,7 +222,7 @@ def _directive(cur: Cursor, state: _State) -> None:
     elif name == ".equ":
         sym = cur.expect_ident("a constant name after .equ")
         cur.expect(",", "',' after the constant name")
-        value = parse_expr(cur, state.lookup)
+        value = parse_expr(cur, state.lookup, bits=state.value_bits)
         cur.expect_end()
         _define(state, sym, cur, value, "constant")
     elif name == ".tensor":
@@ -234,7 +238,7 @@ def _tensor(cur: Cursor, state: _State) -> None:
     name_tok = cur.expect_ident("a tensor name after .tensor")
     cur.expect(",", "',' after the tensor name")
     addr_tok = cur.tok
-    addr = parse_expr(cur, state.lookup)
+    addr = parse_expr(cur, state.lookup, bits=state.value_bits)
     cur.expect(",", "',' after the tensor address")
     dtype_tok = cur.expect_ident(f"a dtype ({', '.join(DTYPES)})")
     if dtype_tok.text not in DTYPES:
@@ -245,7 +249,7 @@ def _tensor(cur: Cursor, state: _State) -> None:
     shape: list[int] = []
     while True:
         dim_tok = cur.tok
-        dim = parse_expr(cur, state.lookup)
+        dim = parse_expr(cur, state.lookup, bits=state.value_bits)
         if dim <= 0:
             raise AsmError(f"{cur.pos(dim_tok)}: tensor dimensions must be positive, not {dim}.")
         shape.append(dim)
@@ -330,7 +334,7 @@ def _operand(cur: Cursor, operand: Operand, state: _State, values: dict[str, Val
                            f"{scope_tok.text!r}.")
         cur.next()
         cur.expect("[", "'['")
-        row = parse_expr(cur, state.lookup)
+        row = parse_expr(cur, state.lookup, bits=state.value_bits)
         cur.expect("]", "']' to close the scratchpad address")
         values[operand.address.name] = Value(row, start, scope_tok.text)
         if operand.scope_field is not None:
@@ -340,14 +344,14 @@ def _operand(cur: Cursor, operand: Operand, state: _State, values: dict[str, Val
         if not cur.accept("["):
             raise AsmError(f"{start}: operand {operand.name} must be a DRAM address in brackets, "
                            f"[expr], found {describe(cur.tok)}.")
-        values[operand.value_field.name] = Value(parse_expr(cur, state.lookup), start)
+        values[operand.value_field.name] = Value(parse_expr(cur, state.lookup, bits=state.value_bits), start)
         cur.expect("]", "']' to close the DRAM address")
         return
     if cur.tok.kind == "ident" and cur.peek().text == "[":
         raise AsmError(f"{start}: operand {operand.name} is a number, not a scratchpad address.")
     if cur.at("["):
         raise AsmError(f"{start}: operand {operand.name} is a number, not a bracketed address.")
-    values[operand.value_field.name] = Value(parse_expr(cur, state.lookup), start)
+    values[operand.value_field.name] = Value(parse_expr(cur, state.lookup, bits=state.value_bits), start)
 
 
 def _option(cur: Cursor, syntax: Syntax, state: _State, values: dict[str, Value]) -> None:
@@ -365,7 +369,7 @@ def _option(cur: Cursor, syntax: Syntax, state: _State, values: dict[str, Value]
         values[fld.name] = Value(_units(cur, state, syntax.instruction, fld), pos)
     else:
         value_pos = cur.pos()
-        values[fld.name] = Value(parse_expr(cur, state.lookup), value_pos)
+        values[fld.name] = Value(parse_expr(cur, state.lookup, bits=state.value_bits), value_pos)
 
 
 def _units(cur: Cursor, state: _State, instr: Instruction, fld: Field) -> int:

@@ -21,7 +21,8 @@ from collections.abc import Callable
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 # Stricter than the lexer's numbers on purpose (no '_', no leading zero): what
 # this accepts, int(text, 0) reads with the same value as the lexer.
-_NUM = r"(?:0[xX][0-9a-fA-F]+|0[bB][01]+|[1-9][0-9]*|0)(?![A-Za-z0-9_])"
+# Bounded like the lexer's numbers (lexer.MAX_NUMBER_DIGITS): a longer one takes the full parser, which reports it.
+_NUM = r"(?:0[xX][0-9a-fA-F]{1,256}|0[bB][01]{1,256}|[1-9][0-9]{0,255}|0)(?![A-Za-z0-9_])"
 _TERM = rf"(?:{_IDENT}|{_NUM})"
 _SUM = rf"(?:-\s*)?{_TERM}(?:\s*[-+]\s*{_TERM})*"  # a leading '-' for negative immediates
 _VALUE = rf"(?:-\s*)?{_TERM}(?:\s*[-+|]\s*{_TERM})*"  # '|' for unit masks such as load|tensor

@@ -48,6 +48,9 @@ _TOKEN = re.compile(
     |(?P<bad>\S))""",
     re.VERBOSE,
 )
+# Longest number accepted, in digits: enough for any value of a 128-bit word in binary, and far below
+# the length at which Python refuses to convert a decimal string (4,300 digits).
+MAX_NUMBER_DIGITS = 256
 _NUMBER = re.compile(r"0[xX][0-9a-fA-F_]+|0[bB][01_]+|[0-9][0-9_]*")
 
 
@@ -76,6 +79,8 @@ def _number(text: str, where: Pos) -> int:
         base, digits = 2, digits[2:]
     if not digits:
         raise AsmError(f"{where}: malformed number {text!r}.")
+    if len(digits) > MAX_NUMBER_DIGITS:
+        raise AsmError(f"{where}: a number of {len(digits):,} digits; numbers have at most {MAX_NUMBER_DIGITS}.")
     if base == 10 and len(digits) > 1 and digits[0] == "0":
         raise AsmError(f"{where}: decimal number {text!r} has a leading zero; "
                        "write 0x.. for hex, 0b.. for binary.")
@@ -109,4 +114,4 @@ def tokenize(text: str, file: str, line: int) -> list[Token]:
     return tokens
 
 
-__all__ = ["Pos", "Token", "strip_comment", "tokenize"]
+__all__ = ["MAX_NUMBER_DIGITS", "Pos", "Token", "strip_comment", "tokenize"]

@@ -141,10 +141,18 @@ class ArchConfig:
 
 
 def _resolve(name_or_path: str | Path) -> Path:
+    """A built-in config's file, or the user's: built-in names win unless the argument looks like a path.
+
+    A file named ``default`` in the working directory must not silently replace the built-in
+    ``default``: an argument is a path when it has a ``/`` or a ``.yaml``/``.yml`` suffix.
+    """
     candidate = Path(name_or_path)
-    if candidate.suffix in (".yaml", ".yml") or candidate.exists():
+    text = str(name_or_path)
+    if isinstance(name_or_path, Path) or "/" in text or candidate.suffix in (".yaml", ".yml"):
         return candidate
-    builtin = CONFIG_DIR / f"{name_or_path}.yaml"
+    builtin = CONFIG_DIR / f"{text}.yaml"
+    if candidate.exists() and not builtin.exists():
+        return candidate
     if not builtin.exists():
         names = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
         raise SpecError(f"config {str(name_or_path)!r} is neither a file nor a built-in config ({', '.join(names)}).")

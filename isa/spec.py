@@ -167,10 +167,19 @@ def _field(raw: Mapping[str, Any]) -> Field:
     return Field(**f, max_is_tile=tile_max, default_is_tile=tile_default)
 
 
+# JSON Schema counts 2048.0 as an integer; YAML's 2048.0 is a float, and every integer field must be written
+# as one (a float reaches arithmetic that needs an int).
+_StrictValidator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _checker, value: isinstance(value, int) and not isinstance(value, bool)),
+)
+
+
 def _schema_check(src: YamlSource, schema_name: str) -> None:
     schema = json.loads((ISA_DIR / schema_name).read_text(encoding="utf-8"))
     errors = sorted(
-        jsonschema.Draft202012Validator(schema).iter_errors(src.data), key=lambda e: list(map(str, e.path))
+        _StrictValidator(schema).iter_errors(src.data), key=lambda e: list(map(str, e.path))
     )
     if errors:
         err = errors[0]
