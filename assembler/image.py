@@ -20,6 +20,7 @@ simulator and the co-simulation bench can load inputs and read outputs by name.
 from __future__ import annotations
 
 import json
+import math
 import struct
 import zlib
 from dataclasses import dataclass
@@ -63,7 +64,7 @@ class Tensor:
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self.shape)) * np.dtype(self.dtype).itemsize
+        return math.prod(self.shape) * np.dtype(self.dtype).itemsize  # exact: np.prod wraps at 2**63
 
     def to_json(self) -> dict[str, object]:
         return {"name": self.name, "addr": self.addr, "shape": list(self.shape), "dtype": self.dtype, "role": self.role}
