@@ -84,17 +84,7 @@ class Program:
               tensors: list[Tensor] | tuple[Tensor, ...] = ()) -> Program:
         """A program for ``(isa, cfg)``; checks the manifest fits DRAM and does not overlap."""
         tensors = tuple(tensors)
-        names = [t.name for t in tensors]
-        if len(set(names)) != len(names):
-            raise AsmError(f"tensor names must be unique, got {names}.")
-        spans = sorted((t.addr, t.addr + t.nbytes, t.name) for t in tensors)
-        for (_, end, name), (start, _, other) in zip(spans, spans[1:], strict=False):
-            if start < end:
-                raise AsmError(f"tensors {name} and {other} overlap in DRAM (0x{start:x} < 0x{end:x}).")
-        for t in tensors:
-            if t.addr + t.nbytes > cfg.dram_bytes:
-                raise AsmError(f"tensor {t.name} ends at byte {t.addr + t.nbytes}, beyond the "
-                               f"{cfg.dram_bytes} bytes of DRAM in config {cfg.name!r}.")
+        check_manifest(tensors, cfg)
         return cls(words=tuple(words), tensors=tensors, config_name=cfg.name, build_hash=build_hash(isa, cfg))
 
     def tensor(self, name: str) -> Tensor:
@@ -105,7 +95,7 @@ class Program:
                        f"{', '.join(t.name for t in self.tensors) or 'none'}.")
 
     def check_built_for(self, isa: Isa, cfg: ArchConfig, where: str = "program") -> None:
-        """Refuse a program built for another ISA or config."""
+        """Refuse a program built for another ISA or config, or whose manifest does not fit its DRAM."""
         expected = build_hash(isa, cfg)
         if self.build_hash != expected:
             raise AsmError(
@@ -113,6 +103,10 @@ class Program:
                 f"but this machine is ISA {isa.name} v{isa.version} with config {cfg.name!r} "
                 f"(hash {expected.hex()}); reassemble it for this ISA and config."
             )
+        try:
+            check_manifest(self.tensors, cfg)
+        except AsmError as exc:
+            raise AsmError(f"{where}: {exc.message}") from None
 
     def to_bytes(self) -> bytes:
         manifest = json.dumps({"tensors": [t.to_json() for t in self.tensors]}).encode()
@@ -145,10 +139,10 @@ class Program:
         offsets = range(HEADER_BYTES, words_end, WORD_BYTES)
         words = tuple(int.from_bytes(view[o : o + WORD_BYTES], "little") for o in offsets)
         try:
-            manifest = json.loads(data[words_end:].decode("utf-8"))
-            tensors = tuple(Tensor(name=t["name"], addr=int(t["addr"]), shape=tuple(int(d) for d in t["shape"]),
-                                   dtype=t["dtype"], role=t["role"]) for t in manifest["tensors"])
-        except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            manifest = fsio.parse_json(data[words_end:].decode("utf-8"), where=f"{where}: byte {words_end}",
+                                       what="the manifest", error=AsmError)
+            tensors = tuple(_tensor_from_json(t) for t in manifest["tensors"])
+        except (UnicodeDecodeError, KeyError, TypeError, ValueError) as exc:
             raise AsmError(f"{where}: byte {words_end}: the manifest is not valid: {exc}.") from None
         return cls(words=words, tensors=tensors, config_name=cname.rstrip(b"\0").decode("ascii", "replace"),
                    build_hash=bhash)
@@ -163,6 +157,39 @@ class Program:
         return cls.from_bytes(data, where=str(path))
 
 
+def _tensor_from_json(entry: object) -> Tensor:
+    """One manifest entry, every field of the type the manifest promises (else TypeError/ValueError)."""
+    if not isinstance(entry, dict):
+        raise TypeError(f"a tensor entry must be an object, not {entry!r:.80}")
+    addr, shape = entry["addr"], entry["shape"]
+    if not isinstance(addr, int) or not isinstance(shape, list) or not all(isinstance(d, int) for d in shape):
+        raise TypeError(f"a tensor's addr and shape must be integers, not {addr!r:.40} and {shape!r:.80}")
+    name, dtype, role = entry["name"], entry["dtype"], entry["role"]
+    if not all(isinstance(v, str) for v in (name, dtype, role)):
+        raise TypeError(f"a tensor's name, dtype and role must be strings, not {name!r:.40}, {dtype!r:.40}, "
+                        f"{role!r:.40}")
+    return Tensor(name=name, addr=addr, shape=tuple(shape), dtype=dtype, role=role)
+
+
+def check_manifest(tensors: tuple[Tensor, ...], cfg: ArchConfig) -> None:
+    """Tensor names unique, no two tensors overlapping, every tensor inside the config's DRAM.
+
+    The one check of a manifest: the assembler applies it when building, and every reader
+    of an image (``sim``, ``disasm``, ``cosim``) through :meth:`Program.check_built_for`.
+    """
+    names = [t.name for t in tensors]
+    if len(set(names)) != len(names):
+        raise AsmError(f"tensor names must be unique, got {names}.")
+    spans = sorted((t.addr, t.addr + t.nbytes, t.name) for t in tensors)
+    for (_, end, name), (start, _, other) in zip(spans, spans[1:], strict=False):
+        if start < end:
+            raise AsmError(f"tensors {name} and {other} overlap in DRAM (0x{start:x} < 0x{end:x}).")
+    for t in tensors:
+        if t.addr + t.nbytes > cfg.dram_bytes:
+            raise AsmError(f"tensor {t.name} ends at byte {t.addr + t.nbytes}, beyond the "
+                           f"{cfg.dram_bytes} bytes of DRAM in config {cfg.name!r}.")
+
+
 def write_output(path: Path, data: bytes | str, *, overwrite: bool, magic: bytes | None = None) -> None:
     """Write an output file atomically without silently destroying a user's file.
 
@@ -174,4 +201,4 @@ def write_output(path: Path, data: bytes | str, *, overwrite: bool, magic: bytes
     fsio.write_atomic(target, data)
 
 
-__all__ = ["HEADER_BYTES", "MAGIC", "Program", "Tensor", "write_output"]
+__all__ = ["HEADER_BYTES", "MAGIC", "Program", "Tensor", "check_manifest", "write_output"]

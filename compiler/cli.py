@@ -22,33 +22,16 @@ CONFIG_HELP = "architecture config: a name in isa/configs or a YAML path (defaul
 MAX_TRIALS = 100_000
 
 
-def positive_int(text: str) -> int:
-    """An argparse type: an integer >= 1."""
-    value = _integer(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, not {value}")
-    return value
-
-
-def natural_int(text: str) -> int:
-    """An argparse type: an integer >= 0."""
-    value = _integer(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, not {value}")
-    return value
-
-
-def _integer(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer, not {text!r}") from None
+def _check_seed(seed: int) -> None:
+    if seed < 0:
+        raise UsageError(f"--seed must be an integer >= 0, not {seed}.")
 
 
 def _check_fits_dram(cfg: Any, m: int, n: int, k: int) -> None:
-    """The GEMM's A, B and C in DRAM, as the compiler lays them out (a UsageError naming the one that does not fit)."""
-    from tinynpu.compiler.matmul import DramAllocator
+    """Positive sizes, and the GEMM's A, B and C fit DRAM as the compiler lays them out (else a UsageError)."""
+    from tinynpu.compiler.matmul import DramAllocator, check_sizes
 
+    check_sizes(cfg, m=m, n=n, k=k)
     alloc = DramAllocator(cfg)
     for name, shape, dtype in (("A", (m, k), cfg.input_dtype), ("B", (n, k), cfg.input_dtype),
                                ("C", (m, n), cfg.acc_dtype)):
@@ -57,10 +40,10 @@ def _check_fits_dram(cfg: Any, m: int, n: int, k: int) -> None:
 
 def add_gemm_sizes(parser: argparse.ArgumentParser) -> None:
     """``--m --n --k`` of a GEMM C[M, N] = A[M, K] @ B: K is the reduction (inner) size."""
-    parser.add_argument("--m", type=positive_int, required=True, help="rows of A and C (elements)")
-    parser.add_argument("--n", type=positive_int, required=True,
+    parser.add_argument("--m", type=int, required=True, help="rows of A and C (elements)")
+    parser.add_argument("--n", type=int, required=True,
                         help="columns of C, rows of B in the nt layout (elements)")
-    parser.add_argument("--k", type=positive_int, required=True, help="reduction size: columns of A (elements)")
+    parser.add_argument("--k", type=int, required=True, help="reduction size: columns of A (elements)")
 
 
 def _add_workloads(p: argparse.ArgumentParser, *, schedule: bool = True,
@@ -84,15 +67,15 @@ def _add_workloads(p: argparse.ArgumentParser, *, schedule: bool = True,
                        ("w", "input width W, pixels"),
                        ("k", "output channels K (filters; not the matmul's reduction size)"),
                        ("r", "filter height R, pixels"), ("s", "filter width S, pixels")):
-        conv.add_argument(f"--{name}", type=positive_int, required=True, help=what)
-    conv.add_argument("--stride", type=positive_int, default=1, help="stride on both axes, pixels (default 1)")
-    conv.add_argument("--pad", type=natural_int, default=0,
+        conv.add_argument(f"--{name}", type=int, required=True, help=what)
+    conv.add_argument("--stride", type=int, default=1, help="stride on both axes, pixels (default 1)")
+    conv.add_argument("--pad", type=int, default=0,
                       help="zero padding on every side, pixels (default 0: no padding; 1 keeps a 3x3 conv's size)")
     conv.add_argument("--dtype", default="int8", choices=("int8", "fp32"), help=DTYPE_HELP)
     if schedule:
         conv.add_argument("--schedule", default="auto", help=SCHEDULE_HELP)
     mlp = sub.add_parser("mlp", help="the course's MLP 784 -> 128 -> relu -> 10")
-    mlp.add_argument("--batch", type=positive_int, required=True, help="images per batch (rows of the input)")
+    mlp.add_argument("--batch", type=int, required=True, help="images per batch (rows of the input)")
     mlp.add_argument("--dtype", default="int8", choices=("int8", "fp32"), help=DTYPE_HELP)
     for q in (mm, conv, mlp):
         q.add_argument("--config", default=None, help=CONFIG_HELP)
@@ -217,6 +200,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from tinynpu.compiler.run import run_compiled
     from tinynpu.isa import load_config
 
+    _check_seed(args.seed)
     with step(f"compiling {args.workload}", quiet=args.json):
         compiled = compile_from_args(args)
     cfg = load_config(args.config) if args.config else None
@@ -247,13 +231,16 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     from tinynpu.compiler.workload import resolve_config
     from tinynpu.isa import load_config
 
-    if not 1 <= args.trials <= MAX_TRIALS:
-        raise UsageError(f"tune: --trials must be from 1 to {MAX_TRIALS:,} (tilings to sample), not {args.trials}.")
+    if args.trials < 1:
+        raise UsageError(f"tune: --trials must be at least 1 (tilings to sample), not {args.trials}.")
+    if args.trials > MAX_TRIALS:
+        raise UsageError(f"tune: --trials must be at most {MAX_TRIALS:,} (tilings to sample), not {args.trials}.")
     if args.simulate_best < 1:
         raise UsageError(f"tune: --simulate-best must be at least 1 (the winner is chosen by simulation), "
                          f"not {args.simulate_best}.")
     target = fsio.check_output(Path(args.output), force=args.force, what="-o") if args.output else None
     cfg = resolve_config(args.dtype, load_config(args.config) if args.config else None)
+    _check_seed(args.seed)
     _check_fits_dram(cfg, args.m, args.n, args.k)  # as `run` does, before a search over a shape that cannot run
     with step(f"tuning: ranking {args.trials} sampled tilings, simulating the best {args.simulate_best}",
               quiet=args.json):
@@ -295,7 +282,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     run = subparsers.add_parser("run", help="compile, simulate, verify against numpy and report")
     for q in _add_workloads(run, onnx="run"):
         q.add_argument("--json", action="store_true", help="print one JSON object")
-        q.add_argument("--seed", type=natural_int, default=0, help="seed of the random inputs (default 0)")
+        q.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
         q.add_argument("--no-race-check", action="store_true", help="skip the simulator's race sanitizer")
         q.set_defaults(handler=_cmd_run)
 
@@ -305,7 +292,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     add_gemm_sizes(tm)
     tm.add_argument("--dtype", default="int8", choices=("int8", "fp32"), help=DTYPE_HELP)
     tm.add_argument("--config", default=None, help=CONFIG_HELP)
-    tm.add_argument("--seed", type=natural_int, default=0,
+    tm.add_argument("--seed", type=int, default=0,
                     help="seed of the sampling and of the random inputs (default 0)")
     tm.add_argument("--trials", type=int, default=256,
                     help="tilings sampled and ranked by the cost model, at least 1 (default 256)")

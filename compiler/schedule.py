@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tinynpu import fsio
 from tinynpu.errors import UsageError
 from tinynpu.intmath import ceil_div, round_up
 from tinynpu.isa import ArchConfig, load_isa
@@ -130,13 +131,7 @@ class Schedule:
         Raises:
             UsageError: unreadable file or not a schedule.
         """
-        try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise UsageError(f"{path}: cannot read the schedule: {exc.strerror}.") from None
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"{path}:{exc.lineno}:{exc.colno}: the schedule is not valid JSON: "
-                             f"{exc.msg}.") from None
+        data = fsio.read_json(path, what="the schedule")
         if not isinstance(data, dict) or not isinstance(data.get("steps"), list) or not all(
             isinstance(s, dict) and isinstance(s.get("op"), str) for s in data["steps"]
         ):

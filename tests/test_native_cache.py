@@ -53,7 +53,7 @@ def test_a_damaged_cached_core_is_rebuilt_and_said_so(built: tuple[Path, Path], 
     assert "rebuilding it" in proc.stderr and str(lib) in proc.stderr
     assert lib.read_bytes() == data or len(lib.read_bytes()) > len(data) // 2
     again = _sim(binary, mine)
-    assert again.returncode == 0 and again.stderr == ""  # rebuilt once, then trusted
+    assert again.returncode == 0 and "rebuilding" not in again.stderr  # rebuilt once, then trusted
 
 
 def test_a_compiler_that_writes_nothing_caches_nothing(built: tuple[Path, Path], tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ import contextlib
 import ctypes
 import errno
 import io
+import json
 import math
 import os
 import shutil
@@ -32,6 +33,7 @@ import tempfile
 import tokenize
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.lib import format as npformat
@@ -93,6 +95,29 @@ def read_text(path: Path | str, *, what: str, limit: int = MAX_READ_BYTES,
         line = data.count(b"\n", 0, exc.start) + 1
         raise error(f"{path}:{line}: cannot read {what}: byte 0x{data[exc.start]:02x} at offset {exc.start} "
                     "is not UTF-8 text.") from None
+
+
+def parse_json(text: str, *, where: str, what: str, error: type[TinyNpuError] = UsageError) -> Any:
+    """JSON text parsed, every malformation (bad syntax, nesting too deep for the parser) one error.
+
+    Args:
+        text: The JSON text.
+        where: The place named first in messages (a path, or ``path: byte N``).
+        what: What the text is ("the schedule").
+        error: Exception class raised.
+    """
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise error(f"{where}:{exc.lineno}:{exc.colno}: {what} is not valid JSON: {exc.msg}.") from None
+    except RecursionError:
+        raise error(f"{where}: {what} nests too deep to be read.") from None
+
+
+def read_json(path: Path | str, *, what: str, limit: int = MAX_READ_BYTES,
+              error: type[TinyNpuError] = UsageError) -> Any:
+    """A regular UTF-8 file's JSON (see :func:`read_text` and :func:`parse_json`)."""
+    return parse_json(read_text(path, what=what, limit=limit, error=error), where=str(path), what=what, error=error)
 
 
 def read_npy(path: Path | str, *, what: str, limit: int = MAX_READ_BYTES) -> np.ndarray:
@@ -473,7 +498,9 @@ __all__ = [
     "TEMP_PREFIX",
     "check_output",
     "check_output_dir",
+    "parse_json",
     "read_bytes",
+    "read_json",
     "read_npy",
     "read_text",
     "replace_dir",
