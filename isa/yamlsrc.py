@@ -82,6 +82,8 @@ def load_yaml(path: Path) -> YamlSource:
         mark = exc.problem_mark
         place = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
         raise SpecError(f"{place}: not valid YAML: {exc.problem}.") from None
+    except ValueError as exc:  # a scalar PyYAML cannot convert, e.g. an integer of 5,000 digits
+        raise SpecError(f"{path}: not valid YAML: a value cannot be read: {str(exc).split(';')[0]}.") from None
     except yaml.YAMLError as exc:  # e.g. a reader error: a character YAML does not allow
         raise SpecError(f"{path}: not valid YAML: {' '.join(str(exc).split())}.") from None
     marks: dict[KeyPath, tuple[int, int]] = {}

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from tinynpu import fsio
 from tinynpu.errors import UsageError
 from tinynpu.progress import step, wrote
 
@@ -109,10 +110,7 @@ def _case_from_program(args: argparse.Namespace) -> tuple[Any, Any, Any, dict[st
         if not sep or not name or not path:
             raise UsageError(f"--input must be NAME=FILE.npy, not {item!r}.")
         program.tensor(name)
-        try:
-            inputs[name] = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise UsageError(f"--input {name}={path}: cannot read a .npy array: {exc}.") from None
+        inputs[name] = fsio.read_npy(path, what=f"--input {name}")
     case = CosimCase(Path(args.program).name, program, inputs, max_cycles=args.max_cycles)
     return isa, cfg, case, None
 

@@ -130,7 +130,7 @@ def read_npy(path: Path | str, *, what: str, limit: int = MAX_READ_BYTES) -> np.
         UsageError: unreadable, not a .npy file, a malformed header, a shape the data does not fill,
             or a dtype that is not bool, integer or float.
     """
-    data = read_bytes(path, what=what, limit=limit)
+    data = read_bytes(path, what=f"a .npy array ({what})", limit=limit)
     fh = io.BytesIO(data)
     try:
         version = npformat.read_magic(fh)
