@@ -29,9 +29,9 @@ def _check_seed(seed: int) -> None:
 
 def _check_fits_dram(cfg: Any, m: int, n: int, k: int) -> None:
     """Positive sizes, and the GEMM's A, B and C fit DRAM as the compiler lays them out (else a UsageError)."""
-    from tinynpu.compiler.matmul import DramAllocator, check_sizes
+    from tinynpu.compiler.workload import DramAllocator, check_sizes
 
-    check_sizes(cfg, m=m, n=n, k=k)
+    check_sizes(m=m, n=n, k=k)
     alloc = DramAllocator(cfg)
     for name, shape, dtype in (("A", (m, k), cfg.input_dtype), ("B", (n, k), cfg.input_dtype),
                                ("C", (m, n), cfg.acc_dtype)):
