@@ -97,9 +97,15 @@ def _place(path: Path, mark: Any) -> str:
 
 
 def _check_depth(text: str, path: Path) -> None:
-    """Refuse nesting beyond MAX_DEPTH from the event stream (the parser is iterative, the composer is not)."""
+    """Refuse nesting beyond MAX_DEPTH and explicit tags (``!!int``, ``!!python/...``) from the event stream.
+
+    The event parser is iterative; the composer that runs next recurses once per level.
+    """
     depth = 0
     for event in yaml.parse(text, Loader=_LOADER):
+        if getattr(event, "tag", None) is not None:  # plain values carry no tag
+            raise SpecError(f"{_place(path, event.start_mark)}: not valid here: an explicit tag ({event.tag}); "
+                            "write plain values.")
         if isinstance(event, yaml.CollectionStartEvent):
             depth += 1
             if depth > MAX_DEPTH:

@@ -558,23 +558,31 @@ class Inputs:
     def outputs(self) -> Case:
         force = ("--force",) if self.rng.random() < 0.5 else ()
         path = self.choice(["dir", "/dev/null", "/dev/full", "fifo", "missing/x", "a.npy", "seed.bin", "user.npy",
-                            "/proc/x", "user.txt/sub", "link", "dir/", "", "."])
+                            "/proc/x", "user.txt/sub", "dir/", "", ".", "seed.s", "new"])
         files = {**self._sim_files(), "user.npy": _npy([1, 2, 3]), "user.txt": b"mine", "dir/keep": b"k",
                  "seed.s": self.seed_s}
-        cmd = self.choice([
-            self._sim_argv("--output", f"C={path}", *force),
-            self._sim_argv("--trace", path, *force),
-            self._sim_argv("--trace", path, "--max-cycles", "5", *force),
-            ("asm", "seed.s", "-o", path, *force),
-            ("disasm", "seed.bin", "-o", path, *force),
-            ("compile", "matmul", "--m", "16", "--n", "16", "--k", "16", "-o", path, *force),
-            ("tune", "matmul", "--m", "16", "--n", "16", "--k", "16", "--trials", "2", "--simulate-best", "1",
-             "-o", path, *force),
-            ("report", "matmul", "--m", "16", "--n", "16", "--k", "16", "-o", path + "/sub" if path else "x/sub"),
+        tune = ("tune", "matmul", "--m", "16", "--n", "16", "--k", "16", "--trials", "2", "--simulate-best", "1")
+        # (command line, the files it reads, whether it writes a directory)
+        cmd, reads, makes_dir = self.choice([
+            (self._sim_argv("--output", f"C={path}", *force), ("seed.bin", "a.npy", "b.npy"), False),
+            (self._sim_argv("--trace", path, *force), ("seed.bin", "a.npy", "b.npy"), False),
+            (self._sim_argv("--trace", path, "--max-cycles", "5", *force), ("seed.bin", "a.npy", "b.npy"), False),
+            (("asm", "seed.s", "-o", path, *force), ("seed.s",), False),
+            (("disasm", "seed.bin", "-o", path, *force), ("seed.bin",), False),
+            (("compile", "matmul", "--m", "16", "--n", "16", "--k", "16", "-o", path, *force), (), True),
+            ((*tune, "-o", path, *force), (), False),
+            (("report", "matmul", "--m", "16", "--n", "16", "--k", "16", "-o", path + "/sub" if path else "x/sub"),
+             (), True),
         ])
-        writable = () if path in ("a.npy", "seed.bin", "user.txt/sub", "dir", "link") else (path.rstrip("/"),)
-        if force and path in ("user.npy", "dir"):
-            writable = (path,)
+        target = path.rstrip("/")
+        # What a successful run may change: a new file, an earlier output of ours, or with --force a user's
+        # regular file; a directory of outputs for compile; never a file the run reads.
+        user_files = {"user.npy", "user.txt", "a.npy", "b.npy", "seed.bin", "seed.s"}
+        writable: tuple[str, ...] = ()
+        if makes_dir:  # made with its missing parents
+            target = target.split("/")[0]
+        if target and target not in reads and (force or target not in user_files) and (makes_dir or target != "dir"):
+            writable = (target,)
         return Case("outputs", cmd, files, fifos=("fifo",), may_write=writable)
 
     # -- environment

@@ -70,7 +70,8 @@ def read_bytes(path: Path | str, *, what: str, limit: int = MAX_READ_BYTES,
     """
     path = Path(path)
     try:
-        with open(path, "rb") as fh:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused just below
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as fh:
             info = os.fstat(fh.fileno())
             if not stat.S_ISREG(info.st_mode):
                 raise error(f"{path}: cannot read {what}: it is {_kind(info.st_mode)}, not a regular file.")
