@@ -103,8 +103,9 @@ def _check_depth(text: str, path: Path) -> None:
     """
     depth = 0
     for event in yaml.parse(text, Loader=_LOADER):
-        if getattr(event, "tag", None) is not None:  # plain values carry no tag
-            raise SpecError(f"{_place(path, event.start_mark)}: not valid here: an explicit tag ({event.tag}); "
+        tag = getattr(event, "tag", None)
+        if tag is not None:  # plain values carry no tag
+            raise SpecError(f"{_place(path, event.start_mark)}: not valid here: an explicit tag ({tag}); "
                             "write plain values.")
         if isinstance(event, yaml.CollectionStartEvent):
             depth += 1
