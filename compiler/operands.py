@@ -249,7 +249,7 @@ class Emitter:
         hi = np.zeros(len(ops), dtype=np.uint64)
         for mnemonic, idx in members.items():
             instr = self.isa.by_mnemonic[mnemonic]
-            columns: dict[str, np.ndarray] = {}
+            columns: dict[str, list[int]] = {}
             for f in instr.fields:
                 if f.kind == "units":
                     values = [getattr(ops[i], f.name) for i in idx]
@@ -258,10 +258,10 @@ class Emitter:
                 if None in values:
                     i = idx[values.index(None)]
                     raise UsageError(f"instruction {i} ({mnemonic}): field {f.name} has no value and no default.")
-                columns[f.name] = np.array(values, dtype=np.int64)
+                columns[f.name] = values
             try:
                 lo[idx], hi[idx] = encoding.encode_columns(instr, columns, len(idx), self.cfg.tile)
-            except SpecError:
+            except (SpecError, OverflowError):  # a value beyond int64 fits no field: _encode_error says which
                 bad, why = next((i, w) for i in idx if (w := _encode_error(instr, ops[i], self.cfg.tile)) is not None)
                 raise UsageError(f"instruction {bad} ({mnemonic}): {why}") from None
         return encoding.to_ints(lo, hi)

@@ -571,8 +571,8 @@ class Inputs:
             (("disasm", "seed.bin", "-o", path, *force), ("seed.bin",), False),
             (("compile", "matmul", "--m", "16", "--n", "16", "--k", "16", "-o", path, *force), (), True),
             ((*tune, "-o", path, *force), (), False),
-            (("report", "matmul", "--m", "16", "--n", "16", "--k", "16", "-o", path + "/sub" if path else "x/sub"),
-             (), True),
+            (("report", "matmul", "--m", "16", "--n", "16", "--k", "16", "-o",  # only paths it must refuse:
+              self.choice(["user.txt/sub", "/dev/null/sub", "/proc/x", "fifo", "user.npy"])), (), True),
         ])
         target = path.rstrip("/")
         # What a successful run may change: a new file, an earlier output of ours, or with --force a user's

@@ -197,3 +197,27 @@ def test_non_finite_or_complex_inputs_are_one_paragraph_without_warnings(
         assert _sim(seed) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and " A" in err and "Traceback" not in err
+
+
+def test_compile_into_the_working_directory_keeps_its_dirs_and_fifos(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "keep").write_text("mine")
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "notes.txt").write_text("mine")
+    monkeypatch.chdir(tmp_path)
+    for out in (".", ""):
+        assert main(["compile", "matmul", "--m", "16", "--n", "16", "--k", "16", "-o", out]) == 0
+        assert (tmp_path / "sub" / "keep").read_text() == "mine" and (tmp_path / "notes.txt").read_text() == "mine"
+        assert stat.S_ISFIFO(os.lstat(tmp_path / "fifo").st_mode) and (tmp_path / "program.bin").is_file()
+    assert not [p for p in tmp_path.parent.iterdir() if p.name.startswith(fsio.TEMP_PREFIX)]
+
+
+def test_reading_allocates_only_what_the_file_holds(tmp_path: Path) -> None:
+    import resource
+
+    path = tmp_path / "small.bin"
+    path.write_bytes(b"x" * 100)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert fsio.read_bytes(path, what="a file") == b"x" * 100
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 64 * 1024  # KiB: not a 1 GiB buffer

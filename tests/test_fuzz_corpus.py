@@ -149,6 +149,8 @@ CORPUS: dict[str, tuple[Case, str]] = {
                       "does not fit DRAM"),
     "tune --trials 0": (Case("numbers", ("tune", "matmul", *MM16, "--trials", "0")), "at least 1"),
     "tune --simulate-best -1": (Case("numbers", ("tune", "matmul", *MM16, "--simulate-best", "-1")), "at least 1"),
+    "run --shift 2**64": (Case("numbers", ("run", "matmul", *MM16, "--out-dtype", "int8", "--shift", str(2**64))),
+                          "must be in 0..31"),
     # 14: cycle limits that would wrap the native core's 64-bit counter
     "--max-cycles 2**63": (Case("numbers", (*SIM_ARGV, "--max-cycles", str(2**63)), SIM),
                            "at most 4611686018427387904"),

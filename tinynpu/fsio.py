@@ -78,7 +78,14 @@ def read_bytes(path: Path | str, *, what: str, limit: int = MAX_READ_BYTES,
             if info.st_size > limit:
                 raise error(f"{path}: cannot read {what}: it has {info.st_size:,} bytes, more than the "
                             f"{limit:,}-byte limit.")
-            data = fh.read(limit + 1)
+            # read(n) allocates n bytes up front: ask for what the file says it holds, then go on in
+            # bounded chunks in case it holds more (a growing file, or /proc's size-0 files)
+            chunks = [fh.read(min(info.st_size, limit) + 1)]
+            total = len(chunks[0])
+            while chunks[-1] and total <= limit:
+                chunks.append(fh.read(min(1 << 20, limit + 1 - total)))
+                total += len(chunks[-1])
+            data = b"".join(chunks)
     except OSError as exc:
         raise error(f"{path}: cannot read {what}: {_reason(exc)}.") from None
     if len(data) > limit:  # grew while we read it
@@ -416,21 +423,22 @@ def _exchange(a: Path, b: Path) -> bool:
 
 
 @contextlib.contextmanager
-def replace_dir(out: Path | str, *, keep: bool = True, what: str = "output directory") -> Iterator[Path]:
+def replace_dir(out: Path | str, *, what: str = "output directory") -> Iterator[Path]:
     """Build a new version of directory ``out`` beside it, then swap it in with one rename.
 
     Yields an empty staging directory in ``out``'s parent.  When the block
     ends without an exception, the staging directory replaces ``out``
     atomically (``renameat2(RENAME_EXCHANGE)`` on Linux), so anyone looking
-    at ``out`` sees the complete old set or the complete new one.  With
-    ``keep``, entries of the old ``out`` that the new set does not contain
-    (the user's other files) are moved into the new directory first.  On an
-    exception the staging directory is removed and ``out`` is untouched.
+    at ``out`` sees the complete old set or the complete new one.  Entries of
+    the old ``out`` that the new set does not contain (the user's other
+    files) stay: regular files are hard-linked into the new directory before
+    the swap, anything else is moved over after it.  On an exception the
+    staging directory is removed and ``out`` is untouched.
 
     Call :func:`check_output_dir` first: this replaces without asking.
     """
-    out = Path(out)
-    parent = out.absolute().parent
+    out = Path(os.path.realpath(out))  # "." or a link: the real directory, which one rename can replace
+    parent = out.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
         stage = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX + out.name + ".", dir=parent))
@@ -438,14 +446,15 @@ def replace_dir(out: Path | str, *, keep: bool = True, what: str = "output direc
         raise UsageError(f"{what} {out}: cannot write in {parent}: {_reason(exc)}.") from None
     try:
         yield stage
-        _commit_dir(stage, out, keep=keep, what=what)
+        _sync_tree(stage)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
+    _commit_dir(stage, out, what=what)
 
 
-def _commit_dir(stage: Path, out: Path, *, keep: bool, what: str) -> None:
-    for entry in stage.rglob("*"):
+def _sync_tree(root: Path) -> None:
+    for entry in root.rglob("*"):
         if entry.is_file():
             with contextlib.suppress(OSError):
                 fd = os.open(entry, os.O_RDONLY)
@@ -453,38 +462,56 @@ def _commit_dir(stage: Path, out: Path, *, keep: bool, what: str) -> None:
                     os.fsync(fd)
                 finally:
                     os.close(fd)
+
+
+def _commit_dir(stage: Path, out: Path, *, what: str) -> None:
+    """Swap ``stage`` in for ``out``; nothing of the user's is ever removed, whatever fails."""
+    later: list[str] = []  # kept entries that are not regular files: moved after the swap
     try:
-        old_mode = os.stat(out).st_mode if out.is_dir() else None
-        os.chmod(stage, old_mode & 0o7777 if old_mode is not None else _umask_mode(0o777))
-        if old_mode is None:
+        inside_out = os.path.realpath(os.getcwd()) == str(out)
+    except OSError:
+        inside_out = False
+    try:
+        if not out.is_dir():
+            os.chmod(stage, _umask_mode(0o777))
             os.rename(stage, out)
-            _fsync_dir(out.absolute().parent)
+            _fsync_dir(out.parent)
             return
-        if keep:  # the user's other entries join the new set before the swap (files as hard links)
-            made = {p.name for p in stage.iterdir()}
-            for entry in out.iterdir():
-                if entry.name not in made:
-                    _carry(entry, stage / entry.name)
+        os.chmod(stage, os.stat(out).st_mode & 0o7777)
+        made = {p.name for p in stage.iterdir()}
+        for entry in out.iterdir():
+            if entry.name in made:
+                continue
+            if entry.is_file() and not entry.is_symlink():
+                try:
+                    os.link(entry, stage / entry.name)  # both sets hold it until the swap
+                    continue
+                except OSError:
+                    pass
+            later.append(entry.name)
         if not _exchange(stage, out):
             backup = stage.with_name(stage.name + ".old")
             os.rename(out, backup)
-            os.rename(stage, out)
+            try:
+                os.rename(stage, out)
+            except OSError:
+                os.rename(backup, out)
+                raise
             stage = backup
-        _fsync_dir(out.absolute().parent)
     except OSError as exc:
+        shutil.rmtree(stage, ignore_errors=True)  # not swapped: it holds the new set and links only
         raise UsageError(f"{what} {out}: cannot replace it: {_reason(exc)}.") from None
-    shutil.rmtree(stage, ignore_errors=True)  # now the old set
-
-
-def _carry(entry: Path, dest: Path) -> None:
-    """Put a kept entry into the new directory: a regular file is linked (both sets stay whole), else moved."""
-    if entry.is_file() and not entry.is_symlink():
+    old = stage  # swapped: the old set now lives under the staging name
+    _fsync_dir(out.parent)
+    if inside_out:  # the working directory was the old `out`, soon deleted: follow the name to the new one
+        os.chdir(out)
+    for name in later:
         try:
-            os.link(entry, dest)
-            return
-        except OSError:
-            pass
-    os.rename(entry, dest)
+            os.rename(old / name, out / name)
+        except OSError as exc:
+            raise UsageError(f"{what} {out}: written, but your {name} could not be moved back into it from "
+                             f"{old}, where it still is: {_reason(exc)}.") from None
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def write_dir(out: Path | str, files: Mapping[str, bytes | str], *, what: str = "output directory") -> None:
