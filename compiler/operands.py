@@ -260,7 +260,8 @@ class Emitter:
                     raise UsageError(f"instruction {i} ({mnemonic}): field {f.name} has no value and no default.")
                 columns[f.name] = values
             try:
-                lo[idx], hi[idx] = encoding.encode_columns(instr, columns, len(idx), self.cfg.tile)
+                arrays = {name: np.array(v, dtype=np.int64) for name, v in columns.items()}
+                lo[idx], hi[idx] = encoding.encode_columns(instr, arrays, len(idx), self.cfg.tile)
             except (SpecError, OverflowError):  # a value beyond int64 fits no field: _encode_error says which
                 bad, why = next((i, w) for i in idx if (w := _encode_error(instr, ops[i], self.cfg.tile)) is not None)
                 raise UsageError(f"instruction {bad} ({mnemonic}): {why}") from None
