@@ -8,6 +8,6 @@ tree="$(mktemp -d)"
 trap 'rm -rf "$tree"' EXIT
 mkdir "$tree/tinynpu"
 for entry in "$root"/tinynpu/*; do ln -s "$entry" "$tree/tinynpu/"; done
-for part in isa assembler simulator compiler rtl; do ln -s "$root/$part" "$tree/tinynpu/$part"; done
+for part in isa assembler simulator compiler rtl explore; do ln -s "$root/$part" "$tree/tinynpu/$part"; done
 cd "$tree"
 mypy --config-file "$root/pyproject.toml" -p tinynpu

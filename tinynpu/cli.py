@@ -23,6 +23,7 @@ PART_CLIS = (
     "tinynpu.compiler.cli",
     "tinynpu.rtl.cli",
     "tinynpu.report.cli",
+    "tinynpu.explore.cli",
 )
 
 

@@ -1,0 +1,79 @@
+"""``tinynpu sweep SPEC -o DIR`` and ``tinynpu bench sweep``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from tinynpu.errors import UsageError
+from tinynpu.progress import step, wrote
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}")
+    return value
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from tinynpu.explore.execute import RESULTS, read_results, run_sweep
+    from tinynpu.explore.report import write_index
+    from tinynpu.explore.spec import load_sweep
+
+    if args.workers is not None and args.scheduler:
+        raise UsageError("--workers sizes the local cluster; it cannot be combined with --scheduler, whose "
+                         "cluster has its own workers.")
+    spec = load_sweep(Path(args.spec))
+    out = Path(args.output)
+    summary = run_sweep(spec, out, workers=args.workers, scheduler=args.scheduler, resume=args.resume,
+                        force=args.force, use_cache=not args.no_cache, quiet=args.json)
+    with step("index.md and the Pareto figure", quiet=args.json):
+        files = write_index(spec, out, read_results(out / RESULTS))
+    if args.json:
+        print(json.dumps(summary.to_json()))
+    else:
+        print(f"{summary.points} points: {summary.computed} computed on {summary.workers} workers, "
+              f"{summary.cached} from the cache, {summary.resumed} from the earlier results; "
+              f"{summary.failed} failed; {summary.seconds:.1f} s")
+        print(wrote([out / RESULTS, *files]))
+    return 1 if summary.failed else 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser("sweep", help="design-space exploration: run a sweep spec's (config, workload) "
+                                            "points on Dask and report the Pareto front")
+    p.add_argument("spec", help="the sweep spec (YAML; schema: explore/sweep.schema.json)")
+    p.add_argument("-o", "--output", required=True,
+                   help="output directory for results.csv, index.md, pareto.png and the configs/ of each point")
+    p.add_argument("--workers", type=_positive, default=None,
+                   help="worker processes of the local Dask cluster, one thread each (default: all cores)")
+    p.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
+                   help="run on this existing Dask scheduler instead of a local cluster (default: none)")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the results.csv already in -o and run only the points it lacks (failed ones stay)")
+    p.add_argument("--force", action="store_true", help="start over, replacing an existing results.csv in -o")
+    p.add_argument("--no-cache", action="store_true",
+                   help="neither read nor write the per-point cache in $TINYNPU_CACHE/sweep (default: use it)")
+    p.add_argument("--json", action="store_true", help="print one JSON object (points, failed, seconds, ...)")
+    p.set_defaults(handler=_cmd_sweep)
+
+
+def register_bench(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = bench_subparsers.add_parser("sweep", help="a small sweep on 1 and on 2 Dask workers: throughput "
+                                                  "speed-up and Dask's overhead")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+    def handler(args: argparse.Namespace) -> int:
+        from tinynpu.explore.bench import run_bench
+
+        return run_bench(as_json=args.json)
+
+    p.set_defaults(handler=handler)
+
+
+__all__ = ["register", "register_bench"]

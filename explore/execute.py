@@ -1,0 +1,191 @@
+"""Running a sweep on dask.distributed: one task per (config, workload), cached, written as results arrive.
+
+``DIR/results.csv`` is rewritten atomically after every finished task, so a
+killed sweep keeps every finished point and ``--resume`` runs only the rest.
+Each finished point is also kept in ``$TINYNPU_CACHE/sweep`` under the hash
+of (config hash, workload, tinynpu version), so a rerun of the same points,
+in any directory, computes nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import hashlib
+import io
+import json
+import logging
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import tinynpu
+from tinynpu.errors import UsageError
+from tinynpu.explore.spec import DesignPoint, SweepSpec, Workload, design_points
+from tinynpu.explore.task import evaluate
+from tinynpu.fsio import check_output_dir, read_text, write_atomic
+from tinynpu.progress import progress, say
+
+RESULTS = "results.csv"
+FIGURES = ("cycles", "dram_bytes", "utilization", "energy_pj", "edp")
+
+
+@dataclass(frozen=True)
+class SweepSummary:
+    """What one ``tinynpu sweep`` did; ``seconds`` is the whole run, ``compute_seconds`` the Dask part."""
+
+    points: int
+    failed: int
+    computed: int
+    cached: int
+    resumed: int
+    workers: int
+    seconds: float
+    compute_seconds: float
+    task_seconds: float  # sum over computed tasks of their own wall time, on the workers
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("TINYNPU_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "tinynpu")
+    return Path(root) / "sweep"
+
+
+def point_key(point: DesignPoint, workload: Workload) -> str:
+    """The cache key: config hash, workload and tinynpu version."""
+    return hashlib.sha256(f"{point.digest}|{workload.key}|{tinynpu.__version__}".encode()).hexdigest()[:24]
+
+
+def _row(spec: SweepSpec, point: DesignPoint, workload: Workload, result: dict[str, Any],
+         config_dir: Path) -> dict[str, Any]:
+    row: dict[str, Any] = {"key": point_key(point, workload), "config": point.config.name,
+                           "config_file": str(config_dir / f"{point.config.name}.yaml")}
+    row.update(dict(point.overrides))
+    row.update({"workload": workload.key, "kind": workload.kind, "run_args": workload.cli_args(),
+                "status": result["status"]})
+    row.update({name: result.get(name, "") for name in FIGURES})
+    row.update({"seconds": result.get("seconds", ""), "error": result.get("error", ""),
+                "version": tinynpu.__version__})
+    return row
+
+
+def _columns(spec: SweepSpec) -> list[str]:
+    return ["key", "config", "config_file", *(p.key for p in spec.parameters), "workload", "kind", "run_args",
+            "status", *FIGURES, "seconds", "error", "version"]
+
+
+def read_results(path: Path) -> list[dict[str, str]]:
+    """The rows of an earlier ``results.csv`` (empty when there is none)."""
+    if not path.exists():
+        return []
+    return list(csv.DictReader(io.StringIO(read_text(path, what="sweep results"))))
+
+
+def _write_results(path: Path, columns: list[str], rows: dict[str, dict[str, Any]]) -> None:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows.values())
+    write_atomic(path, buf.getvalue(), what="sweep results")
+
+
+@contextlib.contextmanager
+def dask_client(workers: int | None, scheduler: str | None) -> Iterator[Any]:
+    """A client of ``scheduler``, or of a new LocalCluster of ``workers`` processes (one thread each)."""
+    from dask.distributed import Client, LocalCluster
+
+    if scheduler:
+        try:
+            client = Client(scheduler, timeout="10s")
+        except (OSError, TimeoutError) as exc:
+            raise UsageError(f"--scheduler {scheduler}: cannot reach a Dask scheduler there: {exc}.") from None
+        with client:
+            yield client
+        return
+    n = workers or os.cpu_count() or 1
+    with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+                      silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
+        yield client
+
+
+def run_sweep(spec: SweepSpec, out: Path, *, workers: int | None = None, scheduler: str | None = None,
+              resume: bool = False, force: bool = False, use_cache: bool = True,
+              quiet: bool = False) -> SweepSummary:
+    """Run every (config, workload) of ``spec`` not yet done and write ``out/results.csv``.
+
+    Raises:
+        UsageError: ``out`` cannot be written, or holds results and neither ``resume`` nor ``force`` is given.
+        SpecError: the grid is empty or a point is not a valid config.
+    """
+    t_start = time.perf_counter()
+    results_path = out / RESULTS
+    if results_path.exists() and not (resume or force):
+        raise UsageError(f"{results_path} already exists: pass --resume to run only the points it lacks, or "
+                         "--force to start the sweep over.")
+    check_output_dir(out, [RESULTS], force=True, ours=True, what="sweep directory", inputs=[spec.source])
+    config_dir = out / "configs"
+    config_dir.mkdir(parents=True, exist_ok=True)
+    points = design_points(spec, config_dir)
+    tasks = {point_key(p, w): (p, w) for p in points for w in spec.workloads}
+    columns = _columns(spec)
+    rows: dict[str, dict[str, Any]] = {}
+    if resume:
+        rows = {r["key"]: r for r in read_results(results_path) if r.get("key") in tasks}
+    resumed = len(rows)
+    cached = 0
+    todo = []
+    for key, (point, workload) in tasks.items():
+        if key in rows:
+            continue
+        hit = cache_dir() / f"{key}.json" if use_cache else None
+        if hit is not None and hit.exists():
+            rows[key] = _row(spec, point, workload, json.loads(read_text(hit, what="sweep cache")), config_dir)
+            cached += 1
+        else:
+            todo.append(key)
+    _write_results(results_path, columns, rows)
+    failed = sum(r["status"] != "ok" for r in rows.values())
+    task_seconds = compute_seconds = 0.0
+    n_workers = 0
+    if todo:
+        from dask.distributed import as_completed
+
+        with dask_client(workers, scheduler) as client:
+            n_workers = len(client.scheduler_info()["workers"])
+            t0 = time.perf_counter()
+            futures = {}
+            for key in todo:
+                point, workload = tasks[key]
+                future = client.submit(evaluate, point.config_text, point.digest, workload.kind,
+                                       dict(workload.sizes), key=f"tinynpu-point-{key}", pure=False)
+                futures[future] = key
+            for future in progress(as_completed(futures), total=len(futures), desc="design points",
+                                   quiet=quiet, unit="point"):
+                key = futures[future]
+                point, workload = tasks[key]
+                try:
+                    result = future.result()
+                except Exception as exc:  # noqa: BLE001 - e.g. a worker died: the point fails, the sweep goes on
+                    result = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+                else:  # the task's own outcome, failed or not, is what a rerun would compute: cache it
+                    if use_cache:
+                        cache_dir().mkdir(parents=True, exist_ok=True)
+                        write_atomic(cache_dir() / f"{key}.json", json.dumps(result), what="sweep cache")
+                rows[key] = _row(spec, point, workload, result, config_dir)
+                _write_results(results_path, columns, rows)
+                task_seconds += float(result.get("seconds") or 0.0)
+                if result["status"] != "ok":
+                    failed += 1
+                    say(f"failed: {point.config.name} {workload.key}: {result['error']}", quiet=quiet)
+            compute_seconds = time.perf_counter() - t0
+    return SweepSummary(points=len(tasks), failed=failed, computed=len(todo), cached=cached, resumed=resumed,
+                        workers=n_workers, seconds=time.perf_counter() - t_start, compute_seconds=compute_seconds,
+                        task_seconds=task_seconds)
+
+
+__all__ = ["RESULTS", "SweepSummary", "cache_dir", "dask_client", "point_key", "read_results", "run_sweep"]

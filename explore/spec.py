@@ -1,0 +1,278 @@
+"""A sweep spec: base config, parameters over its keys, workloads, objectives, constraints; from YAML.
+
+:func:`load_sweep` checks the spec against ``sweep.schema.json`` and against
+the base config (every parameter names a leaf key of it), so a typo is one
+message with the spec's file:line:col.  :func:`design_points` expands the grid
+(or a seeded random sample of it) and validates every point with the config
+loader before any work starts.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import importlib.util
+import itertools
+import json
+import operator
+import random
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from tinynpu.compiler.conv_shape import RESNET50_CONVS
+from tinynpu.errors import SpecError, TinyNpuError
+from tinynpu.fsio import write_atomic
+from tinynpu.isa import ArchConfig, load_config
+from tinynpu.isa.config import CONFIG_DIR
+from tinynpu.isa.yamlsrc import YamlSource, load_yaml
+
+SCHEMA_PATH = Path(__file__).with_name("sweep.schema.json")
+_CONV_KEYS = ("n", "c", "h", "w", "k", "r", "s", "stride", "pad")
+_CONV_DEFAULTS = {"n": 1, "stride": 1, "pad": 0}
+_OPERATORS: dict[str, Callable[[float, float], bool]] = {"<=": operator.le, ">=": operator.ge, "<": operator.lt,
+                                                         ">": operator.gt}
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One swept config key and its values, in spec order."""
+
+    key: str  # dotted config key, e.g. ``dram.bytes_per_cycle``
+    values: tuple[Any, ...]
+    where: str  # spec file:line:col of the key
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One layer to compile and simulate: ``kind`` is ``gemm``, ``conv2d`` or ``mlp``."""
+
+    kind: str
+    sizes: tuple[tuple[str, int], ...]
+
+    @property
+    def key(self) -> str:
+        """Stable name, e.g. ``gemm m=256 n=256 k=256``: identical shapes have identical keys."""
+        return " ".join([self.kind, *(f"{name}={value}" for name, value in self.sizes)])
+
+    def cli_args(self) -> str:
+        """The options of ``tinynpu run KIND`` that give this workload."""
+        return " ".join(f"--{name} {value}" for name, value in self.sizes)
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """``objective op bound`` on a config's totals, e.g. ``cycles <= 2e6``."""
+
+    objective: str
+    op: str
+    bound: float
+    text: str
+
+    def holds(self, value: float) -> bool:
+        return _OPERATORS[self.op](value, self.bound)
+
+
+@dataclass(frozen=True)
+class DesignPoint:
+    """One config of the sweep: the overrides, its YAML text and the loaded, validated config."""
+
+    overrides: tuple[tuple[str, Any], ...]
+    config_text: str
+    config: ArchConfig
+
+    @property
+    def digest(self) -> str:
+        """The config hash (of its whole content, not of how the spec wrote it)."""
+        return self.config.digest
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """A loaded, checked sweep spec."""
+
+    source: Path
+    base: Path
+    base_data: dict[str, Any]
+    parameters: tuple[Parameter, ...]
+    sample_points: int | None
+    sample_seed: int
+    workloads: tuple[Workload, ...]
+    objectives: tuple[str, ...]
+    constraints: tuple[Constraint, ...]
+    where_parameters: str
+
+
+def objective_unavailable(name: str) -> str | None:
+    """Why objective ``name`` cannot be measured by this tinynpu, or None if it can."""
+    if name in ("energy_pj", "edp") and importlib.util.find_spec("tinynpu.simulator.energy") is None:
+        return "this tinynpu's simulator has no energy model (its stats carry no energy_pj)"
+    if name == "area":
+        return "the sweep does not run `tinynpu synth` yet, so no area figure is available"
+    return None
+
+
+def _resolve_base(src: YamlSource, base: str) -> Path:
+    candidate = (src.path.parent / base) if base.endswith((".yaml", ".yml")) else CONFIG_DIR / f"{base}.yaml"
+    if not candidate.is_file():
+        names = ", ".join(sorted(p.stem for p in CONFIG_DIR.glob("*.yaml")))
+        raise SpecError(f"{src.where(('base',))}: base config {base!r} is neither a built-in config ({names}) "
+                        f"nor a file ({candidate} does not exist).")
+    return candidate
+
+
+def _check_key(src: YamlSource, base: Path, base_data: dict[str, Any], dotted: str) -> None:
+    node: Any = base_data
+    walked: list[str] = []
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            under = ".".join(walked) or "the top level"
+            known = ", ".join(sorted(node)) if isinstance(node, dict) else "none (it is a value)"
+            raise SpecError(f"{src.where(('parameters', dotted))}: {dotted!r} is not a key of the base config "
+                            f"{base}: {under} has no key {part!r}; its keys are: {known}.")
+        node = node[part]
+        walked.append(part)
+    if isinstance(node, (dict, list)):
+        raise SpecError(f"{src.where(('parameters', dotted))}: {dotted!r} is a section of the base config "
+                        f"{base}, not a value; sweep one of its keys: {', '.join(sorted(node))}.")
+
+
+def _values(src: YamlSource, dotted: str, raw: Any) -> tuple[Any, ...]:
+    if isinstance(raw, list):
+        return tuple(raw)
+    step = raw.get("step", 1)
+    values = tuple(range(raw["from"], raw["to"] + 1, step))
+    if not values:
+        raise SpecError(f"{src.where(('parameters', dotted))}: the range from {raw['from']} to {raw['to']} is "
+                        "empty; `to` must be at least `from`.")
+    return values
+
+
+def _workloads(src: YamlSource, raw: dict[str, Any]) -> tuple[Workload, ...]:
+    found: list[Workload] = []
+    for m, n, k in raw.get("gemm", []):
+        found.append(Workload("gemm", (("m", m), ("n", n), ("k", k))))
+    convs = raw.get("conv2d", [])
+    layers = [sh.kwargs() for sh in RESNET50_CONVS] if convs == "resnet50" else [{**_CONV_DEFAULTS, **c}
+                                                                                    for c in convs]
+    for layer in layers:
+        found.append(Workload("conv2d", tuple((name, layer[name]) for name in _CONV_KEYS)))
+    for batch in raw.get("mlp", []):
+        found.append(Workload("mlp", (("batch", batch),)))
+    unique = tuple(dict.fromkeys(found))  # identical shapes run once
+    if not unique:
+        raise SpecError(f"{src.where(('workloads',))}: the spec lists no workload; give gemm, conv2d or mlp "
+                        "entries.")
+    return unique
+
+
+def _constraint(src: YamlSource, index: int, text: str, objectives: tuple[str, ...]) -> Constraint:
+    match = re.fullmatch(r"\s*([a-z_]+)\s*(<=|>=|<|>)\s*(\S+)\s*", text)
+    assert match is not None  # the schema's pattern
+    name, op, bound = match.groups()
+    try:
+        value = float(bound)
+    except ValueError:
+        raise SpecError(f"{src.where(('constraints', index))}: constraint {text!r}: {bound!r} is not a number.") \
+            from None
+    if name not in objectives:
+        raise SpecError(f"{src.where(('constraints', index))}: constraint {text!r} is on {name!r}, which is not "
+                        f"one of the spec's objectives ({', '.join(objectives)}).")
+    return Constraint(objective=name, op=op, bound=value, text=text.strip())
+
+
+def load_sweep(path: Path | str) -> SweepSpec:
+    """Load and check a sweep spec.
+
+    Raises:
+        SpecError: with the spec's file:line:col for a schema violation, an unknown config key, an empty
+            range, an unmeasurable objective or a constraint on something that is not an objective.
+    """
+    src = load_yaml(Path(path))
+    if not isinstance(src.data, dict):
+        raise SpecError(f"{src.where(())}: a sweep spec must be a YAML mapping.")
+    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(src.data),
+                    key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        err = errors[0]
+        key_path = tuple(err.absolute_path)
+        if err.validator == "additionalProperties" and isinstance(err.instance, dict):
+            # Point at the unexpected key itself, not at the mapping holding it.
+            extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
+            key_path = (*key_path, extra[0]) if extra else key_path
+        raise SpecError(f"{src.where(key_path)}: schema violation ({SCHEMA_PATH.name}): {err.message}.")
+    d = src.data
+    base = _resolve_base(src, d["base"])
+    base_data = load_yaml(base).data
+    if not isinstance(base_data, dict):
+        raise SpecError(f"{src.where(('base',))}: base config {base} is not a YAML mapping.")
+    parameters = []
+    for dotted, raw in d["parameters"].items():
+        _check_key(src, base, base_data, dotted)
+        parameters.append(Parameter(key=dotted, values=_values(src, dotted, raw),
+                                    where=src.where(("parameters", dotted))))
+    objectives = tuple(d["objectives"])
+    for index, name in enumerate(objectives):
+        why = objective_unavailable(name)
+        if why:
+            raise SpecError(f"{src.where(('objectives', index))}: objective {name!r} is not available: {why}.")
+    sample = d.get("sample")
+    return SweepSpec(
+        source=src.path, base=base, base_data=base_data, parameters=tuple(parameters),
+        sample_points=sample["points"] if sample else None, sample_seed=sample.get("seed", 0) if sample else 0,
+        workloads=_workloads(src, d["workloads"]), objectives=objectives,
+        constraints=tuple(_constraint(src, i, text, objectives) for i, text in enumerate(d.get("constraints", []))),
+        where_parameters=src.where(("parameters",)),
+    )
+
+
+def _override(data: dict[str, Any], dotted: str, value: Any) -> None:
+    *parents, leaf = dotted.split(".")
+    node = data
+    for part in parents:
+        node = node[part]
+    node[leaf] = value
+
+
+def design_points(spec: SweepSpec, config_dir: Path) -> list[DesignPoint]:
+    """Every point of the grid (or the seeded sample), each written to ``config_dir`` and validated.
+
+    Raises:
+        SpecError: the grid is empty, or a point is not a valid config (naming the spec's parameters and
+            the config loader's message).
+    """
+    grid = list(itertools.product(*(p.values for p in spec.parameters)))
+    if not spec.parameters or not grid:
+        raise SpecError(f"{spec.where_parameters}: the grid is empty: give at least one parameter with at least "
+                        "one value (a parameter with a single value sweeps just that value).")
+    if spec.sample_points is not None and spec.sample_points < len(grid):
+        grid = random.Random(spec.sample_seed).sample(grid, spec.sample_points)
+    points: dict[str, DesignPoint] = {}
+    for values in grid:
+        overrides = tuple((p.key, v) for p, v in zip(spec.parameters, values, strict=True))
+        data = copy.deepcopy(spec.base_data)
+        for dotted, value in overrides:
+            _override(data, dotted, value)
+        label = hashlib.sha256(json.dumps(overrides).encode()).hexdigest()[:8]
+        data["name"] = f"{spec.base_data.get('name', 'config')}-{label}"
+        text = yaml.safe_dump(data, sort_keys=False)
+        path = config_dir / f"{data['name']}.yaml"
+        write_atomic(path, text, what="sweep config")
+        try:
+            cfg = load_config(path)
+        except TinyNpuError as exc:
+            shown = ", ".join(f"{k}={v}" for k, v in overrides)
+            raise SpecError(f"{spec.where_parameters}: the design point {shown} is not a valid config: "
+                            f"{exc.message}") from None
+        points.setdefault(cfg.digest, DesignPoint(overrides=overrides, config_text=text, config=cfg))
+    return list(points.values())
+
+
+__all__ = ["Constraint", "DesignPoint", "Parameter", "SweepSpec", "Workload", "design_points", "load_sweep",
+           "objective_unavailable"]

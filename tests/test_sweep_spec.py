@@ -1,0 +1,87 @@
+"""Sweep specs: every mistake is one message naming the spec's file:line:col; points are validated configs."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tinynpu.cli import main
+from tinynpu.errors import SpecError
+from tinynpu.explore.spec import design_points, load_sweep
+
+GOOD = """\
+base: default
+parameters:
+  dram.bytes_per_cycle: [8, 16]
+  dram.latency_cycles: {from: 50, to: 150, step: 50}
+workloads:
+  gemm: [[64, 64, 64], [64, 64, 64], [32, 48, 16]]
+  mlp: [1]
+objectives: [cycles, dram_bytes]
+constraints: ["cycles <= 1e9"]
+"""
+
+
+def _spec(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "sweep.yaml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_grid_expands_dedups_and_validates(tmp_path: Path) -> None:
+    spec = load_sweep(_spec(tmp_path, GOOD))
+    assert [w.key for w in spec.workloads] == ["gemm m=64 n=64 k=64", "gemm m=32 n=48 k=16", "mlp batch=1"]
+    points = design_points(spec, tmp_path)
+    assert len(points) == 6
+    assert {(p.config.dram_bytes_per_cycle, p.config.dram_latency_cycles) for p in points} == {
+        (bw, lat) for bw in (8, 16) for lat in (50, 100, 150)}
+    assert len({p.digest for p in points}) == 6
+
+
+def test_sample_is_seeded_subset(tmp_path: Path) -> None:
+    spec = load_sweep(_spec(tmp_path, GOOD + "sample: {points: 3, seed: 7}\n"))
+    first = [p.overrides for p in design_points(spec, tmp_path)]
+    again = [p.overrides for p in design_points(spec, tmp_path)]
+    assert len(first) == 3 and first == again
+
+
+@pytest.mark.parametrize(("edit", "expected"), [
+    (("dram.bytes_per_cycle", "dram.bandwidth"), r"sweep.yaml:3:3 .*'dram.bandwidth' is not a key of the base "
+                                                 r"config .*dram has no key 'bandwidth'.*bytes_per_cycle"),
+    (("dram.bytes_per_cycle", "dram"), r"sweep.yaml:3:3 .*'dram' is a section"),
+    (("{from: 50, to: 150, step: 50}", "{from: 150, to: 50}"), r"sweep.yaml:4:3 .*range from 150 to 50 is empty"),
+    (("[cycles, dram_bytes]", "[cycles, area]"), r"sweep.yaml:8:22 .*objective 'area' is not available"),
+    (("cycles <= 1e9", "dram_bytes <= 1e9"), r"sweep.yaml:9:15 .*constraint 'dram_bytes <= 1e9' is on"),
+    (("base: default", "base: nosuch"), r"sweep.yaml:1:1 .*base config 'nosuch' is neither"),
+    (("  mlp: [1]", "  mlps: [1]"), r"sweep.yaml:7:3 .*schema violation"),
+])
+def test_bad_spec_names_the_place(tmp_path: Path, edit: tuple[str, str], expected: str) -> None:
+    text = GOOD.replace("objectives: [cycles, dram_bytes]", "objectives: [cycles]") if "dram_bytes <=" in edit[1] \
+        else GOOD
+    with pytest.raises(SpecError, match=expected):
+        load_sweep(_spec(tmp_path, text.replace(*edit)))
+
+
+def test_empty_grid(tmp_path: Path) -> None:
+    spec = load_sweep(_spec(tmp_path, GOOD.replace(
+        "  dram.bytes_per_cycle: [8, 16]\n  dram.latency_cycles: {from: 50, to: 150, step: 50}\n", "  {}\n")
+        .replace("parameters:\n  {}", "parameters: {}")))
+    with pytest.raises(SpecError, match=r"sweep.yaml:2:\d+ .*the grid is empty"):
+        design_points(spec, tmp_path)
+
+
+def test_invalid_point_names_the_values(tmp_path: Path) -> None:
+    spec = load_sweep(_spec(tmp_path, GOOD.replace("[8, 16]", "[8, 0]")))
+    with pytest.raises(SpecError, match=r"sweep.yaml:2:\d+ .*design point dram.bytes_per_cycle=0, "
+                                        r"dram.latency_cycles=50 is not a valid config: .*bytes_per_cycle"):
+        design_points(spec, tmp_path)
+
+
+def test_cli_unknown_key_is_one_paragraph(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = _spec(tmp_path, GOOD.replace("dram.latency_cycles", "dram.latncy_cycles"))
+    assert main(["sweep", str(spec), "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") == 1
+    assert f"{spec}:4:3 (at parameters.dram.latncy_cycles)" in err
