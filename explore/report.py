@@ -2,7 +2,7 @@
 
 A config is ranked only when every workload ran on it and it meets every
 constraint; its figures are summed over the workloads (EDP: total energy x
-total cycles).
+total delay, in the simulator's EDP units).
 """
 
 from __future__ import annotations
@@ -43,7 +43,9 @@ def config_totals(spec: SweepSpec, rows: list[dict[str, str]]) -> tuple[list[Con
                   "dram_bytes": sum(float(r["dram_bytes"]) for r in group)}
         if all(r.get("energy_pj") for r in group):
             totals["energy_pj"] = sum(float(r["energy_pj"]) for r in group)
-            totals["edp"] = totals["energy_pj"] * totals["cycles"]
+            # The workloads run one after another: total energy x total delay (each run's edp / energy).
+            delay = sum(float(r["edp"]) / float(r["energy_pj"]) for r in group if float(r["energy_pj"]))
+            totals["edp"] = totals["energy_pj"] * delay
         feasible = all(c.holds(totals[c.objective]) for c in spec.constraints if c.objective in totals)
         complete.append(ConfigTotals(config=name, config_file=group[0]["config_file"],
                                      overrides=tuple((p.key, group[0][p.key]) for p in spec.parameters),

@@ -88,8 +88,9 @@ class DesignPoint:
 
     @property
     def digest(self) -> str:
-        """The config hash (of its whole content, not of how the spec wrote it)."""
-        return self.config.digest
+        """The config hash: of its whole text, energy table and clock included (``ArchConfig.digest`` omits
+        them, as they change no binary, yet they change a point's energy)."""
+        return hashlib.sha256(self.config_text.encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -270,7 +271,8 @@ def design_points(spec: SweepSpec, config_dir: Path) -> list[DesignPoint]:
             shown = ", ".join(f"{k}={v}" for k, v in overrides)
             raise SpecError(f"{spec.where_parameters}: the design point {shown} is not a valid config: "
                             f"{exc.message}") from None
-        points.setdefault(cfg.digest, DesignPoint(overrides=overrides, config_text=text, config=cfg))
+        point = DesignPoint(overrides=overrides, config_text=text, config=cfg)
+        points.setdefault(point.digest, point)
     return list(points.values())
 
 

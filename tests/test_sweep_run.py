@@ -21,7 +21,7 @@ parameters:
   dram.bytes: [67108864, 8192]
 workloads:
   gemm: [[32, 32, 32], [64, 48, 32]]
-objectives: [cycles, dram_bytes]
+objectives: [cycles, dram_bytes, energy_pj, edp]
 """
 
 
@@ -56,6 +56,7 @@ def test_sweep_resume_and_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
             m, n, k = (int(a) for a in row["run_args"].split()[1::2])
             report = run_compiled(compile_matmul(m, n, k, cfg=cfg), cfg=cfg, check_races=False, verify=False)
             assert (int(row["cycles"]), int(row["dram_bytes"])) == (report["cycles"], report["dram_bytes"])
+            assert (float(row["energy_pj"]), float(row["edp"])) == (report["energy_pj"], report["edp"])
     index = (out / "index.md").read_text()
     assert "![Pareto front](pareto.png)" in index and (out / "pareto.png").stat().st_size > 0
 
