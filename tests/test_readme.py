@@ -26,6 +26,7 @@ SLOW_PREFIXES = (
     "tinynpu run conv2d",
     "tinynpu tune",
     "tinynpu cosim",
+    "tinynpu synth",
     "tinynpu report",
     "tinynpu bench",
 )

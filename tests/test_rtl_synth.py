@@ -1,0 +1,106 @@
+"""``tinynpu synth``: the gate table, the Yosys flow on a small module, caching, and (slow) the whole RTL."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from tinynpu.cli import main
+from tinynpu.isa import load_config, load_isa
+from tinynpu.rtl.synth import (
+    GATES,
+    SRAM_ARRAY_EFFICIENCY,
+    SRAM_BITCELL_UM2,
+    SynthError,
+    _hierarchy_rows,
+    _yosys_source,
+    gate_cost,
+    module_stat,
+    synthesize,
+    yosys_missing_reason,
+)
+
+ISA = load_isa()
+CFG = load_config("default", ISA)
+
+
+def require_yosys() -> None:
+    reason = yosys_missing_reason()
+    if reason:
+        pytest.skip(reason)
+
+
+@pytest.fixture
+def fresh_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("TINYNPU_CACHE", str(tmp_path))
+    return tmp_path
+
+
+def test_gate_costs() -> None:
+    assert gate_cost("$_NOT_") == (0.532, 2) and gate_cost("$_XOR_") == (1.596, 12)
+    assert gate_cost("$_DFF_P_") == (4.522, 24)
+    assert gate_cost("$_DFF_PN0_") == (5.320, 28)                    # asynchronous reset
+    assert gate_cost("$_DFFE_PP_") == pytest.approx((4.522 + 1.862, 36))  # enable: a mux in front
+    assert gate_cost("$_SDFFE_PP0P_") == pytest.approx((4.522 + 1.064 + 1.862, 42))
+    with pytest.raises(SynthError, match=r"no figure for the Yosys cell '\$_FOO_'"):
+        gate_cost("$_FOO_")
+    assert all(area > 0 and transistors > 0 for area, transistors in GATES.values())
+
+
+def test_int_casts_are_rewritten_for_yosys(tmp_path: Path) -> None:
+    src = tmp_path / "m.sv"
+    src.write_text("if (a < int'(b[f(c)])) x = uint'(y);")
+    assert _yosys_source(src) == "if (a < $signed(32'(b[f(c)]))) x = uint'(y);"
+
+
+def test_a_small_module_synthesizes_and_is_cached(fresh_cache: Path) -> None:
+    """The requantizer with two lanes: gates counted, area and transistors from the table, a cache hit after."""
+    require_yosys()
+    ran: list[str] = []
+    stat = module_stat("tinynpu_requant", {"TILE": 2, "ACC_W": 32}, ran)
+    assert ran == ["tinynpu_requant-TILE2-ACC_W32"]
+    [row], boxes = _hierarchy_rows(stat, "tinynpu_requant")
+    by_type = next(iter(stat["modules"].values()))["num_cells_by_type"]
+    assert row.cells == sum(by_type.values()) > 50 and not boxes
+    assert row.area_um2 == pytest.approx(sum(n * gate_cost(c)[0] for c, n in by_type.items()))
+    assert row.transistors == sum(n * gate_cost(c)[1] for c, n in by_type.items())
+    again: list[str] = []
+    assert module_stat("tinynpu_requant", {"TILE": 2, "ACC_W": 32}, again) == stat and again == []
+    # Twice the lanes, about twice the logic.
+    [row4], _ = _hierarchy_rows(module_stat("tinynpu_requant", {"TILE": 4, "ACC_W": 32}, ran), "tinynpu_requant")
+    assert 1.6 < row4.cells / row.cells < 2.4
+
+
+def test_synth_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["synth", "--config", "nosuch"]) != 0
+    err = capsys.readouterr().err
+    assert "nosuch" in err and "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_synth_default_config(capsys: pytest.CaptureFixture[str]) -> None:
+    """The whole RTL: every module synthesized, scratchpads from the SRAM model, totals add up."""
+    require_yosys()
+    assert main(["synth", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    rows = {m["name"]: m for m in out["modules"]}
+    assert rows["tinynpu_mac_array"]["how"] == "synthesized" and rows["tinynpu_dispatch"]["cells"] > 100
+    assert rows["tinynpu_queue"]["instances"] == 4
+    acc = rows["acc scratchpad (SRAM)"]
+    assert acc["area_um2"] == pytest.approx(8 * CFG.scope_bytes("acc") * SRAM_BITCELL_UM2 / SRAM_ARRAY_EFFICIENCY)
+    assert out["total"]["area_um2"] == pytest.approx(sum(m["area_um2"] for m in out["modules"]))
+    assert not out["extrapolated"]
+
+
+@pytest.mark.slow
+def test_large_mac_array_is_extrapolated() -> None:
+    """T = 64: the MAC array from the fit, the logic scaled from the generated config; both say so."""
+    require_yosys()
+    t64 = dataclasses.replace(CFG, name="t64", tile=64, tmm_interval_cycles=64)
+    report = synthesize(t64, CFG)
+    mac = next(m for m in report.modules if m.name == "tinynpu_mac_array")
+    assert mac.how == "extrapolated" and "64x64 extrapolated from synthesized 4x4, 8x8, 16x16" in mac.note
+    assert report.extrapolated and report.tile == 64
