@@ -22,6 +22,7 @@ the same thing twice.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -181,9 +182,30 @@ def _module_file(name: str) -> Path:
     return RTL_DIR / f"{name}.sv"
 
 
-def _yosys_source(path: Path) -> str:
-    """The file as Yosys 0.23 reads it: it has no ``int'(x)`` cast, so that becomes ``$signed(32'(x))``."""
-    text = path.read_text()
+def _returns_as_assignments(match: re.Match[str]) -> str:
+    """A function body of ``if (c) return x;`` lines and a last ``return y;`` as one assignment (?: chain)."""
+    head, name, body = match.group(1), match.group(2), match.group(3)
+    cases = re.findall(r"^\s*if \((.*)\) return (.*);\s*$", body, re.M)
+    last = re.findall(r"^\s*return (.*);\s*$", body, re.M)
+    if len(cases) + len(last) != len(re.findall(r"\breturn\b", body)) or len(last) != 1:
+        raise SynthError(f"function {name}: its returns are not a chain of `if (c) return x;` that Yosys 0.23 "
+                         "can be given as one assignment.")
+    chain = "".join(f"({c}) ? {v} :\n    " for c, v in cases) + last[0]
+    return f"{head}\n  {name} = {chain};\nendfunction"
+
+
+def yosys_text(text: str) -> str:
+    """SystemVerilog as Yosys 0.23 reads it.
+
+    0.23 has no packages imported in a module header, no ``return`` and no ``int'(x)`` cast, so: the
+    package wrapper of the generated header is dropped (its localparams and functions become global, which
+    Yosys reads in SystemVerilog mode) with the imports, each function's returns become one assignment to
+    the function's name, and ``int'(x)`` becomes ``$signed(32'(x))``.
+    """
+    text = re.sub(r"^(package|endpackage)\b.*$", "", text, flags=re.M)
+    text = re.sub(r"\s+import \w+::\*;", "", text)
+    text = re.sub(r"(function automatic [^;]*?(\w+)\s*\([^;]*\);)\n(.*?)\n\s*endfunction",
+                  _returns_as_assignments, text, flags=re.S)
     out, i = [], 0
     while (j := text.find("int'(", i)) >= 0:
         if j > 0 and (text[j - 1].isalnum() or text[j - 1] == "_"):
@@ -198,6 +220,10 @@ def _yosys_source(path: Path) -> str:
         i = k
     out.append(text[i:])
     return "".join(out)
+
+
+def _yosys_source(path: Path) -> str:
+    return yosys_text(path.read_text())
 
 
 def _run_yosys(script: str, files: dict[str, str], what: str) -> dict[str, Any]:
@@ -296,27 +322,27 @@ def _cached(kind: str, key: str, compute: Callable[[], dict[str, Any]], ran: lis
 
 # ---- the parts --------------------------------------------------------------------------------------
 
-def module_stat(module: str, parameters: dict[str, int], ran: list[str]) -> dict[str, Any]:
-    """Yosys ``stat -json`` of one self-contained RTL module synthesized alone (cached).
+def module_stat(module: str, cfg: ArchConfig, ran: list[str]) -> dict[str, Any]:
+    """Yosys ``stat -json`` of one RTL module synthesized alone, with the ISA header generated for ``cfg``.
 
-    ``ran`` collects what actually went through Yosys (a cache hit adds nothing).
+    Cached by the module's source and the header; ``ran`` collects what actually went through Yosys.
     """
+    from tinynpu.isa import load_isa
+    from tinynpu.isa.gen_verilog import generate_verilog
+
+    header = generate_verilog(load_isa(), cfg)
+    name = f"{module}.sv"
+    files = {name: _yosys_source(_module_file(module)), "tinynpu_isa.vh": yosys_text(header)}
+
     def compute() -> dict[str, Any]:
-        name = f"{module}.sv"
-        chparam = " ".join(f"-set {k} {v}" for k, v in parameters.items())
-        script = (f"read_verilog -sv {name}\n" + (f"chparam {chparam} {module}\n" if chparam else "")
-                  + f"synth -top {module}")
-        return _run_yosys(script, {name: _yosys_source(_module_file(module))}, f"{module} {parameters}")
-    label = module + "".join(f"-{k}{v}" for k, v in parameters.items())
-    return _cached(label, _key(module, sorted(parameters.items())), compute, ran)
+        return _run_yosys(f"read_verilog -sv {name}\nsynth -top {module}", files, f"{module} at T = {cfg.tile}")
+    return _cached(f"{module}-T{cfg.tile}", _key(module, header), compute, ran)
 
 
 def _mac_array_row(cfg: ArchConfig, instances: int, ran: list[str]) -> ModuleArea:
-    in_bits, acc_bits = 8 * cfg.elem_bytes("a_reg"), 8 * cfg.elem_bytes("acc")
-
     def measure(tile: int) -> tuple[int, int, float]:
-        params = {"TILE": tile, "IN_W": in_bits, "ACC_W": acc_bits}
-        [row], _ = _hierarchy_rows(module_stat("tinynpu_mac_array", params, ran), "tinynpu_mac_array")
+        at_tile = dataclasses.replace(cfg, tile=tile, tmm_interval_cycles=tile)
+        [row], _ = _hierarchy_rows(module_stat("tinynpu_mac_array", at_tile, ran), "tinynpu_mac_array")
         return row.cells, row.transistors, row.area_um2
 
     t = cfg.tile
@@ -336,7 +362,7 @@ def _mac_array_row(cfg: ArchConfig, instances: int, ran: list[str]) -> ModuleAre
 def rtl_supports(cfg: ArchConfig) -> str | None:
     """Why the RTL cannot be built for ``cfg`` (its generated header is for another config), or None."""
     header = include_dir(cfg) / "tinynpu_isa.vh"
-    values = dict(re.findall(r"localparam int (TNPU_\w+) = (-?\d+);", header.read_text()))
+    values = dict(re.findall(r"localparam int (TNPU_\w+)\s*=\s*(-?\d+);", header.read_text()))
     want = {"TNPU_TILE": cfg.tile, "TNPU_A_REG_ROWS": cfg.rows("a_reg"), "TNPU_B_REG_ROWS": cfg.rows("b_reg"),
             "TNPU_ACC_ROWS": cfg.rows("acc"), "TNPU_DRAM_BYTES": cfg.dram_bytes,
             "TNPU_INPUT_BITS": 8 * cfg.elem_bytes("a_reg")}
@@ -349,13 +375,14 @@ def _logic_stat(cfg: ArchConfig, ran: list[str]) -> dict[str, Any]:
         files = {p.name: _yosys_source(p) for p in sorted(RTL_DIR.glob("*.sv"))}
         inc = include_dir(cfg)
         for p in inc.glob("*.vh"):
-            files[p.name] = p.read_text()
+            files[p.name] = yosys_text(p.read_text())
         boxes = " ".join(f"{b}.sv" for b in BLACK_BOXES)
         rest = " ".join(n for n in files if n.endswith(".sv") and n[:-3] not in BLACK_BOXES)
         script = (f"read_verilog -sv -lib {boxes}\nread_verilog -sv {rest}\n"
                   "hierarchy -top tinynpu_top\nsynth -top tinynpu_top")
         return _run_yosys(script, files, f"tinynpu_top for config {cfg.name!r}")
-    return _cached(f"logic-{cfg.name}", _key(cfg.digest), compute, ran)
+    headers = [p.read_text() for p in sorted(include_dir(cfg).glob("*.vh"))]
+    return _cached(f"logic-{cfg.name}", _key(cfg.digest, headers), compute, ran)
 
 
 def _sram_rows(cfg: ArchConfig, imem_words: int) -> list[ModuleArea]:

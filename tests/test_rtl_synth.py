@@ -16,11 +16,11 @@ from tinynpu.rtl.synth import (
     SRAM_BITCELL_UM2,
     SynthError,
     _hierarchy_rows,
-    _yosys_source,
     gate_cost,
     module_stat,
     synthesize,
     yosys_missing_reason,
+    yosys_text,
 )
 
 ISA = load_isa()
@@ -50,28 +50,35 @@ def test_gate_costs() -> None:
     assert all(area > 0 and transistors > 0 for area, transistors in GATES.values())
 
 
-def test_int_casts_are_rewritten_for_yosys(tmp_path: Path) -> None:
-    src = tmp_path / "m.sv"
-    src.write_text("if (a < int'(b[f(c)])) x = uint'(y);")
-    assert _yosys_source(src) == "if (a < $signed(32'(b[f(c)]))) x = uint'(y);"
+def test_sv_is_rewritten_for_yosys_0_23() -> None:
+    assert yosys_text("if (a < int'(b[f(c)])) x = uint'(y);") == "if (a < $signed(32'(b[f(c)]))) x = uint'(y);"
+    assert yosys_text("package p;\nlocalparam int A = 1;\nendpackage\nmodule m import p::*; (") == (
+        "\nlocalparam int A = 1;\n\nmodule m (")
+    chain = ("function automatic logic [1:0] f(input logic x);\n  if (x) return 2'd1;\n  return '0;\nendfunction")
+    assert yosys_text(chain) == (
+        "function automatic logic [1:0] f(input logic x);\n  f = (x) ? 2'd1 :\n    '0;\nendfunction")
+    with pytest.raises(SynthError, match="function g"):
+        yosys_text("function automatic int g(input int x);\n  while (x) return 1;\n  return 0;\nendfunction")
 
 
 def test_a_small_module_synthesizes_and_is_cached(fresh_cache: Path) -> None:
-    """The requantizer with two lanes: gates counted, area and transistors from the table, a cache hit after."""
+    """The requantizer at T = 4: gates counted, area and transistors from the table, a cache hit after."""
     require_yosys()
     ran: list[str] = []
-    stat = module_stat("tinynpu_requant", {"TILE": 2, "ACC_W": 32}, ran)
-    assert ran == ["tinynpu_requant-TILE2-ACC_W32"]
+    t4 = dataclasses.replace(CFG, tile=4, tmm_interval_cycles=4)
+    stat = module_stat("tinynpu_requant", t4, ran)
+    assert ran == ["tinynpu_requant-T4"]
     [row], boxes = _hierarchy_rows(stat, "tinynpu_requant")
     by_type = next(iter(stat["modules"].values()))["num_cells_by_type"]
     assert row.cells == sum(by_type.values()) > 50 and not boxes
     assert row.area_um2 == pytest.approx(sum(n * gate_cost(c)[0] for c, n in by_type.items()))
     assert row.transistors == sum(n * gate_cost(c)[1] for c, n in by_type.items())
     again: list[str] = []
-    assert module_stat("tinynpu_requant", {"TILE": 2, "ACC_W": 32}, again) == stat and again == []
+    assert module_stat("tinynpu_requant", t4, again) == stat and again == []
     # Twice the lanes, about twice the logic.
-    [row4], _ = _hierarchy_rows(module_stat("tinynpu_requant", {"TILE": 4, "ACC_W": 32}, ran), "tinynpu_requant")
-    assert 1.6 < row4.cells / row.cells < 2.4
+    t8 = dataclasses.replace(CFG, tile=8, tmm_interval_cycles=8)
+    [row8], _ = _hierarchy_rows(module_stat("tinynpu_requant", t8, ran), "tinynpu_requant")
+    assert 1.6 < row8.cells / row.cells < 2.4
 
 
 def test_synth_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
