@@ -62,23 +62,22 @@ def test_sv_is_rewritten_for_yosys_0_23() -> None:
 
 
 def test_a_small_module_synthesizes_and_is_cached(fresh_cache: Path) -> None:
-    """The requantizer at T = 4: gates counted, area and transistors from the table, a cache hit after."""
+    """The requantizer at T = 8: gates counted, area and transistors from the table, a cache hit after."""
     require_yosys()
     ran: list[str] = []
-    t4 = dataclasses.replace(CFG, tile=4, tmm_interval_cycles=4)
-    stat = module_stat("tinynpu_requant", t4, ran)
-    assert ran == ["tinynpu_requant-T4"]
+    t8 = dataclasses.replace(CFG, tile=8, tmm_interval_cycles=8)
+    stat = module_stat("tinynpu_requant", t8, ran)
+    assert ran == ["tinynpu_requant-T8"]
     [row], boxes = _hierarchy_rows(stat, "tinynpu_requant")
     by_type = next(iter(stat["modules"].values()))["num_cells_by_type"]
     assert row.cells == sum(by_type.values()) > 50 and not boxes
     assert row.area_um2 == pytest.approx(sum(n * gate_cost(c)[0] for c, n in by_type.items()))
     assert row.transistors == sum(n * gate_cost(c)[1] for c, n in by_type.items())
     again: list[str] = []
-    assert module_stat("tinynpu_requant", t4, again) == stat and again == []
+    assert module_stat("tinynpu_requant", t8, again) == stat and again == []
     # Twice the lanes, about twice the logic.
-    t8 = dataclasses.replace(CFG, tile=8, tmm_interval_cycles=8)
-    [row8], _ = _hierarchy_rows(module_stat("tinynpu_requant", t8, ran), "tinynpu_requant")
-    assert 1.6 < row8.cells / row.cells < 2.4
+    [row16], _ = _hierarchy_rows(module_stat("tinynpu_requant", CFG, ran), "tinynpu_requant")
+    assert 1.6 < row16.cells / row.cells < 2.4
 
 
 def test_synth_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
@@ -109,5 +108,5 @@ def test_large_mac_array_is_extrapolated() -> None:
     t64 = dataclasses.replace(CFG, name="t64", tile=64, tmm_interval_cycles=64)
     report = synthesize(t64, CFG)
     mac = next(m for m in report.modules if m.name == "tinynpu_mac_array")
-    assert mac.how == "extrapolated" and "64x64 extrapolated from synthesized 4x4, 8x8, 16x16" in mac.note
+    assert mac.how == "extrapolated" and "64x64 extrapolated from synthesized 8x8, 16x16" in mac.note
     assert report.extrapolated and report.tile == 64
