@@ -73,3 +73,21 @@ def test_sweep_resume_and_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert "--resume" in capsys.readouterr().err
     code, summary = _sweep(capsys, str(spec), "-o", str(tmp_path / "again"))
     assert (summary["computed"], summary["cached"], summary["workers"]) == (0, 4, 0)
+
+
+def test_sweep_on_an_existing_scheduler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    import logging
+
+    from dask.distributed import LocalCluster
+
+    monkeypatch.setenv("TINYNPU_CACHE", str(tmp_path / "cache"))
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(textwrap.dedent(SPEC).replace("[67108864, 8192]", "[67108864]"))
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
+                      silence_logs=logging.ERROR) as cluster:
+        code, summary = _sweep(capsys, str(spec), "-o", str(tmp_path / "out"), "--scheduler",
+                               cluster.scheduler_address)
+    assert code == 0 and (summary["points"], summary["computed"], summary["failed"], summary["workers"]) == (2, 2, 0, 1)
+    assert main(["sweep", str(spec), "-o", str(tmp_path / "o2"), "--workers", "2", "--scheduler", "tcp://x:1"]) == 2
+    assert "cannot be combined with --scheduler" in capsys.readouterr().err
