@@ -24,8 +24,8 @@ parameters:
   dram.bytes_per_cycle: [8, 16, 32]
   dram.latency_cycles: [50, 100]
 workloads:
-  gemm: [[128, 128, 128], [256, 128, 64]]
-  conv2d: [{c: 32, h: 14, w: 14, k: 32, r: 3, s: 3, pad: 1}]
+  gemm: [[512, 512, 256], [256, 1024, 256]]
+  conv2d: [{c: 64, h: 28, w: 28, k: 64, r: 3, s: 3, pad: 1}]
 objectives: [cycles, dram_bytes]
 """
 TARGETS = {"speedup_2_over_1_workers": 1.7, "overhead_fraction": 0.10}
