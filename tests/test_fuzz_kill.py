@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tinynpu import fsio
 from tinynpu.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,7 +28,9 @@ KILLS = 10 if os.environ.get("TINYNPU_SLOW") == "1" else 3
 
 
 def _files(directory: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+    """The outputs in ``directory``; a killed writer's hidden temporary file (never an output) is left out."""
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*"))
+            if p.is_file() and not p.name.startswith(fsio.TEMP_PREFIX)}
 
 
 def _timed(argv: list[str], cwd: Path) -> float:
