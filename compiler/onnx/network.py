@@ -414,7 +414,7 @@ def _report(cn: CompiledNetwork, ex: Execution, times: dict[str, float]) -> dict
     weighted = sum(run.macs * run.issued_macs / (run.cycles * peak) for run in ex.runs.values() if run.cycles)
     host_seconds = sum(ex.host_seconds.values())
     sim_seconds = sum(r.sim_seconds for r in ex.runs.values())
-    clock_hz = _clock_mhz(cfg) * 1e6
+    clock_hz = cfg.clock_mhz * 1e6
     return {
         "model": cn.imported.source,
         "config": cfg.name,
@@ -441,11 +441,6 @@ def _report(cn: CompiledNetwork, ex: Execution, times: dict[str, float]) -> dict
         "seconds": {**cn.timings, "simulate": sim_seconds, "host_steps": host_seconds, **times},
         "layers": layers,
     }
-
-
-def _clock_mhz(cfg: ArchConfig) -> float:
-    value = getattr(cfg, "clock_mhz", None)
-    return float(value) if value else 1000.0
 
 
 __all__ = ["CompiledNetwork", "NetworkVerificationError", "compile_onnx", "describe", "run_network"]
