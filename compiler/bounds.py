@@ -54,13 +54,14 @@ def roofline_cycles(useful_macs: int, io_bytes: int, cfg: ArchConfig) -> int:
 
 
 def pass_traffic(m: int, n: int, t: Tiling, cfg: ArchConfig, *, a_pass_bytes: int, b_pass_bytes: int,
-                 out_bytes: int, bias: bool = False) -> int:
+                 out_bytes: int, bias: int = 0) -> int:
     """DRAM bytes of the output-stationary lowering of an ``m x n`` output for ``t``, given its passes.
 
     Every output block reads its whole row panel of A and column panel of B
     once, so A is read once per column block and B once per row block, unless
-    that operand's panel stays resident (then once); C is written once; a bias
-    slice (accumulator elements) is read once per block.  ``a_pass_bytes`` and
+    that operand's panel stays resident (then once); C is written once; ``bias``
+    parameter rows per column (a bias, or a layer epilogue's rows: accumulator
+    elements) are read once per block.  ``a_pass_bytes`` and
     ``b_pass_bytes`` are the bytes of one pass over each operand: a dense
     matrix's size, or what a conv's implicit im2col reads.
     """
@@ -70,13 +71,12 @@ def pass_traffic(m: int, n: int, t: Tiling, cfg: ArchConfig, *, a_pass_bytes: in
     a_reads = 1 if t.resident == "a" else col_blocks
     b_reads = 1 if t.resident == "b" else row_blocks
     traffic = a_pass_bytes * a_reads + b_pass_bytes * b_reads + m * n * out_bytes
-    if bias:
-        traffic += n * cfg.elem_bytes("acc") * row_blocks
+    traffic += int(bias) * n * cfg.elem_bytes("acc") * row_blocks
     return traffic
 
 
 def tiling_traffic(m: int, n: int, k: int, t: Tiling, cfg: ArchConfig, *, in_bytes: int, out_bytes: int,
-                   bias: bool = False) -> int:
+                   bias: int = 0) -> int:
     """DRAM bytes the lowering of a dense GEMM moves for ``t``: exact, matching the instructions it emits."""
     return pass_traffic(m, n, t, cfg, a_pass_bytes=m * k * in_bytes, b_pass_bytes=n * k * in_bytes,
                         out_bytes=out_bytes, bias=bias)
@@ -92,7 +92,7 @@ def block_shapes(m: int, n: int, cfg: ArchConfig) -> Iterator[tuple[int, int]]:
             yield bm, bn
 
 
-def tiling_space(m: int, n: int, k: int, cfg: ArchConfig, *, bias: bool = False) -> Iterator[Tiling]:
+def tiling_space(m: int, n: int, k: int, cfg: ArchConfig, *, bias: int = 0) -> Iterator[Tiling]:
     """Every tiling of the compiler's space that fits the scopes (the space search and enumeration share)."""
     kt = ceil_div(k, cfg.tile)
     mt, nt = ceil_div(m, cfg.tile), ceil_div(n, cfg.tile)
@@ -109,7 +109,7 @@ def tiling_space(m: int, n: int, k: int, cfg: ArchConfig, *, bias: bool = False)
                     yield from resident_panels(t, cfg, k=k, bias=bias, panel_buffers=(2, 1))
 
 
-def resident_panels(t: Tiling, cfg: ArchConfig, *, k: int, bias: bool,
+def resident_panels(t: Tiling, cfg: ArchConfig, *, k: int, bias: int,
                     panel_buffers: tuple[int, ...]) -> Iterator[Tiling]:
     """``t`` with A (order mn) or B (order nm) resident as a whole panel (block x all of ``k``), if it fits."""
     for pb in panel_buffers:
@@ -120,7 +120,7 @@ def resident_panels(t: Tiling, cfg: ArchConfig, *, k: int, bias: bool,
 
 
 def least_traffic(m: int, n: int, k: int, cfg: ArchConfig, traffic: Callable[[Tiling], int], *,
-                  bias: bool = False) -> int:
+                  bias: int = 0) -> int:
     """The least ``traffic(t)`` over the tiling space of an ``m x n x k`` GEMM (``best_tiling_bytes``).
 
     Traffic depends only on the block sizes and the resident operand, so the
@@ -143,7 +143,7 @@ def least_traffic(m: int, n: int, k: int, cfg: ArchConfig, traffic: Callable[[Ti
 
 
 def best_tiling_bytes(m: int, n: int, k: int, cfg: ArchConfig, *, in_bytes: int, out_bytes: int,
-                      bias: bool = False) -> int:
+                      bias: int = 0) -> int:
     """``best_tiling_bytes`` of a dense GEMM: :func:`least_traffic` of :func:`tiling_traffic`."""
     return least_traffic(m, n, k, cfg, lambda t: tiling_traffic(m, n, k, t, cfg, in_bytes=in_bytes,
                                                                 out_bytes=out_bytes, bias=bias), bias=bias)

@@ -36,6 +36,8 @@ from tinynpu.compiler.conv_geometry import ConvLayout
 from tinynpu.compiler.conv_lower import IM2COL_OP, conv_auto_tiling, lower_conv2d, resolve_layout_schedule
 from tinynpu.compiler.conv_shape import ConvShape, conv2d_reference, conv_inputs
 from tinynpu.compiler.cost import estimate
+from tinynpu.compiler.epilogue import Epilogue
+from tinynpu.compiler.lower import EpilogueRows
 from tinynpu.compiler.operands import DenseOutput, Emitter
 from tinynpu.compiler.quant import calibrate_shift, requantize
 from tinynpu.compiler.schedule import apply, from_tiling
@@ -47,7 +49,7 @@ from tinynpu.isa import ArchConfig, load_isa
 def compile_conv2d(n: int, c: int, h: int, w: int, k: int, r: int, s: int, *, stride: int = 1, pad: int = 0,
                    dtype: str = "int8", cfg: ArchConfig | None = None, schedule: str = "auto",
                    layout: str = "auto", out_dtype: str | None = None,
-                   input_layout: str = "NHWC") -> Compiled:
+                   input_layout: str = "NHWC", epilogue: Epilogue | None = None) -> Compiled:
     """Compile a 2-D convolution (NHWC input, KRSC weights, NHWC output) by implicit im2col.
 
     Args:
@@ -66,6 +68,10 @@ def compile_conv2d(n: int, c: int, h: int, w: int, k: int, r: int, s: int, *, st
         input_layout: the user's layout: ``NHWC`` (input NHWC, weights KRSC, output NHWC: no host
             work) or ``NCHW`` (input NCHW, weights KCRS, output NCHW): the host transposes to the
             device's NHWC and back, and that traffic is counted in ``host_traffic_bytes``.
+        epilogue: A quantized layer's epilogue (bias, per-channel ``vrequant``, zero point, clamp;
+            one entry per output channel) run by the program before an int8 store; its parameter
+            rows are the DRAM tensor ``P`` (:meth:`Epilogue.param_table`).  Integer configs;
+            implies int8 output.
 
     Returns:
         The compiled program, its inputs/reference/host layout change and its yardsticks.
@@ -91,7 +97,17 @@ def compile_conv2d(n: int, c: int, h: int, w: int, k: int, r: int, s: int, *, st
     if out_dtype not in (None, acc_dt, "int8") or (out_dtype == "int8" and not integer):
         raise UsageError(f"conv2d: out_dtype must be {acc_dt}" + (" or int8" if integer else "")
                          + f" in config {cfg.name!r}, not {out_dtype!r}.")
+    if epilogue is not None:
+        if not integer:
+            raise UsageError(f"conv2d: an epilogue needs an integer config, not {cfg.name!r}.")
+        if out_dtype not in (None, "int8"):
+            raise UsageError(f"conv2d: an epilogue writes int8 output, not out_dtype {out_dtype!r}.")
+        if epilogue.channels != k:
+            raise UsageError(f"conv2d: the epilogue has {epilogue.channels} channels, the conv k={k} output "
+                             "channels.")
+        out_dtype = "int8"
     narrow = out_dtype == "int8"
+    param_rows = epilogue.param_rows if epilogue is not None else 0
     in_b, out_b = cfg.elem_bytes("a_reg"), 1 if narrow else cfg.elem_bytes("acc")
     in_dt, y_dt = str(cfg.dtype("a_reg")), "int8" if narrow else acc_dt
     x_shape, w_shape, y_shape = lay.input_shape(), lay.weight_shape(), (shape.n, shape.p, shape.q, shape.k)
@@ -99,28 +115,35 @@ def compile_conv2d(n: int, c: int, h: int, w: int, k: int, r: int, s: int, *, st
     x_addr = alloc.add("X", x_shape, in_dt, "input").addr
     w_addr = alloc.add("W", w_shape, in_dt, "input").addr
     y_addr = alloc.add("Y", y_shape, y_dt, "output").addr
+    epi_rows = None
+    if epilogue is not None:
+        table = epilogue.param_table(cfg.tile)
+        epi_rows = EpilogueRows(alloc.add("P", table.shape, acc_dt, "input").addr, epilogue)
     m_g, n_g, k_g = shape.gemm_m, shape.gemm_n, lay.padded_k
     shift = 0
-    if narrow:
+    if narrow and epilogue is None:
         x0 = conv_inputs(shape, integer=True, seed=0)
         shift = calibrate_shift(conv2d_reference(x0["X"], x0["W"], stride=stride, pad=pad,
                                                  acc_dtype=cfg.dtype("acc")), relu=False)
     if sched is None:
-        tiling = conv_auto_tiling(lay, cfg, out_b)
+        tiling = conv_auto_tiling(lay, cfg, out_b, bias=param_rows,
+                                  alu_ops=epilogue.alu_ops if epilogue is not None else 0)
         sched = from_tiling(tiling, cfg, name="auto")
     else:
-        tiling = apply(sched, m=m_g, n=n_g, k=k_g, cfg=cfg)
+        tiling = apply(sched, m=m_g, n=n_g, k=k_g, cfg=cfg, bias=param_rows)
 
     emit = Emitter(isa, cfg)
     issued = lower_conv2d(emit, lay, x_addr=x_addr, w_addr=w_addr,
-                          out=DenseOutput(y_addr, n_g, out_b, narrow=narrow, shift=shift, name="Y"), tiling=tiling)
+                          out=DenseOutput(y_addr, n_g, out_b, narrow=narrow, shift=shift, name="Y",
+                                          relu=epilogue is not None and epilogue.store_relu),
+                          tiling=tiling, epilogue=epi_rows)
     words, comments = emit.finish()
     program = Program.build(isa, cfg, words, alloc.tensors)
 
-    compulsory = conv_compulsory_bytes(shape, in_b, out_b)
+    compulsory = conv_compulsory_bytes(shape, in_b, out_b) + param_rows * shape.k * cfg.elem_bytes("acc")
     bounds = Bounds(
         io_lower_bound_bytes=compulsory,
-        best_tiling_bytes=conv_best_tiling_bytes(lay, cfg, out_b),
+        best_tiling_bytes=conv_best_tiling_bytes(lay, cfg, out_b, bias=param_rows),
         roofline_cycles=roofline_cycles(shape.macs, compulsory, cfg),
         padding_ceiling=shape.macs / issued,
         useful_macs=shape.macs,
@@ -143,15 +166,21 @@ def compile_conv2d(n: int, c: int, h: int, w: int, k: int, r: int, s: int, *, st
         # The device's Y is NHWC; an NCHW user gets it transposed on the host (counted, not compared).
         y = conv2d_reference(*device_order(inputs), stride=shape.stride, pad=shape.pad,
                              acc_dtype=cfg.dtype("acc"))
+        if epilogue is not None:
+            return {"Y": epilogue.reference(y)}
         return {"Y": requantize(y, shift, relu=False) if narrow else y}
 
     def to_device(inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         x, wt = device_order(inputs)
-        return {"X": lay.host_input(x), "W": lay.host_weights(wt)}
+        device = {"X": lay.host_input(x), "W": lay.host_weights(wt)}
+        if epilogue is not None:
+            device["P"] = epilogue.param_table(cfg.tile)
+        return device
 
     model = {"tiling": list(tiling.key()),
-             "cycles": estimate(m_g, n_g, k_g, tiling, cfg, in_bytes=in_b, out_bytes=out_b).cycles,
-             "dram_bytes": conv_traffic_model(lay, cfg, out_b)(tiling)}
+             "cycles": estimate(m_g, n_g, k_g, tiling, cfg, in_bytes=in_b, out_bytes=out_b, bias=param_rows,
+                                alu_ops=epilogue.alu_ops if epilogue is not None else 0).cycles,
+             "dram_bytes": conv_traffic_model(lay, cfg, out_b, bias=param_rows)(tiling)}
     trace = ({"op": IM2COL_OP, "layout": lay.kind,
               "reduction": "(r, s, c)" if lay.kind == "direct" else "(s, r, c)",
               "gemm": {"m": m_g, "n": n_g, "k": shape.gemm_k, "k_padded": k_g}}, *sched.steps)
@@ -160,7 +189,9 @@ def compile_conv2d(n: int, c: int, h: int, w: int, k: int, r: int, s: int, *, st
         comments=comments,
         workload={"kind": "conv2d", **shape.kwargs(), "p": shape.p, "q": shape.q, "config": cfg.name,
                   "dtype": "int8" if integer else "fp32", "out_dtype": y_dt,
-                  "shift": shift if narrow else None, "layout": lay.kind, "input_layout": input_layout,
+                  "shift": shift if narrow and epilogue is None else None,
+                  "epilogue": epilogue.describe() if epilogue is not None else None, "layout": lay.kind,
+                  "input_layout": input_layout,
                   "weight_layout": "KCRS" if nchw else "KRSC", "output_layout": input_layout,
                   "device_layouts": {"X": "NPWRC" if lay.kind == "rowpack" else "NHWC",
                                      "W": "KSRC" if lay.kind == "rowpack" else "KRSC", "Y": "NHWC"},

@@ -42,26 +42,28 @@ def b_pass_bytes(layout: ConvLayout) -> int:
     return layout.shape.gemm_n * layout.shape.gemm_k * layout.elem
 
 
-def conv_traffic_model(layout: ConvLayout, cfg: ArchConfig, out_bytes: int) -> Callable[[Tiling], int]:
+def conv_traffic_model(layout: ConvLayout, cfg: ArchConfig, out_bytes: int, *,
+                       bias: int = 0) -> Callable[[Tiling], int]:
     """``tiling -> DRAM bytes`` the lowering moves: exact, matching the emitted loads and stores.
 
     The output-stationary traffic of :func:`tinynpu.compiler.bounds.pass_traffic`
     with the conv's passes (computed once): only the per-pass bytes differ
-    from a dense GEMM (halo rows read nothing).
+    from a dense GEMM (halo rows read nothing).  ``bias``: parameter rows per output channel.
     """
     sh = layout.shape
     a_pass, b_pass = a_pass_bytes(layout), b_pass_bytes(layout)
     return lambda t: pass_traffic(sh.gemm_m, sh.gemm_n, t, cfg, a_pass_bytes=a_pass, b_pass_bytes=b_pass,
-                                  out_bytes=out_bytes)
+                                  out_bytes=out_bytes, bias=bias)
 
 
-def conv_best_tiling_bytes(layout: ConvLayout, cfg: ArchConfig, out_bytes: int) -> int:
+def conv_best_tiling_bytes(layout: ConvLayout, cfg: ArchConfig, out_bytes: int, *, bias: int = 0) -> int:
     """``best_tiling_bytes`` for a conv: :func:`tinynpu.compiler.bounds.least_traffic` of its traffic model.
 
     The tiling space is the padded im2col GEMM's (reduction ``layout.padded_k``).
     """
     sh = layout.shape
-    return least_traffic(sh.gemm_m, sh.gemm_n, layout.padded_k, cfg, conv_traffic_model(layout, cfg, out_bytes))
+    return least_traffic(sh.gemm_m, sh.gemm_n, layout.padded_k, cfg,
+                         conv_traffic_model(layout, cfg, out_bytes, bias=bias), bias=bias)
 
 
 def _touched(size: int, out: int, kernel: int, stride: int, pad: int) -> int:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from tinynpu.compiler.conv_geometry import LAYOUTS, ConvLayout, Dma, choose_layout
 from tinynpu.compiler.conv_shape import ConvShape
-from tinynpu.compiler.lower import Bias, lower_gemm
+from tinynpu.compiler.lower import Bias, EpilogueRows, lower_gemm
 from tinynpu.compiler.operands import Emitter, OutputC
 from tinynpu.compiler.schedule import Schedule, Tiling
 from tinynpu.compiler.search import auto_tiling
@@ -103,7 +103,8 @@ def resolve_layout_schedule(schedule: str | Schedule, shape: ConvShape, cfg: Arc
     return ConvLayout(shape, layout, cfg.tile, cfg.elem_bytes("a_reg")), sched
 
 
-def conv_auto_tiling(layout: ConvLayout, cfg: ArchConfig, out_bytes: int, *, bias: bool = False) -> Tiling:
+def conv_auto_tiling(layout: ConvLayout, cfg: ArchConfig, out_bytes: int, *, bias: int = 0,
+                     alu_ops: int = 0) -> Tiling:
     """The ``auto`` tiling of the padded im2col GEMM (:func:`tinynpu.compiler.search.auto_tiling`).
 
     The GEMM model ranks it: the conv's A moves at most the padded GEMM's
@@ -111,22 +112,23 @@ def conv_auto_tiling(layout: ConvLayout, cfg: ArchConfig, out_bytes: int, *, bia
     """
     sh = layout.shape
     return auto_tiling(sh.gemm_m, sh.gemm_n, layout.padded_k, cfg, in_bytes=layout.elem, out_bytes=out_bytes,
-                       bias=bias).tiling
+                       bias=bias, alu_ops=alu_ops).tiling
 
 
 def lower_conv2d(emit: Emitter, layout: ConvLayout, *, x_addr: int, w_addr: int, out: OutputC,
-                 tiling: Tiling, bias: Bias | None = None) -> int:
+                 tiling: Tiling, bias: Bias | None = None, epilogue: EpilogueRows | None = None) -> int:
     """Emit the conv ``layout`` (input at ``x_addr``, weights at ``w_addr``, as the layout reads them).
 
     The output is the ``N*P*Q x K`` (NHWC) GEMM result that ``out`` stores;
-    ``bias`` (one accumulator element per output channel) is added before it.
+    ``bias`` (one accumulator element per output channel) is added before it, or the layer's
+    ``epilogue`` runs on it.
 
     Returns:
         The MACs issued by tmm (whole tile steps), for the padding ceiling.
     """
     sh = layout.shape
     return lower_gemm(emit, m=sh.gemm_m, n=sh.gemm_n, k=layout.padded_k, a=ConvOperand(layout, x_addr, "A"),
-                      b=ConvOperand(layout, w_addr, "B"), c=out, tiling=tiling, bias=bias)
+                      b=ConvOperand(layout, w_addr, "B"), c=out, tiling=tiling, bias=bias, epilogue=epilogue)
 
 
 __all__ = ["IM2COL_OP", "ConvOperand", "conv_auto_tiling", "lower_conv2d", "resolve_layout_schedule"]

@@ -49,8 +49,13 @@ def _beats(rows: int, cols: int, nbytes: int, cfg: ArchConfig) -> int:
 
 
 def estimate(m: int, n: int, k: int, t: Tiling, cfg: ArchConfig, *, in_bytes: int, out_bytes: int,
-             bias: bool = False) -> Estimate:
-    """Predict cycles and traffic of :func:`tinynpu.compiler.lower.lower_gemm` for tiling ``t``."""
+             bias: int = 0, alu_ops: int = 0) -> Estimate:
+    """Predict cycles and traffic of :func:`tinynpu.compiler.lower.lower_gemm` for tiling ``t``.
+
+    ``bias`` is the accumulator parameter rows per output column tile (their traffic), ``alu_ops``
+    the vector-ALU instructions each output column tile runs before its store (a layer epilogue):
+    the ALU overlaps the tensor unit, so it bounds a block's time and delays each column's store.
+    """
     e = cfg.tile
     mt, nt, kt = ceil_div(m, e), ceil_div(n, e), ceil_div(k, e)
     interval = cfg.tmm_interval_cycles
@@ -68,11 +73,11 @@ def estimate(m: int, n: int, k: int, t: Tiling, cfg: ArchConfig, *, in_bytes: in
     chunk_starts = list(range(0, kt, t.bk))
     iblocks = [(i, min(t.bm, mt - i)) for i in range(0, mt, t.bm)]
     jblocks = [(j, min(t.bn, nt - j)) for j in range(0, nt, t.bn)]
-    cache: dict[tuple[int, int, int, int], tuple[int, int, int, int]] = {}
+    cache: dict[tuple[int, int, int, int], tuple[int, int, int, int, int]] = {}
 
     def block(i0: int, ni: int, j0: int, nj: int, la: bool = True,
-              lb: bool = True) -> tuple[int, int, int, int]:
-        """(steady cycles, store beats, first-load beats, last-column tmm time) of one block."""
+              lb: bool = True) -> tuple[int, int, int, int, int]:
+        """(steady cycles, store beats, first-load beats, last-column tmm time, ALU time per column)."""
         rows_a = min(ni * e, m - i0 * e)
         rows_b = min(nj * e, n - j0 * e)
         key = (rows_a if la else -rows_a, rows_b if lb else -rows_b, ni, nj)
@@ -102,10 +107,12 @@ def estimate(m: int, n: int, k: int, t: Tiling, cfg: ArchConfig, *, in_bytes: in
         else:
             cycles = ((chunks - 1) * (comp_full + load_full) + comp_last + load_last
                       + chunks * (lat + cfg.tmm_latency_cycles))
+        alu_col = alu_ops * (ceil_div(ni * e, cfg.alu_rows_per_cycle) + cfg.alu_latency_cycles)
+        cycles = max(cycles, nj * alu_col)
         cols_last = min(e, n - (j0 + nj - 1) * e)
         store = (nj - 1) * _beats(rows_a, e, out_bytes, cfg) + _beats(rows_a, cols_last, out_bytes, cfg)
         tau = ni * min(t.bk, kt - chunk_starts[-1]) * interval
-        cache[key] = (cycles, store, load_full if chunks > 1 else load_last, tau)
+        cache[key] = (cycles, store, load_full if chunks > 1 else load_last, tau, alu_col)
         return cache[key]
 
     # Blocks of equal shape cost the same: count them per dimension, O(row + column blocks).
@@ -127,7 +134,7 @@ def estimate(m: int, n: int, k: int, t: Tiling, cfg: ArchConfig, *, in_bytes: in
     total = 0
     compute = mt * nt * kt * interval
     for (i0, ni, j0, nj, la, lb), count in shapes.items():
-        cyc, store, _, tau = block(i0, ni, j0, nj, la, lb)
+        cyc, store, _, tau, alu_col = block(i0, ni, j0, nj, la, lb)
         per_block = cyc
         if t.acc_buffers == 1 or n_blocks == 1:
             # Column j's store is ready once its last tmm ends and completes after the store
@@ -138,7 +145,7 @@ def estimate(m: int, n: int, k: int, t: Tiling, cfg: ArchConfig, *, in_bytes: in
             stall = 0.0
             end = 0.0
             for j in range(nj):
-                end = max((j + 1) * tau, end) + per_col
+                end = max((j + 1) * tau + alu_col, end) + per_col
                 stall = max(stall, end + lat - (nj * tau + j * tau0))
             if t.init == "fill_zero":
                 stall = max(stall, store + lat)  # one zero of the whole block waits for every store
@@ -152,15 +159,15 @@ def estimate(m: int, n: int, k: int, t: Tiling, cfg: ArchConfig, *, in_bytes: in
             rows_p = min(ni * e, m - i0 * e) if t.resident == "a" else min(nj * e, n - j0 * e)
             per_block += load_beats(rows_p, kt, 0) + lat
         total += per_block * count
-    _, _, first_load, _ = block(iblocks[0][0], iblocks[0][1], jblocks[0][0], jblocks[0][1])
+    _, _, first_load, _, _ = block(iblocks[0][0], iblocks[0][1], jblocks[0][0], jblocks[0][1])
     (i_l, ni_l), (j_l, nj_l) = iblocks[-1], jblocks[-1]  # the last block in either order
-    _, last_store, _, tau_l = block(i_l, ni_l, j_l, nj_l)
+    _, last_store, _, tau_l, alu_l = block(i_l, ni_l, j_l, nj_l)
     # The first tmm waits only for the first reduction tile's loads of chunk 0.
     prologue = first_load // min(t.bk, kt) + lat
     # The last block's column stores drain after its last column's tmm.
     end = 0.0
     for j in range(nj_l):
-        end = max((j + 1) * tau_l, end) + last_store / nj_l
+        end = max((j + 1) * tau_l + alu_l, end) + last_store / nj_l
     epilogue = int(end - nj_l * tau_l) + lat
     traffic = tiling_traffic(m, n, k, t, cfg, in_bytes=in_bytes, out_bytes=out_bytes, bias=bias)
     port = math.ceil(traffic / cfg.dram_bytes_per_cycle)

@@ -34,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from tinynpu.compiler.epilogue import INT8_MAX, INT8_MIN, Epilogue
 from tinynpu.compiler.operands import Emitter, OperandA, OutputC
 from tinynpu.compiler.schedule import Tiling, buffer_rows
 from tinynpu.intmath import ceil_div
@@ -45,6 +46,14 @@ class Bias:
 
     addr: int
     n: int
+
+
+@dataclass(frozen=True)
+class EpilogueRows:
+    """A layer epilogue whose :meth:`Epilogue.param_table` lies at DRAM ``addr`` (int32, ``tile`` per row)."""
+
+    addr: int
+    epilogue: Epilogue
 
 
 class _Chunk(NamedTuple):  # a tuple: several hundred thousand of them for a naive 1024^3
@@ -94,8 +103,8 @@ def chunks(m: int, n: int, k: int, t: Tiling, tile: int) -> list[_Chunk]:
 
 
 def lower_gemm(emit: Emitter, *, m: int, n: int, k: int, a: OperandA, b: OperandA, c: OutputC,
-               tiling: Tiling, bias: Bias | None = None) -> int:
-    """Emit the instructions of ``C = A @ B^T (+ bias)`` for ``tiling``.
+               tiling: Tiling, bias: Bias | None = None, epilogue: EpilogueRows | None = None) -> int:
+    """Emit the instructions of ``C = A @ B^T (+ bias)`` for ``tiling``, or with its layer ``epilogue``.
 
     Args:
         emit: Where instructions go (tokens are derived on :meth:`Emitter.finish`).
@@ -103,6 +112,8 @@ def lower_gemm(emit: Emitter, *, m: int, n: int, k: int, a: OperandA, b: Operand
         a: Operand for A (M x K); b: operand for B in N x K form; c: the output.
         tiling: The schedule's tiling (already checked to fit).
         bias: Optional bias per output column (accumulator dtype), added in acc before the store.
+        epilogue: Optional layer epilogue (not with ``bias``): its parameter rows are loaded with
+            each block's first chunk, its ALU instructions run on each column before the store.
 
     Returns:
         The MACs issued by tmm (whole tile steps), for the padding ceiling.
@@ -110,7 +121,11 @@ def lower_gemm(emit: Emitter, *, m: int, n: int, k: int, a: OperandA, b: Operand
     cfg = emit.cfg
     e = cfg.tile
     t = tiling
-    rows = buffer_rows(t, cfg, bias=bias is not None, k=k)
+    if bias is not None and epilogue is not None:
+        raise ValueError("lower_gemm: an epilogue carries its own bias; pass bias or epilogue, not both")
+    epi = epilogue.epilogue if epilogue is not None else None
+    per_tile = epi.param_rows if epi is not None else int(bias is not None)  # acc parameter rows per column tile
+    rows = buffer_rows(t, cfg, bias=per_tile, k=k)
     a_buf = rows["a_reg"] // t.buffers("a")
     b_buf = rows["b_reg"] // t.buffers("b")
     acc_buf = rows["acc"] // t.acc_buffers
@@ -169,6 +184,15 @@ def lower_gemm(emit: Emitter, *, m: int, n: int, k: int, a: OperandA, b: Operand
                 c0 = col0 + full * e
                 emit.load("acc", acc0 + bias_row0 + full, bias.addr + c0 * bias_bytes, rows=1,
                           cols=bias.n - c0, stride=e * bias_bytes, comment=f"bias[{c0}:{bias.n}]")
+        if ch.first and epilogue is not None:
+            # Whole column tiles in one load; a last, narrower one on its own (the load zeroes the rest).
+            table_row = e * bias_bytes
+            full = min(ch.nj, (n - ch.j0 * e) // e)
+            for j, nj, cols in ((ch.j0, full, e), (ch.j0 + full, ch.nj - full, n - (ch.j0 + full) * e)):
+                if nj:
+                    emit.load("acc", acc0 + bias_row0 + (j - ch.j0) * per_tile,
+                              epilogue.addr + j * per_tile * table_row, rows=nj * per_tile, cols=cols,
+                              stride=table_row, comment=f"epilogue rows of column tiles {j}..{j + nj - 1}")
         if not t.double_buffer:  # single buffers: load right before use, as the seed loop does
             _issue(emit, loads(ch))
         nxt = plan[idx + 1] if idx + 1 < len(plan) else None
@@ -194,6 +218,8 @@ def lower_gemm(emit: Emitter, *, m: int, n: int, k: int, a: OperandA, b: Operand
                 row0, col0 = ch.i0 * e, (ch.j0 + j) * e
                 if bias is not None:
                     emit.alu("vaddrow", acc_j, rows=ch.ni * e, src=acc0 + bias_row0 + j, comment="+ bias")
+                if epi is not None:
+                    _emit_epilogue(emit, epi, acc_j, ch.ni * e, acc0 + bias_row0 + j * per_tile)
                 c.store(emit, sp_row=acc_j, row0=row0, rows=min(ch.ni * e, m - row0), col0=col0,
                         cols=min(e, n - col0))
             # Spread the next chunk's loads evenly over this chunk's tmm instructions.
@@ -202,6 +228,21 @@ def lower_gemm(emit: Emitter, *, m: int, n: int, k: int, a: OperandA, b: Operand
             done = upto
         _issue(emit, after)
     return issued
+
+
+def _emit_epilogue(emit: Emitter, epi: Epilogue, dst: int, rows: int, params: int) -> None:
+    """The ALU instructions of ``epi`` on one output column tile (its parameter rows from ``params``)."""
+    row = params
+    if epi.bias is not None:
+        emit.alu("vaddrow", dst, rows=rows, src=row, comment="+ bias")
+        row += 1
+    emit.alu("vrequant", dst, rows=rows, src=row, comment="requantize per channel")
+    if epi.zero_point:
+        emit.alu("vaddrow", dst, rows=rows, src=row + 2, comment="+ zero point")
+    if epi.lo not in (INT8_MIN, 0):  # 0 is the store's relu, -128 its saturation
+        emit.alu("vmax", dst, rows=rows, imm=epi.lo, comment=f"clamp >= {epi.lo}")
+    if epi.hi != INT8_MAX:
+        emit.alu("vmin", dst, rows=rows, imm=epi.hi, comment=f"clamp <= {epi.hi}")
 
 
 _Load = tuple[OperandA, str, int, int, int, int]  # operand, scope, scratchpad row, first GEMM row, rows, k0
@@ -237,4 +278,4 @@ def _zero_edge_rows(emit: Emitter, total: int, plan: list[_Chunk], sub: Callable
         emit.zero(scope, row, rows=n_rows, comment="edge-tile padding rows")
 
 
-__all__ = ["Bias", "chunks", "lower_gemm"]
+__all__ = ["Bias", "EpilogueRows", "chunks", "lower_gemm"]

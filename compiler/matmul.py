@@ -11,7 +11,8 @@ import numpy as np
 from tinynpu.assembler.image import Program
 from tinynpu.compiler.bounds import best_tiling_bytes, matmul_io_lower_bound, roofline_cycles
 from tinynpu.compiler.compiled import Arrays, Bounds, Compiled
-from tinynpu.compiler.lower import lower_gemm
+from tinynpu.compiler.epilogue import Epilogue
+from tinynpu.compiler.lower import EpilogueRows, lower_gemm
 from tinynpu.compiler.operands import DenseOperand, DenseOutput, Emitter
 from tinynpu.compiler.quant import max_shift, requantize
 from tinynpu.compiler.schedule import Schedule, apply, from_tiling
@@ -29,7 +30,7 @@ def default_shift(k: int) -> int:
 
 def compile_matmul(m: int, n: int, k: int, *, dtype: str = "int8", schedule: str | Schedule = "auto",
                    layout: str = "nt", cfg: ArchConfig | None = None, out_dtype: str | None = None,
-                   shift: int | None = None, relu: bool = False) -> Compiled:
+                   shift: int | None = None, relu: bool = False, epilogue: Epilogue | None = None) -> Compiled:
     """Compile a GEMM for the accelerator.
 
     Args:
@@ -42,6 +43,10 @@ def compile_matmul(m: int, n: int, k: int, *, dtype: str = "int8", schedule: str
         out_dtype: ``int32``/``float32`` (the accumulator, default) or ``int8`` (requantized on store).
         shift: Requantization shift for ``int8`` output (default: :func:`default_shift`).
         relu: Clamp negatives to zero on store.
+        epilogue: A quantized layer's epilogue (bias, per-column ``vrequant``, zero point, clamp;
+            one entry per output column) run by the program before an int8 store, instead of
+            ``shift``/``relu``; its parameter rows are the DRAM tensor ``P``
+            (:meth:`Epilogue.param_table`).  Integer configs; implies int8 output.
 
     Raises:
         UsageError: bad sizes, dtype/config mismatch, a schedule that does not apply or fit,
@@ -53,6 +58,15 @@ def compile_matmul(m: int, n: int, k: int, *, dtype: str = "int8", schedule: str
     if layout not in ("nt", "nn"):
         raise UsageError(f"layout must be 'nt' (A @ B^T) or 'nn' (A @ B), not {layout!r}.")
     acc_name = cfg.acc_dtype
+    if epilogue is not None:
+        if not cfg.is_integer:
+            raise UsageError(f"an epilogue needs an integer config, not {cfg.name!r}.")
+        if out_dtype not in (None, "int8") or shift is not None or relu:
+            raise UsageError("an epilogue writes int8 output with its own requantization and clamp: "
+                             "give no out_dtype other than 'int8', no shift and no relu with it.")
+        if epilogue.channels != n:
+            raise UsageError(f"the epilogue has {epilogue.channels} channels, the matmul n={n} output columns.")
+        out_dtype, shift, relu = "int8", 0, epilogue.store_relu
     out_dtype = out_dtype or acc_name
     if out_dtype == "fp32":
         out_dtype = "float32"
@@ -73,31 +87,40 @@ def compile_matmul(m: int, n: int, k: int, *, dtype: str = "int8", schedule: str
     ta = alloc.add("A", (m, k), in_np, "input")
     tb = alloc.add("B" if layout == "nt" else "Bt", (n, k), in_np, "input")
     tc = alloc.add("C", (m, n), out_dtype, "output")
+    param_rows = epilogue.param_rows if epilogue is not None else 0
+    alu_ops = epilogue.alu_ops if epilogue is not None else 0
+    epi_rows = None
+    if epilogue is not None:
+        epi_rows = EpilogueRows(alloc.add("P", epilogue.param_table(cfg.tile).shape, acc_name, "input").addr,
+                                epilogue)
 
     sched = resolve_schedule(schedule, cfg)
     model: dict[str, object] = {}
     if sched is None:
-        best = auto_tiling(m, n, k, cfg, in_bytes=in_bytes, out_bytes=out_bytes)
+        best = auto_tiling(m, n, k, cfg, in_bytes=in_bytes, out_bytes=out_bytes, bias=param_rows,
+                           alu_ops=alu_ops)
         tiling = best.tiling
         sched = from_tiling(tiling, cfg, name="auto")
         model = {"cycles": best.est.cycles, "dram_bytes": best.est.dram_bytes}
     else:
-        tiling = apply(sched, m=m, n=n, k=k, cfg=cfg)
+        tiling = apply(sched, m=m, n=n, k=k, cfg=cfg, bias=param_rows)
 
     emit = Emitter(isa, cfg)
     issued = lower_gemm(emit, m=m, n=n, k=k,
                         a=DenseOperand(ta.addr, m, k, in_bytes, "A"),
                         b=DenseOperand(tb.addr, n, k, in_bytes, tb.name),
                         c=DenseOutput(tc.addr, n, out_bytes, narrow=narrow, shift=shift, relu=relu),
-                        tiling=tiling)
+                        tiling=tiling, epilogue=epi_rows)
     words, comments = emit.finish()
     program = Program.build(isa, cfg, words, alloc.tensors)
 
     useful = m * n * k
-    io = matmul_io_lower_bound(m, n, k, cfg, in_bytes=in_bytes, out_bytes=out_bytes)
+    param_bytes = param_rows * n * cfg.elem_bytes("acc")
+    io = matmul_io_lower_bound(m, n, k, cfg, in_bytes=in_bytes, out_bytes=out_bytes, bias_bytes=param_bytes)
     bounds = Bounds(
         io_lower_bound_bytes=io,
-        best_tiling_bytes=best_tiling_bytes(m, n, k, cfg, in_bytes=in_bytes, out_bytes=out_bytes),
+        best_tiling_bytes=best_tiling_bytes(m, n, k, cfg, in_bytes=in_bytes, out_bytes=out_bytes,
+                                            bias=param_rows),
         roofline_cycles=roofline_cycles(useful, io, cfg),
         padding_ceiling=useful / issued,
         useful_macs=useful,
@@ -118,13 +141,18 @@ def compile_matmul(m: int, n: int, k: int, *, dtype: str = "int8", schedule: str
         return np.asarray(inputs["B"]) if layout == "nt" else np.ascontiguousarray(np.asarray(inputs["B"]).T)
 
     def to_device(inputs: Mapping[str, np.ndarray]) -> Arrays:
-        return {"A": np.asarray(inputs["A"]), tb.name: b_nk(inputs)}
+        device = {"A": np.asarray(inputs["A"]), tb.name: b_nk(inputs)}
+        if epilogue is not None:
+            device["P"] = epilogue.param_table(cfg.tile)
+        return device
 
     def reference(inputs: Mapping[str, np.ndarray]) -> Arrays:
         a, b = np.asarray(inputs["A"]), b_nk(inputs)
         if fp:
             return {"C": (a.astype(np.float64) @ b.T.astype(np.float64)).astype(np.float32)}
         wide = a.astype(np.int64) @ b.T.astype(np.int64)
+        if epilogue is not None:
+            return {"C": epilogue.reference(wide.astype(np.uint32).view(np.int32))}
         if narrow:
             return {"C": requantize(wide.astype(np.int32), shift, relu=relu)}
         c = wide.astype(np.int32)  # two's-complement wrap, as the accumulator
@@ -134,7 +162,8 @@ def compile_matmul(m: int, n: int, k: int, *, dtype: str = "int8", schedule: str
     return Compiled(
         program=program, comments=comments,
         workload={"kind": "matmul", "m": m, "n": n, "k": k, "dtype": dtype, "layout": layout,
-                  "out_dtype": out_dtype, "shift": shift, "relu": relu, "config": cfg.name,
+                  "out_dtype": out_dtype, "shift": shift, "relu": relu,
+                  "epilogue": epilogue.describe() if epilogue is not None else None, "config": cfg.name,
                   "config_path": str(cfg.source),
                   "tiling": {"bm": tiling.bm, "bn": tiling.bn, "bk": tiling.bk, "order": tiling.order,
                              "double_buffer": tiling.double_buffer, "acc_buffers": tiling.acc_buffers,

@@ -193,12 +193,12 @@ class Emitter:
 
     def alu(self, mnemonic: str, dst: int, *, rows: int, src: int | None = None, imm: int | None = None,
             shift: int | None = None, comment: str = "") -> None:
-        """A vector ALU op on accumulator rows (vadd, vaddrow, vmax, vmin, vmul, vshr)."""
+        """A vector ALU op on accumulator rows (vadd, vaddrow, vmax, vmin, vmul, vshr, vrequant)."""
         fields: dict[str, int] = {"dst": dst, "rows": rows}
         reads = [("acc", dst, rows)]
         if src is not None:
             fields["src"] = src
-            reads.append(("acc", src, 1 if mnemonic == "vaddrow" else rows))
+            reads.append(("acc", src, {"vaddrow": 1, "vrequant": 2}.get(mnemonic, rows)))
         if imm is not None:
             fields["imm"] = imm
         if shift is not None:

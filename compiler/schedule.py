@@ -190,7 +190,7 @@ def _bad(i: int, step: Step, what: str) -> UsageError:
     return UsageError(f"schedule step {i} ({json.dumps(step)}) does not apply to this workload: {what}")
 
 
-def apply(schedule: Schedule, *, m: int, n: int, k: int, cfg: ArchConfig, bias: bool = False) -> Tiling:
+def apply(schedule: Schedule, *, m: int, n: int, k: int, cfg: ArchConfig, bias: int = 0) -> Tiling:
     """Replay ``schedule`` on an ``m x n x k`` GEMM and return the tiling it describes.
 
     Raises:
@@ -295,8 +295,11 @@ def apply(schedule: Schedule, *, m: int, n: int, k: int, cfg: ArchConfig, bias: 
     return t
 
 
-def buffer_rows(t: Tiling, cfg: ArchConfig, *, bias: bool = False, k: int | None = None) -> dict[str, int]:
+def buffer_rows(t: Tiling, cfg: ArchConfig, *, bias: int = 0, k: int | None = None) -> dict[str, int]:
     """Scratchpad rows the lowering of ``t`` uses, per config key.
+
+    ``bias`` is the accumulator parameter rows per output column tile (True: one bias row; a
+    layer epilogue's :attr:`~tinynpu.compiler.epilogue.Epilogue.param_rows`).
 
     A resident panel holds all ``ceil(k / tile)`` reduction tiles (``k`` omitted: ``bk`` of them).
     """
@@ -304,7 +307,7 @@ def buffer_rows(t: Tiling, cfg: ArchConfig, *, bias: bool = False, k: int | None
     kt = t.bk if k is None else max(t.bk, ceil_div(k, e))
     ka = kt if t.resident == "a" else t.bk
     kb = kt if t.resident == "b" else t.bk
-    acc_block = t.bm * t.bn * e + (round_up(t.bn, e) if bias else 0)
+    acc_block = t.bm * t.bn * e + round_up(t.bn * int(bias), e)
     return {"a_reg": t.buffers("a") * t.bm * ka * e, "b_reg": t.buffers("b") * t.bn * kb * e,
             "acc": t.acc_buffers * acc_block}
 
@@ -315,13 +318,13 @@ def max_block_tiles() -> int:
     return next(f.hi for f in load_isa().by_mnemonic["tmm"].fields if f.name == "m")
 
 
-def fits(t: Tiling, cfg: ArchConfig, *, bias: bool = False, k: int | None = None) -> bool:
+def fits(t: Tiling, cfg: ArchConfig, *, bias: int = 0, k: int | None = None) -> bool:
     """Whether the lowering of ``t`` fits every scope and the ``tmm`` instruction's fields."""
     return t.bm <= max_block_tiles() and all(
         rows <= cfg.rows(key) for key, rows in buffer_rows(t, cfg, bias=bias, k=k).items())
 
 
-def check_fits(t: Tiling, cfg: ArchConfig, *, bias: bool = False, k: int | None = None) -> None:
+def check_fits(t: Tiling, cfg: ArchConfig, *, bias: int = 0, k: int | None = None) -> None:
     """Raise naming the scope, bytes needed and bytes available if ``t`` does not fit."""
     for key, rows in buffer_rows(t, cfg, bias=bias, k=k).items():
         have = cfg.rows(key)
@@ -338,7 +341,7 @@ def check_fits(t: Tiling, cfg: ArchConfig, *, bias: bool = False, k: int | None 
                          "(its m field).")
 
 
-def require_a_fit(cfg: ArchConfig, *, bias: bool = False) -> None:
+def require_a_fit(cfg: ArchConfig, *, bias: int = 0) -> None:
     """Raise unless the smallest tiling (one tile per buffer, single buffers) fits ``cfg``'s scopes.
 
     Raises:

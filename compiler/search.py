@@ -48,8 +48,8 @@ def pick(ranked: Iterable[Ranked]) -> Ranked:
 
 
 def rank(m: int, n: int, k: int, cfg: ArchConfig, tilings: Iterable[Tiling], *, in_bytes: int, out_bytes: int,
-         bias: bool = False) -> list[Ranked]:
-    return [Ranked(t, estimate(m, n, k, t, cfg, in_bytes=in_bytes, out_bytes=out_bytes, bias=bias))
+         bias: int = 0, alu_ops: int = 0) -> list[Ranked]:
+    return [Ranked(t, estimate(m, n, k, t, cfg, in_bytes=in_bytes, out_bytes=out_bytes, bias=bias, alu_ops=alu_ops))
             for t in tilings]
 
 
@@ -63,7 +63,7 @@ def balanced(extent_tiles: int, limit: int) -> list[int]:
     return sorted(x for x in sizes if x <= limit)
 
 
-def _auto_space(m: int, n: int, k: int, cfg: ArchConfig, *, bias: bool) -> Iterable[Tiling]:
+def _auto_space(m: int, n: int, k: int, cfg: ArchConfig, *, bias: int) -> Iterable[Tiling]:
     """The candidates ``auto`` ranks: balanced block shapes, chunks of 1, 2, 4, ... tiles and the largest.
 
     Chunk size changes instruction counts and the block-boundary overlap, not
@@ -95,18 +95,21 @@ def _auto_space(m: int, n: int, k: int, cfg: ArchConfig, *, bias: bool) -> Itera
 
 
 def auto_tiling(m: int, n: int, k: int, cfg: ArchConfig, *, in_bytes: int, out_bytes: int,
-                bias: bool = False) -> Ranked:
+                bias: int = 0, alu_ops: int = 0) -> Ranked:
     """The ``auto`` schedule: the model's best over the (pruned) exhaustive space.
+
+    ``bias``: accumulator parameter rows per output column tile; ``alu_ops``: vector-ALU
+    instructions per output column tile (see :func:`~tinynpu.compiler.cost.estimate`).
 
     Raises:
         UsageError: not even one tile per buffer fits the config's scopes.
     """
     require_a_fit(cfg, bias=bias)
     return pick(rank(m, n, k, cfg, _auto_space(m, n, k, cfg, bias=bias), in_bytes=in_bytes,
-                     out_bytes=out_bytes, bias=bias))
+                     out_bytes=out_bytes, bias=bias, alu_ops=alu_ops))
 
 
-def tune_space(m: int, n: int, k: int, cfg: ArchConfig, *, bias: bool = False) -> Iterable[Tiling]:
+def tune_space(m: int, n: int, k: int, cfg: ArchConfig, *, bias: int = 0) -> Iterable[Tiling]:
     """Every tiling ``tune`` can sample: perfect-tile factors per extent, both orders, buffering choices."""
     e = cfg.tile
     mt, nt, kt = ceil_div(m, e), ceil_div(n, e), ceil_div(k, e)
@@ -123,7 +126,7 @@ def tune_space(m: int, n: int, k: int, cfg: ArchConfig, *, bias: bool = False) -
 
 
 def exhaustive(m: int, n: int, k: int, cfg: ArchConfig, *, in_bytes: int, out_bytes: int,
-               bias: bool = False) -> Ranked:
+               bias: int = 0) -> Ranked:
     """The model's best over every tiling ``tune`` can sample (the yardstick of the search gap)."""
     return pick(rank(m, n, k, cfg, tune_space(m, n, k, cfg, bias=bias), in_bytes=in_bytes,
                      out_bytes=out_bytes, bias=bias))
@@ -159,7 +162,7 @@ class TuneResult:
 
 
 def tune(m: int, n: int, k: int, cfg: ArchConfig, *, in_bytes: int, out_bytes: int, trials: int = 256,
-         seed: int = 0, bias: bool = False, progress: bool = False, keep: int = 3) -> TuneResult:
+         seed: int = 0, bias: int = 0, progress: bool = False, keep: int = 3) -> TuneResult:
     """Sample ``trials`` tilings by perfect-tile sampling, rank them with the model.
 
     Deterministic for a given ``seed``.  ``progress`` shows a tqdm bar on stderr.

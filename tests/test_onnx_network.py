@@ -34,6 +34,7 @@ def test_small_cnn_end_to_end(cnn: Path) -> None:
         if e["where"] == "npu":
             assert e["cycles"] > 0 and e["dram_bytes"] >= e["compulsory_bytes"] > 0
             assert 0 < e["utilization"] <= e["padding_ceiling"] <= 1
+            assert e["epilogue"] == "npu" and "epilogue on the accelerator" in e["note"]
         else:
             assert e["cycles"] == 0 and e["note"]
     q = r["ort_quantized"]
@@ -46,18 +47,18 @@ def test_small_cnn_end_to_end(cnn: Path) -> None:
 
 
 def test_accelerator_fault_is_caught_by_the_bit_exact_check(cnn: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A one-LSB error in one accelerator layer's accumulators is reported, naming the layer."""
+    """A one-LSB error in one accelerator layer's int8 output is reported, naming the layer."""
     from tinynpu.compiler.onnx import npu
     from tinynpu.compiler.onnx.network import NetworkVerificationError
 
     cn = compile_onnx(cnn)
     real = npu._simulate
 
-    def off_by_one(comp, inputs, out, cfg, run):  # type: ignore[no-untyped-def]
-        y = real(comp, inputs, out, cfg, run)
+    def off_by_one(comp, inputs, out, epi, cfg, run):  # type: ignore[no-untyped-def]
+        y = real(comp, inputs, out, epi, cfg, run)
         if comp.workload["kind"] == "conv2d" and comp.workload["k"] == 16 and comp.workload["stride"] == 2:
             y = y.copy()
-            y.flat[0] += 1 << 20
+            y.flat[0] ^= 1
         return y
 
     monkeypatch.setattr(npu, "_simulate", off_by_one)
@@ -97,3 +98,23 @@ def test_compile_onnx_writes_programs(cnn: Path, tmp_path: Path, capsys: pytest.
         assert (out / prog["file"]).stat().st_size > 0
     assert main(["compile", "onnx", str(cnn), "-o", str(out)]) == 0  # our own output: replaced
     capsys.readouterr()
+
+
+def test_a_scale_of_one_or_more_runs_its_epilogue_on_the_host() -> None:
+    """vrequant's shift cannot be negative: such a layer stores int32 and requantizes on the host, counted."""
+    from tinynpu.compiler.onnx.intops import Epilogue
+    from tinynpu.compiler.onnx.npu import LayerRun, ProgramCache, gemm_layer
+    from tinynpu.isa import load_config
+
+    rng = np.random.default_rng(0)
+    a = rng.integers(-128, 128, (8, 40), dtype=np.int8)
+    w = rng.integers(-128, 128, (20, 40), dtype=np.int8)
+    cache = ProgramCache(load_config("default"))
+    for scale, on_npu in ((1e-4, True), (3.0, False)):
+        epi = Epilogue.build(real_scale=np.full(20, scale), bias=None, zero_point=0, lo=-128, hi=127)
+        assert (epi.on_accelerator() is not None) is on_npu
+        run = LayerRun()
+        got = gemm_layer(a, w, epi, cache=cache, run=run)
+        assert np.array_equal(got, gemm_layer(a, w, epi, cache=None, run=LayerRun()))
+        assert run.programs == 1 and run.host_epilogues == (0 if on_npu else 1)
+    assert sorted(key[-1] for key in cache.programs) == ["int32", "int8_clamp-128to127"]

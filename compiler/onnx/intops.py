@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tinynpu.compiler.epilogue import Epilogue as NpuEpilogue
 from tinynpu.compiler.onnx.requant import quantize_multiplier, requant_host
 
 
@@ -85,6 +86,25 @@ class Epilogue:
     def fits_instruction(self) -> bool:
         """Whether every shift is one the instruction's 5-bit field holds (scales below 1)."""
         return bool(np.all(self.shift >= 0))
+
+    def channels(self, total: int, channels: slice = slice(None)) -> Epilogue:
+        """This epilogue for output ``channels`` of a layer with ``total`` (per-tensor values broadcast)."""
+        def part(v: np.ndarray) -> np.ndarray:
+            return np.broadcast_to(v, (total,))[channels]
+
+        return Epilogue(bias=None if self.bias is None else part(self.bias), multiplier=part(self.multiplier),
+                        shift=part(self.shift), zero_point=self.zero_point, lo=self.lo, hi=self.hi)
+
+    def on_accelerator(self) -> NpuEpilogue | None:
+        """This epilogue as the accelerator runs it (None: a shift below 0, a scale ``vrequant`` cannot take).
+
+        The program then stores int8 (:class:`~tinynpu.compiler.epilogue.Epilogue`); an
+        epilogue with a scale of 1 or more runs on the host.
+        """
+        if np.any(self.shift < 0):
+            return None
+        return NpuEpilogue(multiplier=self.multiplier, shift=self.shift, bias=self.bias, zero_point=self.zero_point,
+                           lo=self.lo, hi=self.hi)
 
     def apply(self, acc: np.ndarray) -> np.ndarray:
         """int32 accumulators (channel last) -> int8 outputs."""

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +28,9 @@ import numpy as np
 
 from tinynpu.compiler.onnx.graph import HOST, NPU, Network, build_network, check_supported
 from tinynpu.compiler.onnx.importer import Imported, OnnxError, import_model, input_specs, seeded_inputs
+from tinynpu.compiler.onnx.intops import Epilogue
 from tinynpu.compiler.onnx.memory import MemoryPlan, plan_memory
-from tinynpu.compiler.onnx.npu import ProgramCache, conv_on_npu
+from tinynpu.compiler.onnx.npu import LayerRun, ProgramCache, conv_on_npu, conv_program, gemm_program
 from tinynpu.compiler.onnx.runtime import Execution, execute
 from tinynpu.errors import TinyNpuError
 from tinynpu.isa import ArchConfig, load_config
@@ -194,34 +194,30 @@ def _logits(net: Network, qmodel: Any, float_model: Any) -> tuple[str, str]:
 
 
 def _compile_programs(net: Network, cache: ProgramCache) -> None:
-    """Compile every accelerator layer's program (each distinct shape once)."""
-    from tinynpu.compiler.conv2d import compile_conv2d
-    from tinynpu.compiler.matmul import compile_matmul
-
+    """Compile every accelerator layer's program (each distinct shape and epilogue form once)."""
     for step in net.steps:
         if step.where != NPU:
             continue
+        epi: Epilogue = step.attrs["epilogue"]
         if step.kind == "conv":
             n, c, h, w = net.shapes[step.inputs[0]]
             wt = step.attrs["weight"]
             g = step.attrs["group"]
             k, r, s, cg = wt.shape
-            pad, stride = step.attrs["pads"][0], step.attrs["strides"][0]
             kg = k // g
-            key: tuple[Any, ...] = ("conv2d", n, cg, h, w, kg, r, s, stride, pad)
-            cache.get(key, partial(compile_conv2d, n, cg, h, w, kg, r, s, stride=stride, pad=pad, dtype="int8",
-                                   cfg=cache.cfg))
+            keys = [conv_program(cache, n, cg, h, w, kg, r, s, stride=step.attrs["strides"][0],
+                                 pad=step.attrs["pads"][0],
+                                 epilogue=epi.channels(k, slice(i * kg, (i + 1) * kg)).on_accelerator())[0]
+                    for i in range(g)]
+            key = keys[0]
         elif step.kind == "gemm":
             shape = net.shapes[step.inputs[0]]
-            m, k = int(np.prod(shape[:-1])), shape[-1]
             n_out = step.attrs["weight"].shape[0]
-            key = ("matmul", m, n_out, k)
-            cache.get(key, partial(compile_matmul, m, n_out, k, dtype="int8", cfg=cache.cfg))
+            key, _ = gemm_program(cache, int(np.prod(shape[:-1])), n_out, shape[-1],
+                                  epilogue=epi.channels(n_out).on_accelerator())
         elif step.kind == "matmul":
             a, b = net.shapes[step.inputs[0]], net.shapes[step.inputs[1]]
-            m, k, n_out = a[-2], a[-1], b[-1]
-            key = ("matmul", m, n_out, k)
-            cache.get(key, partial(compile_matmul, m, n_out, k, dtype="int8", cfg=cache.cfg))
+            key, _ = gemm_program(cache, a[-2], b[-1], a[-1], epilogue=epi.channels(b[-1]).on_accelerator())
         else:
             continue
         step.attrs["program"] = key
@@ -385,6 +381,13 @@ def run_network(cn: CompiledNetwork, *, feeds: dict[str, np.ndarray] | None = No
     }) | {"ort_quantized": q_cmp, "ort_float": f_cmp, "inputs_compared": len(feeds_list)}
 
 
+def _epilogue_note(run: LayerRun) -> str:
+    if run.host_epilogues:
+        return (f"epilogue on the host in {run.host_epilogues} of {run.programs} programs: a requantization "
+                "scale of 1 or more (negative shift) that vrequant cannot take")
+    return "epilogue on the accelerator (bias, vrequant, zero point, clamp; int8 store)"
+
+
 def _report(cn: CompiledNetwork, ex: Execution, times: dict[str, float]) -> dict[str, Any]:
     cfg = cn.cfg
     peak = cfg.macs_per_cycle
@@ -402,8 +405,8 @@ def _report(cn: CompiledNetwork, ex: Execution, times: dict[str, float]) -> dict
             "utilization": util, "padding_ceiling": ceiling, "dram_bytes": run.dram_bytes,
             "compulsory_bytes": run.compulsory_bytes, "macs": run.macs, "host_bytes": run.host_bytes,
             "programs": run.programs, "host_seconds": ex.host_seconds[step.name],
-            "note": step.reason if not npu else "epilogue on the host (bias, vrequant's arithmetic, zero point, "
-                                                 "relu/clip): the conv/GEMM lowering does not emit it yet",
+            "epilogue": "" if not npu else "host" if run.host_epilogues else "npu",
+            "note": step.reason if not npu else _epilogue_note(run),
         })
         npu_cycles += run.cycles
         macs += run.macs

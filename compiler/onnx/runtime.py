@@ -16,7 +16,7 @@ import numpy as np
 
 from tinynpu.compiler.onnx.graph import NPU, Network, Step
 from tinynpu.compiler.onnx.intops import max_pool_int, rescale_sum, sum_pool_int
-from tinynpu.compiler.onnx.npu import LayerRun, ProgramCache, conv_accumulate, gemm_accumulate
+from tinynpu.compiler.onnx.npu import LayerRun, ProgramCache, conv_layer, gemm_layer
 
 
 @dataclass
@@ -52,27 +52,22 @@ def _run_step(step: Step, env: dict[str, np.ndarray], cache: ProgramCache | None
               net: Network) -> list[np.ndarray]:
     a = step.attrs
     if step.kind == "conv":
-        acc = conv_accumulate(step, env[step.inputs[0]], cache=cache, run=run)
-        y = a["epilogue"].apply(acc)  # N x P x Q x K
-        run.host_bytes += acc.nbytes + 2 * y.nbytes  # epilogue reads int32, writes int8; NCHW transpose
+        y = conv_layer(step, env[step.inputs[0]], cache=cache, run=run)  # N x P x Q x K int8
+        run.host_bytes += 2 * y.nbytes  # back to NCHW
         return [np.ascontiguousarray(y.transpose(0, 3, 1, 2))]
     if step.kind == "gemm":
         x = env[step.inputs[0]]
         x2 = x.reshape(-1, x.shape[-1])
-        acc = gemm_accumulate(x2, a["weight"], cache=cache, run=run)
-        y = a["epilogue"].apply(acc)
-        run.host_bytes += acc.nbytes + y.nbytes
+        y = gemm_layer(x2, a["weight"], a["epilogue"], cache=cache, run=run)
         return [y.reshape(*x.shape[:-1], y.shape[-1])]
     if step.kind == "matmul":
         x, w = env[step.inputs[0]], env[step.inputs[1]]
         batch = np.broadcast_shapes(x.shape[:-2], w.shape[:-2])
         xb = np.broadcast_to(x, (*batch, *x.shape[-2:])).reshape(-1, *x.shape[-2:])
         wb = np.broadcast_to(w, (*batch, *w.shape[-2:])).reshape(-1, *w.shape[-2:])
-        accs = [gemm_accumulate(xb[i], np.ascontiguousarray(wb[i].T), cache=cache, run=run)
-                for i in range(xb.shape[0])]
+        y = np.stack([gemm_layer(xb[i], np.ascontiguousarray(wb[i].T), a["epilogue"], cache=cache, run=run)
+                      for i in range(xb.shape[0])])
         run.host_bytes += 2 * wb.nbytes  # B transposed to N x K on the host
-        y = a["epilogue"].apply(np.stack(accs))
-        run.host_bytes += 4 * y.size + y.nbytes
         return [y.reshape(*batch, *y.shape[-2:])]
     if step.kind == "add":
         terms = [(env[name].astype(np.int64) - zp, scale) for name, scale, zp in a["terms"]]
