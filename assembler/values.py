@@ -23,9 +23,6 @@ from tinynpu.errors import AsmError
 from tinynpu.isa import ArchConfig, Field, Instruction, Isa, encoding, regions
 from tinynpu.isa.spec import Check
 
-# tmm's tile operands span a block of tiles (isa.yaml tmm semantics):
-# acc m*n tiles, a m*k tiles, b n*k tiles.
-_TILE_EXTENT = {"acc": ("m", "n"), "a": ("m", "k"), "b": ("n", "k")}
 Checked = tuple[Instruction, list[int]]  # an instruction and its field values, in field order, checked
 
 
@@ -87,11 +84,26 @@ class _EncodePlan:
     """Per-mnemonic encoding layout: the word's fixed bits and every field's range, mask and shift."""
 
     fields: tuple[_FieldPlan, ...]
-    scratchpad: tuple[Field, ...]  # fields checked against scratchpad capacity
-    dram: Field | None  # the DRAM address field, if any
-    dram_scratchpad: Field | None  # the scratchpad field that gives the DRAM element size
-    row_extent: dict[str, regions.Scalar]  # sp_row field -> rows its access spans (isa.yaml accesses)
+    scratchpad: tuple[_Extent, ...]  # the scratchpad regions its isa.yaml accesses name
+    dram: _Footprint | None  # the DRAM region its isa.yaml accesses name, if any
     rules: tuple[tuple[Check, regions.Scalar, tuple[tuple[str, regions.Scalar], ...]], ...]  # isa.yaml checks
+
+
+class _Extent(NamedTuple):
+    """A scratchpad access ``[lo, hi)`` whose lower bound is one operand: the rows it spans from there."""
+
+    field: Field  # the sp_row or sp_tile operand of the lower bound
+    rows: regions.Scalar  # hi - lo
+    counts: tuple[str, ...]  # the other operands of the upper bound (tmm's m, n, k), named in messages
+
+
+class _Footprint(NamedTuple):
+    """A DRAM access ``[addr, stride, rows, row_bytes]``; the element size is the row_bytes of ``cols=1``."""
+
+    addr: Field
+    stride: str | None  # the operand of the stride, whose position a misaligned stride names
+    bounds: tuple[regions.Scalar, ...]
+    write: bool
 
 
 @functools.lru_cache(maxsize=16)
@@ -100,17 +112,27 @@ def _encode_plans(isa: Isa, tile: int) -> dict[str, _EncodePlan]:
     for instr in isa.instructions:
         fields = tuple(_FieldPlan(f, f.name, f.default_at(tile), f.lo, f.hi_at(tile), f.kind == "sp_tile")
                        for f in instr.fields)
-        scratchpad = tuple(f for f in instr.fields if f.kind in SP_KINDS)
-        dram = next((f for f in instr.fields if f.kind == "dram_addr"), None)
 
         def compiled(text: str, ins: Instruction = instr) -> regions.Scalar:
             return regions.scalar_function(isa.region_expr(ins, text), isa.scope_ids)
 
-        extent = {a.bounds[0]: compiled(f"({a.bounds[1]}) - ({a.bounds[0]})")
-                  for a in instr.accesses if not a.dram and a.bounds[0] in instr.operands}
+        def names(text: str, ins: Instruction = instr) -> tuple[str, ...]:
+            return regions.names(isa.region_expr(ins, text))
+
+        scratchpad: list[_Extent] = []
+        dram: _Footprint | None = None
+        for a in instr.accesses:
+            base = names(a.bounds[0])
+            if a.dram:
+                stride = names(a.bounds[1])
+                dram = _Footprint(instr.field_map[base[0]], stride[0] if len(stride) == 1 else None,
+                                  tuple(compiled(b) for b in a.bounds), a.write)
+            elif len(base) == 1 and instr.field_map[base[0]].kind in SP_KINDS:
+                counts = tuple(n for n in names(a.bounds[1]) if n != base[0])
+                scratchpad.append(_Extent(instr.field_map[base[0]], compiled(f"({a.bounds[1]}) - ({a.bounds[0]})"),
+                                          counts))
         rules = tuple((c, compiled(c.fault), tuple((f, compiled(f)) for f in c.fields)) for c in instr.checks)
-        plans[instr.mnemonic] = _EncodePlan(fields, scratchpad, dram,
-                                            scratchpad[0] if dram is not None else None, extent, rules)
+        plans[instr.mnemonic] = _EncodePlan(fields, tuple(scratchpad), dram, rules)
     return plans
 
 
@@ -152,102 +174,70 @@ def check_values(instr: Instruction, values: dict[str, Value], limits: Limits, a
             raise AsmError(f"{pos}: {instr.mnemonic} {fld.name}={value} is out of range: the field "
                            f"({fld.width} bits, {fld.kind}) holds {shown}.")
         keep(encoded)
-    for fld in plan.scratchpad:
-        _check_scratchpad(instr, fld, values[fld.name], full, limits)
+    for extent in plan.scratchpad:
+        _check_scratchpad(instr, extent, values[extent.field.name], full, limits)
     if plan.dram is not None:
-        assert plan.dram_scratchpad is not None
-        _check_dram(instr, plan.dram, plan.dram_scratchpad, values, full, limits, at)
+        _check_dram(instr, plan.dram, values, full, limits, at)
     _check_rules(instr, values, full, limits, at)
     return instr, encoded_values
 
 
-def _scope_of(fld: Field, val: Value) -> str:
-    assert val.scope is not None or fld.scope is not None
-    return val.scope or fld.scope  # type: ignore[return-value]
-
-
-def _check_scratchpad(instr: Instruction, fld: Field, val: Value, full: dict[str, int],
+def _check_scratchpad(instr: Instruction, extent: _Extent, val: Value, full: dict[str, int],
                       limits: Limits) -> None:
-    cfg = limits.cfg
-    scope = _scope_of(fld, val)
+    cfg, fld = limits.cfg, extent.field
+    assert val.scope is not None or fld.scope is not None
+    scope: str = val.scope or fld.scope  # type: ignore[assignment]
     key, capacity = limits.capacity[scope]
     row = val.value
-    if fld.kind == "sp_tile":
-        dims = _TILE_EXTENT.get(fld.name, ())
-        tiles = 1
-        for d in dims:
-            tiles *= full.get(d, 1)
-        extent = tiles * cfg.tile
-    else:
-        span = limits.plans[instr.mnemonic].row_extent.get(fld.name)
-        extent = span(full, cfg.tile, limits.elem_bytes, limits.scope_rows) if span is not None else full.get("rows", 1)
-    if row < 0 or row + extent > capacity:
+    rows = extent.rows(full, cfg.tile, limits.elem_bytes, limits.scope_rows)
+    if row < 0 or row + rows > capacity:
         # The description is built only here: this check runs for every scratchpad operand.
+        what = f"{rows} row{'s' if rows != 1 else ''}"
         if fld.kind == "sp_tile":
-            dims_text = " * ".join(f"{d}={full.get(d, 1)}" for d in dims)
-            what = f"{tiles} tile{'s' if tiles != 1 else ''} ({dims_text})"
-        else:
-            what = f"{extent} row{'s' if extent != 1 else ''}"
+            tiles = rows // cfg.tile
+            counts = " * ".join(f"{d}={full[d]}" for d in extent.counts)
+            what = f"{tiles} tile{'s' if tiles != 1 else ''}" + (f" ({counts})" if counts else "")
         raise AsmError(f"{val.pos}: {instr.mnemonic} {fld.operand or fld.name}: {scope}[{row}] spanning "
-                       f"{what} reaches row {row + extent - 1}, beyond the {capacity} rows "
+                       f"{what} reaches row {row + rows - 1}, beyond the {capacity} rows "
                        f"(0..{capacity - 1}) of scratchpad {scope} ({key}) in config {cfg.name!r}.")
 
 
-def _check_dram(instr: Instruction, dram_field: Field, sp: Field, values: dict[str, Value],
-                full: dict[str, int], limits: Limits, at: Pos) -> None:
+def _check_dram(instr: Instruction, footprint: _Footprint, values: dict[str, Value], full: dict[str, int],
+                limits: Limits, at: Pos) -> None:
     cfg = limits.cfg
-    key = limits.isa.scope_by_name[_scope_of(sp, values[sp.name])].config_key
-    elem = 1 if full.get("narrow") else cfg.elem_bytes(key)
-    addr, rows = full[dram_field.name], full.get("rows", 1)
-    stride, cols = full.get("stride", 0), full.get("cols", 1)
-    pos = values[dram_field.name].pos if dram_field.name in values else at
+    tables = (cfg.tile, limits.elem_bytes, limits.scope_rows)
+    addr, stride, rows, row_bytes = (f(full, *tables) for f in footprint.bounds)
+    elem = footprint.bounds[3]({**full, "cols": 1}, *tables)
+    pos = values[footprint.addr.name].pos if footprint.addr.name in values else at
     if addr % elem:
         raise AsmError(f"{pos}: {instr.mnemonic}: DRAM address 0x{addr:x} is not aligned to the "
-                       f"{elem}-byte elements it {'reads' if instr.unit == 'load' else 'writes'}.")
+                       f"{elem}-byte elements it {'writes' if footprint.write else 'reads'}.")
     if rows > 1 and stride % elem:
-        spos = values["stride"].pos if "stride" in values else at
+        spos = values[footprint.stride].pos if footprint.stride is not None and footprint.stride in values else at
         raise AsmError(f"{spos}: {instr.mnemonic}: stride {stride} is not a multiple of the {elem}-byte "
                        "element size, so rows after the first would be misaligned.")
-    end = addr + (rows - 1) * stride + cols * elem
+    end = addr + (rows - 1) * stride + row_bytes
     if end > cfg.dram_bytes:
         raise AsmError(f"{pos}: {instr.mnemonic}: DRAM bytes 0x{addr:x}..0x{end - 1:x} (rows={rows}, "
-                       f"stride={stride}, cols={cols} x {elem} bytes) reach beyond the {cfg.dram_bytes} "
+                       f"stride={stride}, {row_bytes} bytes a row) reach beyond the {cfg.dram_bytes} "
                        f"bytes (0x0..0x{cfg.dram_bytes - 1:x}) of DRAM in config {cfg.name!r}.")
 
 
 def _check_rules(instr: Instruction, values: dict[str, Value], full: dict[str, int], limits: Limits,
                  at: Pos) -> None:
-    """Constraints the ISA states in prose (isa.yaml descriptions), checked where they are static."""
+    """The instruction's isa.yaml ``checks`` (and ``integer_only``), naming the operand each check names."""
     cfg = limits.cfg
-
-    def pos(name: str) -> Pos:
-        return values[name].pos if name in values else at
-
-    if instr.mnemonic == "store":
-        if full["narrow"] and not cfg.is_integer:
-            raise AsmError(f"{pos('narrow')}: store narrow=1 requantizes to int8, which only integer configs "
-                           f"support; config {cfg.name!r} accumulates in {cfg.acc_dtype}.")
-        if not full["narrow"] and full["shift"]:
-            raise AsmError(f"{pos('shift')}: store shift={full['shift']} needs narrow=1; without narrowing "
-                           "the shift must be 0.")
-    elif instr.mnemonic == "vadd":
-        dst, src, rows = full["dst"], full["src"], full["rows"]
-        if dst != src and dst < src + rows and src < dst + rows:
-            raise AsmError(f"{pos('src')}: vadd source rows {src}..{src + rows - 1} partly overlap "
-                           f"destination rows {dst}..{dst + rows - 1}; they must be identical or disjoint.")
-    elif instr.mnemonic == "vaddrow":
-        dst, src, rows = full["dst"], full["src"], full["rows"]
-        if dst <= src < dst + rows:
-            raise AsmError(f"{pos('src')}: vaddrow broadcast row {src} lies inside the destination rows "
-                           f"{dst}..{dst + rows - 1}; it must lie outside them.")
     if instr.integer_only and not cfg.is_integer:
         raise AsmError(f"{at}: {instr.mnemonic} is for integer configs only; config {cfg.name!r} accumulates in "
                        f"{cfg.acc_dtype}.")
     tables = (cfg.tile, limits.elem_bytes, limits.scope_rows)
     for rule, fault, fields in limits.plans[instr.mnemonic].rules:  # isa.yaml `checks`
-        if fault(full, *tables):
-            text = rule.message.format_map({name: f(full, *tables) for name, f in fields})
-            raise AsmError(f"{at}: {instr.mnemonic}: {text}.")
+        if (cfg.is_integer and rule.integer_only) or not fault(full, *tables):
+            continue
+        text = rule.explain({name: f(full, *tables) for name, f in fields}, config=cfg.name,
+                            acc_dtype=cfg.acc_dtype)
+        pos = values[rule.at].pos if rule.at is not None and rule.at in values else at
+        raise AsmError(f"{pos}: {instr.mnemonic}: {text}.")
 
 
 __all__ = ["Checked", "Limits", "Value", "check_values", "encode_checked"]

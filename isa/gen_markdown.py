@@ -95,7 +95,8 @@ def _instruction(isa: Isa, instr: Instruction) -> list[str]:
         out += ["Accesses (what the race checker sees; T is the tile edge):", "",
                 *(f"- {_access(a)}" for a in instr.accesses), ""]
     rules = (["- integer configs only"] if instr.integer_only else []) + [
-        f"- refused when `{c.fault}`: {_esc(c.message)}" for c in instr.checks]
+        f"- refused when `{c.fault}`{' on float configs' if c.integer_only else ''}: {_esc(c.message)}"
+        for c in instr.checks]
     if rules:
         out += ["Static checks (besides every field's range):", "", *rules, ""]
     return out

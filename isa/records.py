@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import functools
 import string
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -135,16 +137,25 @@ class Check:
     """A static rule: a program whose instruction makes ``fault`` true is refused before it runs.
 
     ``message`` says why, with ``{expression}`` fields over the operands; the simulator prefixes
-    the instruction's index, pc and mnemonic.
+    the instruction's index, pc and mnemonic, the assembler the source position of operand ``at``
+    (the instruction's when None).  An ``integer_only`` check is a fault on float configs only,
+    and both add the config's name and accumulator type to its message.
     """
 
     fault: str
     message: str
+    at: str | None = None
+    integer_only: bool = False
 
     @property
     def fields(self) -> tuple[str, ...]:
         """The expressions of the message's ``{...}`` fields."""
         return tuple(f for _, f, _, _ in string.Formatter().parse(self.message) if f is not None)
+
+    def explain(self, values: Mapping[str, Any], *, config: str, acc_dtype: str) -> str:
+        """The message with its fields' ``values`` (keyed by expression), for a program on ``config``."""
+        text = self.message.format_map(values)
+        return f"{text} (config {config!r} is {acc_dtype})" if self.integer_only else text
 
 
 DRAM_SPACE = "dram"

@@ -82,6 +82,14 @@ def parse(text: str | int, operands: tuple[str, ...], scope_operands: tuple[str,
     return tree
 
 
+def names(node: ast.expr) -> tuple[str, ...]:
+    """The operands ``node`` names, in order of appearance, each once (not ``T``, not function names)."""
+    callees = {id(n.func) for n in ast.walk(node) if isinstance(n, ast.Call)}
+    found = [n for n in ast.walk(node) if isinstance(n, ast.Name) and id(n) not in callees and n.id != TILE]
+    found.sort(key=lambda n: (n.lineno, n.col_offset))
+    return tuple(dict.fromkeys(n.id for n in found))
+
+
 def to_python(node: ast.expr, scope_ids: Mapping[str, int], name: Callable[[str], str], *,
               vector: bool = False) -> str:
     """Python source for ``node``; ``name`` maps an operand or ``T`` to a variable.
@@ -166,4 +174,5 @@ def to_c(node: ast.expr, scope_ids: Mapping[str, int], name: Callable[[str], str
     return go(node)
 
 
-__all__ = ["FUNCTIONS", "TILE", "ExprError", "Scalar", "evaluate", "parse", "scalar_function", "to_c", "to_python"]
+__all__ = ["FUNCTIONS", "TILE", "ExprError", "Scalar", "evaluate", "names", "parse", "scalar_function", "to_c",
+           "to_python"]

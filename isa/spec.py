@@ -369,7 +369,11 @@ def _checks(src: YamlSource, at: KeyPath, raw: dict[str, Any], fields: tuple[Fie
     scope_operands = tuple(f.name for f in fields if f.kind == "scope")
     out: list[Check] = []
     for i, item in enumerate(raw.get("checks", [])):
-        check = Check(fault=item["fault"], message=item["message"])
+        check = Check(fault=item["fault"], message=item["message"], at=item.get("at"),
+                      integer_only=item.get("integer_only", False))
+        if check.at is not None and check.at not in operands:
+            raise _fail(src, (*at, "checks", i, "at"), f"{check.at!r} is not an operand (the operands are "
+                        f"{', '.join(operands)}).")
         try:
             texts = [("fault", check.fault), *(("message", f) for f in check.fields)]
         except ValueError as exc:

@@ -20,7 +20,7 @@ import numpy as np
 from tinynpu.errors import SpecError
 from tinynpu.isa import ArchConfig, Instruction, Isa, regions
 from tinynpu.isa.encoding import field_column, split
-from tinynpu.isa.spec import Check, Field
+from tinynpu.isa.spec import Access, Check, Field
 from tinynpu.simulator.faults import SimFault, where
 from tinynpu.simulator.semantics import SEMANTICS
 
@@ -238,11 +238,6 @@ def _static_checks(isa: Isa, cfg: ArchConfig, cols: _Columns, unit: np.ndarray, 
     """
     first: list[tuple[int, str]] = []
     tile = cfg.tile
-    rows_of = {s.id: cfg.rows(s.config_key) for s in isa.scopes}
-    name_of = {s.id: s.name for s in isa.scopes}
-    acc_id = isa.scope_by_name["acc"].id
-    acc_rows = rows_of[acc_id]
-    acc_eb = cfg.elem_bytes("acc")
 
     def check(sel_idx: np.ndarray, bad: np.ndarray, message: Callable[[int], str]) -> None:
         hits = sel_idx[bad & (sel_idx < n_exec)]
@@ -259,96 +254,77 @@ def _static_checks(isa: Isa, cfg: ArchConfig, cols: _Columns, unit: np.ndarray, 
         idx = np.flatnonzero(cols.op[:n_exec] == instr.index)
         if not len(idx):
             continue
-        mn = instr.mnemonic
         v = {name: x[idx, j] for j, name in enumerate(instr.operands)}
-
-        def val(i: int, name: str, _ops: tuple[str, ...] = instr.operands) -> int:
-            return int(x[i, _ops.index(name)])
-
         if "wait" in instr.field_map:
             me = 1 << unit[idx]
             check(idx, ((wait[idx] | signal[idx]) & me) != 0,
                   lambda i: f"a unit may neither wait on nor signal itself (wait=0b{int(wait[i]):b}, "
                             f"signal=0b{int(signal[i]):b}, unit {isa.units[int(unit[i])].name})")
-        if mn in ("load", "zero"):
-            srows = np.array([rows_of.get(int(s), 0) for s in v["scope"]], dtype=np.int64)
-            check(idx, v["sp_row"] + v["rows"] > srows,
-                  lambda i: f"scratchpad rows {val(i, 'sp_row')}..{val(i, 'sp_row') + val(i, 'rows') - 1} of "
-                            f"scope {name_of[val(i, 'scope')]!r} are out of range (it has "
-                            f"{rows_of[val(i, 'scope')]} rows)")
-        if mn == "load":
-            eb = np.array([cfg.elem_bytes(isa.scope_by_id[int(s)].config_key) for s in v["scope"]],
-                          dtype=np.int64)
-            _dram_checks(check, cfg, idx, v, eb, val, "reads")
-        if mn == "store":
-            if not cfg.is_integer:
-                check(idx, v["narrow"] != 0,
-                      lambda i: f"store with narrow=1 is for integer configs only (config {cfg.name!r} is "
-                                f"{cfg.acc_dtype})")
-            check(idx, (v["narrow"] == 0) & (v["shift"] != 0),
-                  lambda i: f"shift={val(i, 'shift')} needs narrow=1 (a raw store must have shift 0)")
-            check(idx, v["sp_row"] + v["rows"] > acc_rows,
-                  lambda i: f"accumulator rows {val(i, 'sp_row')}..{val(i, 'sp_row') + val(i, 'rows') - 1} "
-                            f"are out of range (acc has {acc_rows} rows)")
-            ob = np.where(v["narrow"] != 0, 1, acc_eb)
-            _dram_checks(check, cfg, idx, v, ob, val, "writes")
-        if mn == "tmm":
-            for scope, count in (("acc", v["m"] * v["n"]), ("a", v["m"] * v["k"]), ("b", v["n"] * v["k"])):
-                scope_rows = cfg.rows(isa.scope_by_name[scope].config_key)
-
-                def msg(i: int, scope: str = scope, srows: int = scope_rows) -> str:
-                    m, nn, k = val(i, "m"), val(i, "n"), val(i, "k")
-                    cnt = {"acc": m * nn, "a": m * k, "b": nn * k}[scope]
-                    first_tile = val(i, scope)  # the tmm field is named after its scope
-                    return (f"{scope} tiles {first_tile}..{first_tile + cnt - 1} (rows {first_tile * tile}.."
-                            f"{(first_tile + cnt) * tile - 1}) are out of range ({scope} has {srows} rows)")
-
-                check(idx, (v[scope] + count) * tile > scope_rows, msg)
-        if instr.timing == "alu":
-            check(idx, v["dst"] + v["rows"] > acc_rows,
-                  lambda i: f"accumulator rows {val(i, 'dst')}..{val(i, 'dst') + val(i, 'rows') - 1} "
-                            f"are out of range (acc has {acc_rows} rows)")
-        if mn == "vadd":
-            check(idx, v["src"] + v["rows"] > acc_rows,
-                  lambda i: f"source rows {val(i, 'src')}..{val(i, 'src') + val(i, 'rows') - 1} are out of "
-                            f"range (acc has {acc_rows} rows)")
-            check(idx, (v["src"] != v["dst"]) & (np.abs(v["src"] - v["dst"]) < v["rows"]),
-                  lambda i: f"source rows {val(i, 'src')}.. and destination rows {val(i, 'dst')}.. "
-                            f"(rows={val(i, 'rows')}) partially overlap; they must be identical or disjoint")
-        if mn == "vaddrow":
-            check(idx, v["src"] >= acc_rows,
-                  lambda i: f"source row {val(i, 'src')} is out of range (acc has {acc_rows} rows)")
-            check(idx, (v["src"] >= v["dst"]) & (v["src"] < v["dst"] + v["rows"]),
-                  lambda i: f"the broadcast row {val(i, 'src')} lies inside the destination rows "
-                            f"{val(i, 'dst')}..{val(i, 'dst') + val(i, 'rows') - 1}")
         if instr.integer_only and not cfg.is_integer:
             check(idx, np.ones(len(idx), dtype=bool),
                   lambda i: f"{isa.instructions[int(cols.op[i])].mnemonic} is for integer configs only "
                             f"(config {cfg.name!r} is {cfg.acc_dtype})")
         for rule in instr.checks:  # isa.yaml `checks`
+            if rule.integer_only and cfg.is_integer:
+                continue
 
             def message(i: int, _rule: Check = rule, _ins: Instruction = instr) -> str:
                 values = {n: int(x[i, j]) for j, n in enumerate(_ins.operands)}
-                return _rule.message.format_map({f: expr(_ins, f, values) for f in _rule.fields})
+                return _rule.explain({f: expr(_ins, f, values) for f in _rule.fields}, config=cfg.name,
+                                     acc_dtype=cfg.acc_dtype)
 
             check(idx, np.asarray(expr(instr, rule.fault, v, vector=True), dtype=bool), message)
-    if first:
-        i, reason = min(first)
+        for access in instr.accesses:  # isa.yaml `accesses`: each region lies inside its scratchpad or DRAM
+            bounds = [np.broadcast_to(np.asarray(expr(instr, b, v, vector=True), dtype=np.int64), idx.shape)
+                      for b in access.bounds]
+            if access.dram:  # a row of one element (cols=1) is the element size
+                one = {**v, "cols": np.ones(len(idx), dtype=np.int64)}
+                elem = np.broadcast_to(np.asarray(expr(instr, access.bounds[3], one, vector=True)), idx.shape)
+                _dram_checks(check, cfg, idx, bounds, elem, "writes" if access.write else "reads")
+            else:
+                _scratchpad_checks(check, isa, cfg, instr, access, idx, v, bounds)
+    if first:  # the lowest index; for one instruction, the first check above
+        i, reason = min(first, key=lambda hit: hit[0])
         mnem = isa.instructions[int(cols.op[i])].mnemonic
         raise SimFault(f"{where(base + i, mnem, isa.word_bytes)}: {reason}.", index=base + i)
 
 
-def _dram_checks(check: Callable[..., None], cfg: ArchConfig, idx: np.ndarray, v: dict[str, np.ndarray],
-                 eb: np.ndarray, val: Callable[[int, str], int], verb: str) -> None:
-    check(idx, (v["dram"] % eb) != 0,
-          lambda i: f"DRAM address 0x{val(i, 'dram'):x} is not aligned to the "
+def _scratchpad_checks(check: Callable[..., None], isa: Isa, cfg: ArchConfig, instr: Instruction, access: Access,
+                       idx: np.ndarray, v: dict[str, np.ndarray], bounds: list[np.ndarray]) -> None:
+    """Rows ``[lo, hi)`` of ``access`` lie inside its scope; the message names the operand that places them."""
+    lo, hi = bounds
+    rows_of = isa.per_scope(lambda s: cfg.rows(s.config_key))
+    scope_id = v[access.space] if access.space_operand else np.full(len(idx), isa.scope_ids[access.space])
+    capacity = np.asarray(rows_of)[scope_id]
+    base = regions.names(isa.region_expr(instr, access.bounds[0]))
+    where_from = instr.field_map[base[0]] if base else None
+    tiles = where_from is not None and where_from.kind == "sp_tile"
+
+    def message(i: int) -> str:
+        at = np.searchsorted(idx, i)
+        first, end, scope = int(lo[at]), int(hi[at]), isa.scope_by_id[int(scope_id[at])].name
+        rows = f"row {first} is" if end - first == 1 else f"rows {first}..{end - 1} are"
+        if tiles:
+            rows = f"tiles {first // cfg.tile}..{end // cfg.tile - 1} (rows {first}..{end - 1}) are"
+        who = f"{where_from.operand or where_from.name}: " if where_from is not None else ""
+        return f"{who}{scope} {rows} out of range ({scope} has {int(capacity[at])} rows)"
+
+    check(idx, hi > capacity, message)
+
+
+def _dram_checks(check: Callable[..., None], cfg: ArchConfig, idx: np.ndarray, bounds: list[np.ndarray],
+                 eb: np.ndarray, verb: str) -> None:
+    """The footprint ``(addr, stride, rows, row_bytes)`` is aligned to its element size ``eb`` and inside DRAM."""
+    addr, stride, rows, row_bytes = bounds
+    check(idx, (addr % eb) != 0,
+          lambda i: f"DRAM address 0x{int(addr[np.searchsorted(idx, i)]):x} is not aligned to the "
                     f"{int(eb[np.searchsorted(idx, i)])}-byte element size")
-    check(idx, (v["rows"] > 1) & ((v["stride"] % eb) != 0),
-          lambda i: f"DRAM stride {val(i, 'stride')} is not a multiple of the "
+    check(idx, (rows > 1) & ((stride % eb) != 0),
+          lambda i: f"DRAM stride {int(stride[np.searchsorted(idx, i)])} is not a multiple of the "
                     f"{int(eb[np.searchsorted(idx, i)])}-byte element size")
-    end = v["dram"] + (v["rows"] - 1) * v["stride"] + v["cols"] * eb
+    end = addr + (rows - 1) * stride + row_bytes
     check(idx, end > cfg.dram_bytes,
-          lambda i: f"it {verb} DRAM bytes 0x{val(i, 'dram'):x}.."
+          lambda i: f"it {verb} DRAM bytes 0x{int(addr[np.searchsorted(idx, i)]):x}.."
                     f"0x{int(end[np.searchsorted(idx, i)]) - 1:x}, "
                     f"beyond the {cfg.dram_bytes} bytes of DRAM")
 

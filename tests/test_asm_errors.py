@@ -99,11 +99,14 @@ CASES = [
     ("zero a[0] rows=1", "t.s:1:11", ["expected ','"]),
     ("3: halt", "t.s:1:1", ["expected a mnemonic"]),
     # rules stated in the ISA's prose
-    ("store [0], acc[0], rows=1, shift=3", "t.s:1:34", ["needs narrow=1"]),
-    ("vadd acc[0], acc[8], rows=16", "t.s:1:14", ["partly overlap"]),
+    ("store [0], acc[0], rows=1, shift=3", "t.s:1:34",
+     ["store: shift=3 needs narrow=1; without narrowing the shift must be 0."]),
+    ("vadd acc[0], acc[8], rows=16", "t.s:1:14",
+     ["vadd: source rows 8..23 partially overlap destination rows 0..15; they must be identical or disjoint."]),
     ("vadd acc[0], acc[0], rows=16", None, []),
-    ("vaddrow acc[0], acc[4], rows=16", "t.s:1:17", ["inside the destination rows"]),
-    ("vrequant acc[16], acc[15], rows=16", "t.s:1:1",
+    ("vaddrow acc[0], acc[4], rows=16", "t.s:1:17",
+     ["vaddrow: the broadcast row 4 lies inside the destination rows 0..15; it must lie outside them."]),
+    ("vrequant acc[16], acc[15], rows=16", "t.s:1:19",
      ["vrequant: the parameter rows 15..16 overlap the destination rows 16..31."]),
 ]
 
@@ -124,7 +127,8 @@ def test_bad_source(isa: Isa, cfg: ArchConfig, source: str, place: str | None, w
 
 def test_fp32_rules(isa: Isa) -> None:
     fp32 = load_config("fp32")
-    with pytest.raises(AsmError, match=r"t.s:1:35: store narrow=1 .* only integer configs"):
+    with pytest.raises(AsmError, match=r"t.s:1:35: store: narrow=1 requantizes to int8, which only integer "
+                       r"configs support \(config 'fp32' is float32\)\."):
         assemble("store [0], acc[0], rows=1, narrow=1", filename="t.s", isa=isa, cfg=fp32)
     with pytest.raises(AsmError, match=r"t.s:1:1: vshr is for integer configs only"):
         assemble("vshr acc[0], 1, rows=1", filename="t.s", isa=isa, cfg=fp32)

@@ -71,11 +71,24 @@ def test_many_tokens_consumed_in_time_do_not_overflow() -> None:
 
 
 def test_vadd_partial_overlap() -> None:
-    assert "partially overlap" in _fault([("vadd", {"dst": 0, "src": 4, "rows": 8}), HALT])
+    assert _fault([("vadd", {"dst": 0, "src": 4, "rows": 8}), HALT]) == (
+        "instruction 0 (pc 0x0, vadd): source rows 4..11 partially overlap destination rows 0..7; they must be "
+        "identical or disjoint.")
 
 
 def test_vaddrow_source_inside_destination() -> None:
-    assert "lies inside the destination" in _fault([("vaddrow", {"dst": 0, "src": 4, "rows": 8}), HALT])
+    assert _fault([("vaddrow", {"dst": 0, "src": 4, "rows": 8}), HALT]) == (
+        "instruction 0 (pc 0x0, vaddrow): the broadcast row 4 lies inside the destination rows 0..7; it must lie "
+        "outside them.")
+
+
+def test_source_rows_out_of_range() -> None:
+    rows = DEFAULT.rows("acc")
+    msg = _fault([("vadd", {"dst": 0, "src": rows - 4, "rows": 8}), HALT])
+    assert msg == (f"instruction 0 (pc 0x0, vadd): src: acc rows {rows - 4}..{rows + 3} are out of range "
+                   f"(acc has {rows} rows).")
+    msg = _fault([("vaddrow", {"dst": 0, "src": rows, "rows": 8}), HALT])
+    assert msg == f"instruction 0 (pc 0x0, vaddrow): src: acc row {rows} is out of range (acc has {rows} rows)."
 
 
 def test_vrequant_parameter_rows_inside_destination() -> None:
@@ -120,11 +133,14 @@ def test_integer_only_instructions_fault_in_fp32() -> None:
     msg = _fault([("vrequant", {"dst": 0, "src": 8, "rows": 1}), HALT], FP32)
     assert "vrequant is for integer configs only (config 'fp32' is float32)" in msg, msg
     store = ("store", {"sp_row": 0, "dram": 0, "rows": 1, "narrow": 1})
-    assert "integer configs only" in _fault([store, HALT], FP32)
+    assert _fault([store, HALT], FP32) == ("instruction 0 (pc 0x0, store): narrow=1 requantizes to int8, which "
+                                           "only integer configs support (config 'fp32' is float32).")
+    machine([store, HALT]).run()  # an integer config takes it
 
 
 def test_raw_store_with_shift() -> None:
-    assert "needs narrow=1" in _fault([("store", {"sp_row": 0, "dram": 0, "rows": 1, "shift": 2}), HALT])
+    assert _fault([("store", {"sp_row": 0, "dram": 0, "rows": 1, "shift": 2}), HALT]) == (
+        "instruction 0 (pc 0x0, store): shift=2 needs narrow=1; without narrowing the shift must be 0.")
 
 
 def test_self_wait() -> None:
