@@ -11,6 +11,7 @@ from tinynpu.assembler import Program
 from tinynpu.cli import main
 from tinynpu.isa import load_isa
 from tinynpu.isa.gen_markdown import ISA_MD_PATH
+from tinynpu.isa.spec import DEFAULT_ISA_PATH
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SEED_32 = EXAMPLES / "seed_32.s"
@@ -120,6 +121,13 @@ def test_isa_check_bad_spec(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert code == 2 and f"{bad}:" in err and "not valid YAML" in err
     code, _, err = _run(capsys, "isa", "check", "--config", "nonexistent")
     assert code == 2 and "neither a file nor a built-in config" in err
+    # a `checks:` entry naming a field the instruction does not have
+    typo = tmp_path / "typo.yaml"
+    text = DEFAULT_ISA_PATH.read_text(encoding="utf-8")
+    typo.write_text(text.replace('"dst <= src and src < dst + rows"', '"dst <= srcc and srcc < dst + rows"'))
+    code, _, err = _run(capsys, "isa", "check", "--isa", str(typo))
+    assert code == 2 and f"{typo}:" in err and "checks[0].fault" in err and "names 'srcc'" in err, err
+    assert "Traceback" not in err
 
 
 def test_isa_doc_check_and_write(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

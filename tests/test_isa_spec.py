@@ -85,6 +85,12 @@ ISA_CASES = [
      ["accesses[1]", "a scope (a, b, acc) or a scope operand (scope), not 'sram'"]),
     ("access-footprint-arity", "footprint: [dram, stride, rows, \"cols", "footprint: [dram, rows, \"cols",
      "footprint: [dram, rows", ["accesses[0]", "`footprint: [addr, stride, rows, row_bytes]` (4 expressions)"]),
+    ("check-unknown-field", 'fault: "narrow == 0 and shift != 0"', 'fault: "narrow == 0 and shfit != 0"',
+     "shfit != 0", ["instructions[4].checks[1].fault", "names 'shfit'", "neither an operand"]),
+    ("check-unknown-field-in-message", "message: \"shift={shift} needs", "message: \"shift={sh} needs",
+     "shift={sh} needs", ["instructions[4].checks[1].message", "names 'sh'", "neither an operand"]),
+    ("check-unknown-at", "        at: shift\n", "        at: shft\n", "at: shft",
+     ["instructions[4].checks[1].at", "'shft' is not an operand", "sp_row, dram, stride"]),
     ("stats-needs-operands", "    stats: tmm\n", "    stats: alu\n", "stats: alu",
      ["instructions[5].stats", "stats class 'alu' needs operand(s) rows"]),
 ]
