@@ -12,7 +12,8 @@
  * units use which resource) and formats every fault message; this file only
  * reports a fault's kind and its numbers in `Run.fault`/`Run.fault_args`.
  *
- * Built by native.py with the machine's C compiler (GCC or Clang: it uses their vector extensions).
+ * Built by native.py with the machine's C compiler (GCC or Clang: it uses unsigned __int128 and, where
+ * the CPU has them, AVX-512 VNNI intrinsics; see do_tmm).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -98,7 +99,8 @@ typedef struct {
   int64_t max_e, port_free;
   int64_t clock[MAX_UNITS][MAX_UNITS];
   Log logs[MAX_RES][MAX_UNITS];
-  float *a_f, *bt_f; /* float copies of the a scratchpad and of b with each tile transposed (see do_tmm) */
+  uint8_t *bpack;  /* tmm's B operand, packed for the VNNI kernel (see do_tmm) */
+  int32_t *colfix; /* per packed column vector: 128 * its column sums */
 } Sim;
 
 /* RaceChecker.access, defined with the race sanitizer below; the generated header's accesses() calls it. */
@@ -183,19 +185,6 @@ static inline uint8_t *sp_row(const Run *R, int scope, int64_t row) {
   return R->sp[scope] + row * R->tile * R->elem_bytes[scope];
 }
 
-/* Keep the float copies of a and b equal to rows [row, row + rows) of scope after a write. */
-static void shadow(Sim *S, int scope, int64_t row, int64_t rows) {
-  const Run *R = S->R;
-  const int64_t T = R->tile;
-  for (int64_t r = row; r < row + rows; r++) {
-    const int8_t *src = (const int8_t *)sp_row(R, scope, r);
-    if (scope == R->scope_a)
-      for (int64_t q = 0; q < T; q++) S->a_f[r * T + q] = src[q];
-    else if (scope == R->scope_b) /* row r of b is column r % T of its transposed tile */
-      for (int64_t q = 0; q < T; q++) S->bt_f[(r - r % T) * T + q * T + r % T] = src[q];
-  }
-}
-
 static void do_load(Sim *S, const int64_t *x) {
   const Run *R = S->R;
   int scope = (int)x[0];
@@ -206,14 +195,12 @@ static void do_load(Sim *S, const int64_t *x) {
     memcpy(dst, R->dram + addr + r * stride, rb);
     memset(dst + rb, 0, row_bytes - rb); /* a short row is zero-filled */
   }
-  shadow(S, scope, row, rows);
 }
 
 static void do_zero(Sim *S, const int64_t *x) {
   const Run *R = S->R;
   int scope = (int)x[0];
   memset(sp_row(R, scope, x[1]), 0, x[2] * R->tile * R->elem_bytes[scope]);
-  shadow(S, scope, x[1], x[2]);
 }
 
 static inline int32_t round_shift(int64_t v, int64_t shift) { return (int32_t)((v + ((1LL << shift) >> 1)) >> shift); }
@@ -238,47 +225,138 @@ static void do_store(const Run *R, const int64_t *x) {
   }
 }
 
-/* tmm: acc tile (i, j) (+)= sum over kk of A(i, kk) @ B(j, kk)^T.
+/* tmm: acc tile (i, j) (+)= sum over kk of A(i, kk) @ B(j, kk)^T, for every i < m, j < n.
  *
- * Addition modulo 2^32 is associative, so each k-step is added into acc in turn.  A tile step sums
- * T int8 x int8 products, at most 2^14 * T <= 2^21 in magnitude, so it is exact in float32 whatever
- * the order or fusing of the float operations; floats from the shadow copies (converted once per load, not
- * once per use) let each output row be one vector: row r of the step is the sum over q of
- * A[r][q] times row q of B^T.  One kernel per supported tile edge N (a power of two from 4 to 128),
- * on N-lane vectors. */
-#define TMM_KERNEL(N)                                                                              \
-  typedef float f32x##N __attribute__((vector_size(4 * (N))));                                     \
-  typedef int32_t i32x##N __attribute__((vector_size(4 * (N))));                                   \
-  typedef uint32_t u32x##N __attribute__((vector_size(4 * (N))));                                  \
-  static void tmm##N(Sim *S, const int64_t *x) {                                                   \
-    const Run *R = S->R;                                                                           \
-    int64_t acc_t = x[0], a_t = x[1], b_t = x[2], m = x[3], n = x[4], k = x[5], accumulate = x[6]; \
-    int32_t *C = (int32_t *)R->sp[R->scope_acc];                                                   \
-    for (int64_t j = 0; j < n; j++)                                                                \
-      for (int64_t kk = 0; kk < k; kk++) {                                                         \
-        f32x##N bt[N];                                                                             \
-        memcpy(bt, S->bt_f + (b_t + j * k + kk) * (N) * (N), sizeof bt);                           \
-        int overwrite = kk == 0 && !accumulate;                                                    \
-        for (int64_t i = 0; i < m; i++) {                                                          \
-          const float *a = S->a_f + (a_t + i * k + kk) * (N) * (N);                                \
-          int32_t *out = C + (acc_t + i * n + j) * (N) * (N);                                      \
-          for (int r = 0; r < (N); r++) {                                                          \
-            f32x##N sum = {0};                                                                     \
-            for (int q = 0; q < (N); q++) sum += a[r * (N) + q] * bt[q];                           \
-            i32x##N step = __builtin_convertvector(sum, i32x##N), o;                               \
-            memcpy(&o, out + r * (N), sizeof o);                                                   \
-            o = overwrite ? step : (i32x##N)((u32x##N)o + (u32x##N)step);                          \
-            memcpy(out + r * (N), &o, sizeof o);                                                   \
-          }                                                                                        \
-        }                                                                                          \
-      }                                                                                            \
+ * Addition modulo 2^32 is associative and commutative, so each output element's whole k * T long dot
+ * product is formed first (in wrapping 32-bit lanes) and added into acc once: the same bits as the
+ * reference's tile-by-tile accumulation.  int8 x int8 products summed in int32 lanes are exact (modulo
+ * 2^32, which is what acc keeps), so no float rounding argument is needed on any path.
+ *
+ * Two kernels, chosen when the library is built (native.py builds with -march=native, cached per CPU):
+ *
+ * - AVX-512 VNNI (tile edges that are multiples of 16): vpdpbusd multiplies 64 unsigned x signed byte
+ *   pairs and adds them, four at a time, into 16 int32 lanes: one instruction per 64 multiply-adds, the
+ *   machine's integer multiply-add rate.  B is packed once per tmm (signed) in the operand layout the
+ *   instruction wants: for 16 output columns, four consecutive k of each.  A is broadcast four bytes at
+ *   a time straight from its scratchpad row and made unsigned by flipping its sign bits (a ^ 0x80 =
+ *   a + 128), so the products are (a + 128) * b and 128 * (the column sum of B) is subtracted once per
+ *   output vector (computed by the same instruction on the packed B).  A block of 4 rows x 64 columns
+ *   (or 8 rows x 16 columns when a tmm's output is one tile wide, as the compiler's are) stays in
+ *   registers for the whole dot product.  Only AVX-512 is used for it: the 256-bit AVX-VNNI form does
+ *   half the work per instruction, and the portable kernel below serves every CPU without AVX-512 VNNI.
+ * - Portable C (any CPU and compiler, and tile edges 4 and 8): the same dot products in uint32
+ *   arithmetic, a loop the compiler vectorizes as far as the target allows.  Defining TINYNPU_PORTABLE
+ *   forces it (the tests build the core that way and compare it with the Python core too).
+ */
+#if defined(__AVX512F__) && defined(__AVX512VNNI__) && !defined(TINYNPU_PORTABLE)
+#include <immintrin.h>
+#define TMM_VNNI 1
+#define VNNI_MAX_R 8 /* output rows per register block */
+#define VNNI_MAX_V 4 /* 16-column vectors per register block */
+
+/* One register block: rows [r0, r0 + R) of A's tile row i, output column vectors [cv, cv + V); R, V are
+ * constants after inlining, so acc[][] lives in registers. */
+static inline __attribute__((always_inline)) void vnni_block(Sim *S, const int64_t *x, int64_t i, int64_t r0,
+                                                             int64_t cv, const int R, const int V) {
+  const Run *Rn = S->R;
+  const int64_t T = Rn->tile, acc_t = x[0], a_t = x[1], n = x[4], k = x[5], accumulate = x[6];
+  const int64_t groups = k * T / 4, per_tile = T / 16;
+  const uint8_t *a0 = Rn->sp[Rn->scope_a] + ((a_t + i * k) * T + r0) * T;
+  const __m512i flip = _mm512_set1_epi32((int32_t)0x80808080u);
+  __m512i acc[VNNI_MAX_R][VNNI_MAX_V];
+  for (int r = 0; r < R; r++)
+    for (int v = 0; v < V; v++) acc[r][v] = _mm512_setzero_si512();
+  for (int64_t kk = 0; kk < k; kk++) {
+    const uint8_t *a = a0 + kk * T * T;
+    for (int64_t g = 0; g < T / 4; g++) {
+      __m512i b[VNNI_MAX_V];
+      for (int v = 0; v < V; v++) b[v] = _mm512_loadu_si512(S->bpack + ((cv + v) * groups + kk * T / 4 + g) * 64);
+      for (int r = 0; r < R; r++) {
+        int32_t w;
+        memcpy(&w, a + r * T + 4 * g, 4);
+        __m512i aw = _mm512_xor_si512(_mm512_set1_epi32(w), flip);
+        for (int v = 0; v < V; v++) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], aw, b[v]);
+      }
+    }
   }
-TMM_KERNEL(4)
-TMM_KERNEL(8)
-TMM_KERNEL(16)
-TMM_KERNEL(32)
-TMM_KERNEL(64)
-TMM_KERNEL(128)
+  int32_t *C = (int32_t *)Rn->sp[Rn->scope_acc];
+  for (int v = 0; v < V; v++) {
+    int64_t j = (cv + v) / per_tile, c0 = (cv + v) % per_tile * 16;
+    __m512i fix = _mm512_loadu_si512(S->colfix + (cv + v) * 16);
+    for (int r = 0; r < R; r++) {
+      int32_t *out = C + ((acc_t + i * n + j) * T + r0 + r) * T + c0;
+      __m512i sum = _mm512_sub_epi32(acc[r][v], fix);
+      if (accumulate) sum = _mm512_add_epi32(sum, _mm512_loadu_si512(out));
+      _mm512_storeu_si512(out, sum);
+    }
+  }
+}
+
+static void tmm_vnni(Sim *S, const int64_t *x) {
+  const Run *R = S->R;
+  const int64_t T = R->tile, b_t = x[2], m = x[3], n = x[4], k = x[5];
+  const int64_t groups = k * T / 4, per_tile = T / 16, vectors = n * per_tile;
+  const uint8_t *B = R->sp[R->scope_b];
+  for (int64_t j = 0; j < n; j++) /* pack B: for each 16 output columns, k in fours */
+    for (int64_t kk = 0; kk < k; kk++)
+      for (int64_t c = 0; c < T; c++) {
+        const uint8_t *src = B + ((b_t + j * k + kk) * T + c) * T;
+        uint8_t *dst = S->bpack + ((j * per_tile + c / 16) * groups + kk * T / 4) * 64 + c % 16 * 4;
+        for (int64_t g = 0; g < T / 4; g++) memcpy(dst + g * 64, src + 4 * g, 4);
+      }
+  const __m512i bias = _mm512_set1_epi32((int32_t)0x80808080u);
+  for (int64_t cv = 0; cv < vectors; cv++) { /* 128 * column sums of B: the bias the flipped A adds */
+    __m512i fix = _mm512_setzero_si512();
+    for (int64_t g = 0; g < groups; g++)
+      fix = _mm512_dpbusd_epi32(fix, bias, _mm512_loadu_si512(S->bpack + (cv * groups + g) * 64));
+    _mm512_storeu_si512(S->colfix + cv * 16, fix);
+  }
+  for (int64_t i = 0; i < m; i++) {
+    int64_t cv = 0;
+    for (; cv + VNNI_MAX_V <= vectors; cv += VNNI_MAX_V)
+      for (int64_t r0 = 0; r0 < T; r0 += 4) vnni_block(S, x, i, r0, cv, 4, VNNI_MAX_V);
+    for (; cv < vectors; cv++)
+      for (int64_t r0 = 0; r0 < T; r0 += VNNI_MAX_R) vnni_block(S, x, i, r0, cv, VNNI_MAX_R, 1);
+  }
+}
+#endif
+
+static void tmm_portable(const Run *R, const int64_t *x) {
+  const int64_t T = R->tile, acc_t = x[0], a_t = x[1], b_t = x[2], m = x[3], n = x[4], k = x[5], accumulate = x[6];
+  const int8_t *A = (const int8_t *)R->sp[R->scope_a], *B = (const int8_t *)R->sp[R->scope_b];
+  int32_t *C = (int32_t *)R->sp[R->scope_acc];
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++)
+      for (int64_t r = 0; r < T; r++)
+        for (int64_t c = 0; c < T; c++) {
+          uint32_t sum = 0;
+          for (int64_t kk = 0; kk < k; kk++) {
+            const int8_t *a = A + ((a_t + i * k + kk) * T + r) * T, *b = B + ((b_t + j * k + kk) * T + c) * T;
+            for (int64_t q = 0; q < T; q++) sum += (uint32_t)((int32_t)a[q] * b[q]);
+          }
+          int32_t *out = C + ((acc_t + i * n + j) * T + r) * T + c;
+          *out = (int32_t)(accumulate ? (uint32_t)*out + sum : sum);
+        }
+}
+
+static void do_tmm(Sim *S, const int64_t *x) {
+#ifdef TMM_VNNI
+  if (S->R->tile % 16 == 0) {
+    tmm_vnni(S, x);
+    return;
+  }
+#endif
+  tmm_portable(S->R, x);
+}
+
+/* Which tmm kernel this build uses (native.py reports it; the tests check the forced fallback). */
+const char *tinynpu_tmm_kernel(void) {
+#ifdef TMM_VNNI
+  return "avx512-vnni";
+#else
+  return "portable";
+#endif
+}
 
 static void do_alu(const Run *R, enum Kind kind, const int64_t *x) {
   const int64_t T = R->tile;
@@ -333,17 +411,7 @@ static void execute(Sim *S, int kind, const int64_t *x) {
     case K_LOAD: do_load(S, x); break;
     case K_ZERO: do_zero(S, x); break;
     case K_STORE: do_store(S->R, x); break;
-    case K_TMM:
-      switch (S->R->tile) {
-        case 4: tmm4(S, x); break;
-        case 8: tmm8(S, x); break;
-        case 16: tmm16(S, x); break;
-        case 32: tmm32(S, x); break;
-        case 64: tmm64(S, x); break;
-        case 128: tmm128(S, x); break;
-        default: abort(); /* load_config admits no other tile edge */
-      }
-      break;
+    case K_TMM: do_tmm(S, x); break;
     case K_VADD: case K_VADDROW: case K_VMAX: case K_VMIN: case K_VMUL: case K_VSHR: case K_VREQUANT:
       do_alu(S->R, (enum Kind)kind, x);
       break;
@@ -626,15 +694,12 @@ int tinynpu_run(Run *R) {
   R->fault = F_NONE;
   int64_t con_cap = 1;
   while (con_cap < (int64_t)R->max_tok + 1) con_cap *= 2;
-  S->a_f = malloc(R->sp_rows[R->scope_a] * R->tile * sizeof *S->a_f);
-  S->bt_f = malloc(R->sp_rows[R->scope_b] * R->tile * sizeof *S->bt_f);
-  if (S->a_f && S->bt_f) { /* the scratchpads as the run finds them */
-    shadow(S, R->scope_a, 0, R->sp_rows[R->scope_a]);
-    shadow(S, R->scope_b, 0, R->sp_rows[R->scope_b]);
-  }
+  /* a tmm's operands lie inside their scratchpads (decode checks): B packed is at most all of b */
+  S->bpack = malloc(R->sp_rows[R->scope_b] * R->tile);
+  S->colfix = malloc(R->sp_rows[R->scope_b] * sizeof *S->colfix);
   S->pend = malloc(R->nq * R->depth * sizeof *S->pend);
   S->starts = calloc(R->nq * R->depth, sizeof *S->starts);
-  int ok = S->pend && S->starts && S->a_f && S->bt_f;
+  int ok = S->pend && S->starts && S->bpack && S->colfix;
   for (int v = 0; v < R->nq; v++)
     for (int u = 0; u < R->nq; u++) {
       Channel *c = &S->chan[v][u];
@@ -653,6 +718,6 @@ int tinynpu_run(Run *R) {
     }
   for (int r = 0; r < MAX_RES; r++)
     for (int u = 0; u < MAX_UNITS; u++) free(S->logs[r][u].a);
-  free(S->pend), free(S->starts), free(S->a_f), free(S->bt_f), free(S);
+  free(S->pend), free(S->starts), free(S->bpack), free(S->colfix), free(S);
   return result;
 }

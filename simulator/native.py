@@ -44,6 +44,9 @@ SOURCE = Path(__file__).with_name("core.c")
 
 HEADER = CORE_HEADER_PATH  # enum Kind and the access table, generated from isa.yaml (isa/gen_c.py)
 FLAGS = ("-O3", "-march=native", "-std=gnu11", "-shared", "-fPIC", "-Werror=switch")
+# TINYNPU_NATIVE_PORTABLE=1: the build for any CPU of the architecture, with the portable tmm kernel
+# (what a CPU without AVX-512 VNNI runs; the tests compare it with the Python core as well)
+PORTABLE_FLAGS = ("-O3", "-std=gnu11", "-shared", "-fPIC", "-Werror=switch", "-DTINYNPU_PORTABLE")
 
 # core.c's limits and enum Fault (its #defines; enum Kind is the generated header's: kind = opcode index)
 _MAX_UNITS, _MAX_OPS, _MAX_OPERANDS, _MAX_RES = 8, 64, 8, 9
@@ -100,14 +103,15 @@ def library() -> ctypes.CDLL:
     Raises:
         NativeUnavailable: turned off, no C compiler, or the build failed.
     """
-    result = _load(os.environ.get("TINYNPU_NATIVE", "1"), os.environ.get("CC"), str(_cache_dir()))
+    flags = PORTABLE_FLAGS if os.environ.get("TINYNPU_NATIVE_PORTABLE") == "1" else FLAGS
+    result = _load(os.environ.get("TINYNPU_NATIVE", "1"), os.environ.get("CC"), str(_cache_dir()), flags)
     if isinstance(result, NativeUnavailable):
         raise result
     return result
 
 
 @functools.cache
-def _load(enabled: str, cc: str | None, cache: str) -> ctypes.CDLL | NativeUnavailable:
+def _load(enabled: str, cc: str | None, cache: str, flags: tuple[str, ...]) -> ctypes.CDLL | NativeUnavailable:
     if enabled == "0":
         return NativeUnavailable("TINYNPU_NATIVE=0 turns the native core off")
     cc = cc or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
@@ -118,14 +122,14 @@ def _load(enabled: str, cc: str | None, cache: str) -> ctypes.CDLL | NativeUnava
     except OSError as exc:
         return NativeUnavailable(f"cannot run the C compiler {cc}: {exc}")
     source = SOURCE.read_bytes() + b"\0" + HEADER.read_bytes()
-    key = hashlib.sha256(b"\0".join([source, " ".join(FLAGS).encode(), version.encode(), _cpu().encode()]))
+    key = hashlib.sha256(b"\0".join([source, " ".join(flags).encode(), version.encode(), _cpu().encode()]))
     path = Path(cache) / f"core-{key.hexdigest()[:16]}.so"
     try:
         damage = _damage(path) if path.exists() else "missing"
         if damage != "missing" and damage is not None:
             print(f"tinynpu: the cached native core {path} {damage}; rebuilding it.", file=sys.stderr)
         if damage is not None:
-            _build(cc, path)
+            _build(cc, flags, path)
         lib = ctypes.CDLL(str(path))
     except OSError as exc:
         return NativeUnavailable(f"cannot build or load {path}: {exc}")
@@ -135,7 +139,17 @@ def _load(enabled: str, cc: str | None, cache: str) -> ctypes.CDLL | NativeUnava
         return NativeUnavailable(exc.message)
     lib.tinynpu_run.argtypes = [ctypes.POINTER(_Run)]
     lib.tinynpu_run.restype = ctypes.c_int
+    lib.tinynpu_tmm_kernel.restype = ctypes.c_char_p
     return lib
+
+
+def tmm_kernel() -> str:
+    """The built core's tmm kernel: ``avx512-vnni`` or ``portable`` (see core.c's do_tmm).
+
+    Raises:
+        NativeUnavailable: the core cannot be built.
+    """
+    return str(library().tinynpu_tmm_kernel().decode("ascii"))
 
 
 def _checksum_path(path: Path) -> Path:
@@ -163,13 +177,13 @@ def _damage(path: Path) -> str | None:
 _SELF_TEST = "import ctypes, sys; ctypes.CDLL(sys.argv[1]).tinynpu_run"
 
 
-def _build(cc: str, path: Path) -> None:
+def _build(cc: str, flags: tuple[str, ...], path: Path) -> None:
     """Compile into a temporary name, load it in a child process, then rename it and record its checksum."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=path.parent)
     os.close(fd)
     try:
-        proc = subprocess.run([cc, *FLAGS, "-o", tmp, str(SOURCE)], capture_output=True, text=True, check=False)
+        proc = subprocess.run([cc, *flags, "-o", tmp, str(SOURCE)], capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             detail = proc.stderr.strip()[:2000] or "no message"
             raise NativeUnavailable(f"{cc} could not build {SOURCE} (exit {proc.returncode}): {detail}")
@@ -305,4 +319,4 @@ def _fault(isa: Isa, cfg: ArchConfig, dec: Decoded, limit: int, races: RaceCheck
     return SimFault(f"the native simulator core reported an unknown fault {kind}.")
 
 
-__all__ = ["NativeUnavailable", "library", "native_schedule", "unsupported"]
+__all__ = ["NativeUnavailable", "library", "native_schedule", "tmm_kernel", "unsupported"]

@@ -496,6 +496,43 @@ def test_extreme_tmm_and_wide_timeline() -> None:
         assert (acc == expect).all()
 
 
+# --- the tmm kernels: the CPU's and the portable one -----------------------------------------------------
+@pytest.fixture(params=["native", "portable"])
+def kernel(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Build the core for this CPU, or force the portable tmm kernel (what a CPU without AVX-512 VNNI runs)."""
+    if request.param == "portable":
+        monkeypatch.setenv("TINYNPU_NATIVE_PORTABLE", "1")
+        assert native.tmm_kernel() == "portable"
+    else:
+        monkeypatch.delenv("TINYNPU_NATIVE_PORTABLE", raising=False)
+    return native.tmm_kernel()
+
+
+@needs_native
+@pytest.mark.parametrize(("m", "n", "k"), [(1, 1, 1), (2, 5, 3), (3, 9, 1), (1, 4, 7)])
+def test_tmm_blocks_agree(kernel: str, m: int, n: int, k: int) -> None:
+    """Blocks as wide as the VNNI kernel's 64-column register blocks and their remainders, from random and
+    extreme (-128, 127) operands, overwritten and accumulated, on the Python core and either kernel."""
+    dram, sp = _initial(m * 100 + n * 10 + k)
+    rng = np.random.default_rng(k)
+    for name in ("a", "b"):
+        sp[scope(name)][rng.random(sp[scope(name)].shape) < 0.3] = -128
+        sp[scope(name)][rng.random(sp[scope(name)].shape) < 0.1] = 127
+    prog = program([("tmm", {"acc": 0, "a": 1, "b": 2, "m": m, "n": n, "k": k, "accumulate": 0}),
+                    ("tmm", {"acc": 0, "a": 3, "b": 0, "m": m, "n": n, "k": k, "accumulate": 1}),
+                    ("tmm", {"acc": 1, "a": 0, "b": 5, "m": m, "n": n, "k": k, "accumulate": 1}), HALT])
+    assert _both(prog, dram=dram, sp=sp)[0] == "ok"
+
+
+@needs_native
+@pytest.mark.parametrize("seed", range(4))
+def test_ordered_programs_agree_on_either_kernel(kernel: str, seed: int) -> None:
+    p = Pick(rng=random.Random(1000 + seed))
+    instrs = _ordered(p, 300)
+    dram, sp = _initial(seed)
+    assert _both(program(instrs + [HALT]), dram=dram, sp=sp)[0] == "ok"
+
+
 # --- long, well-synchronized random programs ----------------------------------------------------------
 @needs_native
 @pytest.mark.parametrize("seed", range(40 if SLOW else 12))
