@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -221,3 +223,49 @@ def test_reading_allocates_only_what_the_file_holds(tmp_path: Path) -> None:
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     assert fsio.read_bytes(path, what="a file") == b"x" * 100
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 64 * 1024  # KiB: not a 1 GiB buffer
+
+
+def _dead_pid() -> int:
+    """The pid of a process that has ended (and been reaped)."""
+    proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
+    return int(proc.stdout)
+
+
+def test_the_next_write_removes_a_dead_writers_temporaries_only(tmp_path: Path) -> None:
+    dead = _dead_pid()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        stale_file = tmp_path / f"{fsio.TEMP_PREFIX}{dead}-out.npy.abc123"
+        stale_dir = tmp_path / f"{fsio.TEMP_PREFIX}{dead}-mm.xyz"
+        live_file = tmp_path / f"{fsio.TEMP_PREFIX}{live.pid}-out.npy.def456"
+        mine = tmp_path / f"{fsio.TEMP_PREFIX}{os.getpid()}-out.npy.ghi789"
+        no_pid = tmp_path / f"{fsio.TEMP_PREFIX}out.npy.jkl012"  # an older version's: its writer is unknown
+        kept = tmp_path / f"{fsio.KEPT_PREFIX}{dead}-mm.uvw"  # user entries waiting to be moved back
+        (stale_dir / "sub").mkdir(parents=True)
+        (stale_dir / "sub" / "program.bin").write_bytes(b"x")
+        kept.mkdir()
+        (kept / "notes.txt").write_text("mine")
+        for path in (stale_file, live_file, mine, no_pid):
+            path.write_bytes(b"partial")
+        fsio.write_atomic(tmp_path / "result.txt", "new")
+        left = {p.name for p in tmp_path.iterdir()}
+        assert stale_file.name not in left and stale_dir.name not in left
+        assert {live_file.name, mine.name, no_pid.name, kept.name, "result.txt"} <= left
+        assert (kept / "notes.txt").read_text() == "mine"
+        # the directory-set writer sweeps its parent the same way
+        (tmp_path / f"{fsio.TEMP_PREFIX}{dead}-again.bin.x").write_bytes(b"partial")
+        fsio.write_dir(tmp_path / "set", {"a.txt": "a"})
+        assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(fsio.TEMP_PREFIX)) == sorted(
+            [live_file.name, mine.name, no_pid.name])
+    finally:
+        live.kill()
+        live.wait()
+
+
+def test_temporary_names_carry_the_writers_pid(tmp_path: Path) -> None:
+    with fsio.staged(tmp_path / "out.bin") as tmp:
+        assert tmp.name.startswith(f"{fsio.TEMP_PREFIX}{os.getpid()}-out.bin.")
+        tmp.write_bytes(b"x")
+    with fsio.replace_dir(tmp_path / "set") as stage:
+        assert stage.name.startswith(f"{fsio.TEMP_PREFIX}{os.getpid()}-set.")

@@ -33,6 +33,12 @@ def _files(directory: Path) -> dict[str, bytes]:
             if p.is_file() and not p.name.startswith(fsio.TEMP_PREFIX)}
 
 
+def _leftovers(*directories: Path) -> list[str]:
+    """Temporary files and staging directories (ours by their prefix) in ``directories``."""
+    return sorted(p.name for d in directories for p in d.iterdir()
+                  if p.name.startswith((fsio.TEMP_PREFIX, fsio.KEPT_PREFIX)))
+
+
 def _timed(argv: list[str], cwd: Path) -> float:
     start = time.perf_counter()
     subprocess.run([sys.executable, "-m", "tinynpu", *argv], cwd=cwd, check=True, capture_output=True)
@@ -73,6 +79,9 @@ def test_compile_killed_leaves_the_old_or_the_new_set(tmp_path: Path) -> None:
         assert _files(tmp_path / "mm") in (old, new), "a mix of two compiles"
 
     _kill_at_random(argv("256"), tmp_path, duration, random.Random(0), check)
+    assert main(argv("64")) == 0  # the next run removes what the killed ones left behind
+    assert _leftovers(tmp_path, tmp_path / "mm") == []
+    assert _files(tmp_path / "mm") == old
 
 
 def test_sim_output_killed_leaves_the_old_or_the_new_files(tmp_path: Path) -> None:
@@ -100,6 +109,9 @@ def test_sim_output_killed_leaves_the_old_or_the_new_files(tmp_path: Path) -> No
             assert data in (old[name], new[name]), f"{name} is neither the old nor the new output"
 
     _kill_at_random(argv("new"), tmp_path, duration, random.Random(1), check)
+    assert main(argv("old")) == 0  # the next run removes what the killed ones left behind
+    assert _leftovers(tmp_path / "out") == []
+    assert _files(tmp_path / "out") == old
 
 
 @pytest.mark.slow
@@ -130,3 +142,6 @@ def test_report_killed_leaves_the_old_or_the_new_report(tmp_path: Path) -> None:
         assert whole() in (old, new)
 
     _kill_at_random(argv("32"), tmp_path, duration, random.Random(2), check)
+    assert main(argv("16")) == 0  # the next run removes what the killed ones left behind
+    assert _leftovers(tmp_path, tmp_path / "rep") == []
+    assert whole() == old

@@ -43,8 +43,13 @@ from tinynpu.errors import TinyNpuError, UsageError
 # Default read limit: well above the largest program we make (the naive 1024^3 matmul's image is 13 MB
 # and its assembly 40 MB), well below what would exhaust a laptop's memory.
 MAX_READ_BYTES = 1 << 30
-# Prefix of every temporary name: hidden, and recognisably ours if a killed run leaves one behind.
+# Prefix of every temporary name: hidden, and recognisably ours if a killed run leaves one behind.  The
+# writer's pid follows (TEMP_PREFIX + "1234-" + target name + random suffix), so a later write into the
+# same directory can tell a dead writer's leftover, which it removes, from a live writer's file.
 TEMP_PREFIX = ".tinynpu-tmp-"
+# A staging directory that, after its swap, holds entries of the user's still to be moved back: never
+# removed by the sweep, whatever happened to its writer.
+KEPT_PREFIX = ".tinynpu-kept-"
 
 Ours = Callable[[Path], bool]
 
@@ -365,8 +370,9 @@ def staged(path: Path | str, *, what: str = "output") -> Iterator[Path]:
     """
     path = Path(path)
     directory = path.parent if str(path.parent) else Path(".")
+    remove_stale_temps(directory)
     try:
-        fd, name = tempfile.mkstemp(prefix=TEMP_PREFIX + path.name + ".", dir=directory)
+        fd, name = tempfile.mkstemp(prefix=_temp_prefix(path.name), dir=directory)
     except OSError as exc:
         raise UsageError(f"{what} {path}: cannot write in {directory}: {_reason(exc)}.") from None
     os.close(fd)
@@ -378,11 +384,67 @@ def staged(path: Path | str, *, what: str = "output") -> Iterator[Path]:
         if not tmp.exists():
             raise UsageError(f"{what} {path}: nothing was written.")
         os.chmod(tmp, mode)
+        _fsync_file(tmp)
         _replace_file(tmp, path, what)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _fsync_file(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _temp_prefix(target: str) -> str:
+    return f"{TEMP_PREFIX}{os.getpid()}-{target}."
+
+
+def _writer_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except OSError:  # it exists, owned by someone else
+        return True
+    return True
+
+
+def remove_stale_temps(directory: Path) -> list[Path]:
+    """Remove the temporary files and staging directories in ``directory`` whose writer is dead.
+
+    A name is stale only when it carries a pid (:data:`TEMP_PREFIX` + pid) and no process has that pid:
+    a live writer's file, a name without a pid (from an older version) and a :data:`KEPT_PREFIX`
+    directory are left alone.  A reused pid keeps a leftover until that process ends too.  Errors are
+    ignored: cleaning up never stops a write.
+
+    Returns:
+        What was removed.
+    """
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return removed
+    for entry in entries:
+        pid, dash, _ = entry.name.removeprefix(TEMP_PREFIX).partition("-")
+        if not entry.name.startswith(TEMP_PREFIX) or not dash or not pid.isdigit() or _writer_alive(int(pid)):
+            continue
+        path = Path(entry.path)
+        with contextlib.suppress(OSError):
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+            removed.append(path)
+    return removed
 
 
 def _replace_file(tmp: Path, path: Path, what: str) -> None:
@@ -441,7 +503,8 @@ def replace_dir(out: Path | str, *, what: str = "output directory") -> Iterator[
     parent = out.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
-        stage = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX + out.name + ".", dir=parent))
+        remove_stale_temps(parent)
+        stage = Path(tempfile.mkdtemp(prefix=_temp_prefix(out.name), dir=parent))
     except OSError as exc:
         raise UsageError(f"{what} {out}: cannot write in {parent}: {_reason(exc)}.") from None
     try:
@@ -456,12 +519,7 @@ def replace_dir(out: Path | str, *, what: str = "output directory") -> Iterator[
 def _sync_tree(root: Path) -> None:
     for entry in root.rglob("*"):
         if entry.is_file():
-            with contextlib.suppress(OSError):
-                fd = os.open(entry, os.O_RDONLY)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+            _fsync_file(entry)
 
 
 def _commit_dir(stage: Path, out: Path, *, what: str) -> None:
@@ -489,8 +547,13 @@ def _commit_dir(stage: Path, out: Path, *, what: str) -> None:
                 except OSError:
                     pass
             later.append(entry.name)
+        if later:  # after the swap the old set holds them until moved back: a dead writer's sweep must not
+            kept = stage.with_name(stage.name.replace(TEMP_PREFIX, KEPT_PREFIX, 1))
+            os.rename(stage, kept)
+            stage = kept
         if not _exchange(stage, out):
-            backup = stage.with_name(stage.name + ".old")
+            # Between the two renames the backup is the user's whole directory: never a sweep's.
+            backup = stage.with_name(stage.name.replace(TEMP_PREFIX, KEPT_PREFIX, 1) + ".old")
             os.rename(out, backup)
             try:
                 os.rename(stage, out)
@@ -522,6 +585,7 @@ def write_dir(out: Path | str, files: Mapping[str, bytes | str], *, what: str = 
 
 
 __all__ = [
+    "KEPT_PREFIX",
     "MAX_READ_BYTES",
     "TEMP_PREFIX",
     "check_output",
@@ -531,6 +595,7 @@ __all__ = [
     "read_json",
     "read_npy",
     "read_text",
+    "remove_stale_temps",
     "replace_dir",
     "staged",
     "starts_with",
