@@ -13,6 +13,7 @@ builds, else Icarus; the output says which ran.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -85,14 +86,11 @@ def _workload_parser() -> argparse.ArgumentParser:
 
 
 def _waves_path(args: argparse.Namespace) -> Path | None:
+    """The checked --waves target (fsio's output rules), before any work; None without --waves."""
     if not args.waves:
         return None
-    path = Path(args.waves)
-    if path.exists() and not args.force:
-        raise UsageError(f"--waves {path}: the file exists; pass --force to overwrite it or choose another path.")
-    if not path.parent.exists():
-        raise UsageError(f"--waves {path}: the directory {path.parent} does not exist.")
-    return path
+    read = [Path(args.program), *(Path(p.partition("=")[2]) for p in args.input)] if "program" in args else []
+    return fsio.check_output(args.waves, force=args.force, inputs=read, what="--waves")
 
 
 def _case_from_program(args: argparse.Namespace) -> tuple[Any, Any, Any, dict[str, np.ndarray] | None]:
@@ -173,10 +171,10 @@ def _cmd_cosim(args: argparse.Namespace) -> int:
         inner = _program_parser().parse_args(argv)
         isa, cfg, case, reference = _case_from_program(inner)
     waves = _waves_path(inner)
-    if waves is not None and waves.exists():
-        waves.unlink()
-    with step(f"co-simulating {case.name} on the RTL and the simulator", quiet=inner.json):
-        [report] = cosimulate(isa, cfg, [case], waves=waves, simulator=inner.simulator)
+    with contextlib.ExitStack() as stack:  # the waves replace an earlier file only once the run is complete
+        staged = stack.enter_context(fsio.staged(waves, what="--waves")) if waves is not None else None
+        with step(f"co-simulating {case.name} on the RTL and the simulator", quiet=inner.json):
+            [report] = cosimulate(isa, cfg, [case], waves=staged, simulator=inner.simulator)
     if report.model_error is not None:
         raise UsageError(f"{case.name}: the simulator rejects the program, so there is nothing to compare: "
                          f"{report.model_error}")

@@ -93,16 +93,21 @@ def _sim(args: argparse.Namespace) -> int:
         machine.write_tensor(name, fsio.read_npy(path, what=f"--input {name}"))
     _note_zero_inputs(program, {name for name, _ in inputs})
     log = (sys.stderr if args.json else sys.stdout) if args.log else None
+    # Every output is written whole to a temporary name first; the renames over the targets come last,
+    # back to back, when the stack closes.  They cannot be one atomic step: the targets are files the
+    # user named, in any directories, beside the user's other files, and fsio's one-rename directory
+    # swap (compile -o) would replace a whole directory.  So a kill leaves each file whole, old or new,
+    # and a mixed set only within the few renames at the very end; a run that fails renames nothing.
     with contextlib.ExitStack() as stack:
         trace = stack.enter_context(fsio.staged(Path(args.trace), what="--trace")) if args.trace else None
         # No live line under --log: the log itself streams to the terminal.
         with step(f"simulating {len(program.words):,} instructions", quiet=args.json or args.log):
             stats = machine.run(timing=not args.no_timing, trace_path=trace, log=log, max_cycles=args.max_cycles,
                                 check_races=not args.no_race_check, engine=args.engine)
-    for name, path in outputs:
-        buf = io.BytesIO()
-        np.save(buf, machine.read_tensor(name))
-        fsio.write_atomic(path, buf.getvalue(), what=f"--output {name}")
+        for name, path in outputs:
+            buf = io.BytesIO()
+            np.save(buf, machine.read_tensor(name))
+            stack.enter_context(fsio.staged_data(path, buf.getvalue(), what=f"--output {name}"))
     written = [str(path) for _, path in outputs] + ([args.trace] if args.trace else [])
     if args.json:
         print(json.dumps(dict(stats.to_json(), files_written=written)))

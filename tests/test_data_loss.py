@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import subprocess
@@ -269,3 +270,20 @@ def test_temporary_names_carry_the_writers_pid(tmp_path: Path) -> None:
         tmp.write_bytes(b"x")
     with fsio.replace_dir(tmp_path / "set") as stage:
         assert stage.name.startswith(f"{fsio.TEMP_PREFIX}{os.getpid()}-set.")
+
+
+def test_staged_outputs_are_renamed_after_all_are_written_or_not_at_all(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.bin", tmp_path / "b.bin"
+    a.write_bytes(b"old a")
+    b.write_bytes(b"old b")
+    with pytest.raises(RuntimeError), contextlib.ExitStack() as stack:
+        stack.enter_context(fsio.staged_data(a, b"new a"))
+        assert a.read_bytes() == b"old a"  # staged, not yet renamed
+        stack.enter_context(fsio.staged_data(b, b"new b"))
+        raise RuntimeError("the run fails after both are staged")
+    assert (a.read_bytes(), b.read_bytes()) == (b"old a", b"old b")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.bin", "b.bin"]
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(fsio.staged_data(a, b"new a"))
+        stack.enter_context(fsio.staged_data(b, "new b"))
+    assert (a.read_bytes(), b.read_bytes()) == (b"new a", b"new b")

@@ -57,6 +57,17 @@ def test_cosim_program_with_inputs_and_waves(tmp_path: Path, capsys: pytest.Capt
     assert main(["cosim", str(binary), "--input", f"X={tmp_path / 'x.npy'}", "--waves", str(waves)]) == 2
     assert "--force" in capsys.readouterr().err
     assert expected  # the numpy side of this program is checked in test_rtl_cosim
+    # fsio's output rules, checked before the run: never over an input, never over a directory
+    for target, words in ((tmp_path / "x.npy", "also an input of this run"), (tmp_path, "it is a directory")):
+        assert main(["cosim", str(binary), "--input", f"X={tmp_path / 'x.npy'}", "--waves", str(target),
+                     "--force"]) == 2
+        assert words in capsys.readouterr().err
+    # --force replaces the waves only once the run is complete, and leaves no temporary file
+    before = waves.stat().st_mtime_ns
+    code, out = run_json(capsys, ["cosim", str(binary), "--input", f"X={tmp_path / 'x.npy'}", "--json",
+                                  "--simulator", "icarus", "--waves", str(waves), "--force"])
+    assert code == 0 and waves.stat().st_mtime_ns > before and waves.stat().st_size > 1000
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tinynpu-")]
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -347,18 +347,25 @@ def write_atomic(path: Path | str, data: bytes | str, *, what: str = "output") -
         UsageError: the directory is not writable, the disk is full, or the target is not a regular file.
     """
     path = Path(path)
-    if isinstance(data, str):
-        data = data.encode("utf-8")
-    directory = path.parent if str(path.parent) else Path(".")
+    with staged_data(path, data, what=what):
+        pass
+    _fsync_dir(path.parent if str(path.parent) else Path("."))
+
+
+@contextlib.contextmanager
+def staged_data(path: Path | str, data: bytes | str, *, what: str = "output") -> Iterator[Path]:
+    """``data`` written whole under a temporary name beside ``path``, renamed over it when the block ends.
+
+    For a command with several outputs: stage each, then leave all the blocks at once, so the renames
+    come back to back after every file is complete (an ``ExitStack`` of these).
+    """
     with staged(path, what=what) as tmp:
         try:
             with open(tmp, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
+                fh.write(data.encode("utf-8") if isinstance(data, str) else data)
         except OSError as exc:
             raise UsageError(f"{what} {path}: cannot write: {_reason(exc)}.") from None
-    _fsync_dir(directory)
+        yield tmp
 
 
 @contextlib.contextmanager
@@ -598,6 +605,7 @@ __all__ = [
     "remove_stale_temps",
     "replace_dir",
     "staged",
+    "staged_data",
     "starts_with",
     "write_atomic",
     "write_dir",
