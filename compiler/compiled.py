@@ -74,7 +74,7 @@ class Compiled:
     """
 
     program: Program
-    comments: dict[int, str]
+    comments: Mapping[int, str]
     workload: dict[str, Any]
     trace: tuple[dict[str, Any], ...]
     bounds: Bounds

@@ -119,10 +119,10 @@ class _AfterStores:
         return self.inner.k_total
 
     def load(self, emit: Emitter, *, scope: str, sp_row: int, row0: int, rows: int, k0: int) -> None:
-        first = len(emit.ops)
+        first = emit.size
         self.inner.load(emit, scope=scope, sp_row=sp_row, row0=row0, rows=rows, k0=k0)
         if self.pending:
-            emit.ops[first].deps.add(self.store_index)
+            emit.depend(first, on=self.store_index)
             self.pending = False
 
 
@@ -220,7 +220,7 @@ def compile_mlp(batch: int, *, dtype: str = "int8", cfg: ArchConfig | None = Non
     )
     for layer, (a, b, c, bias) in zip((l1, l2), operands, strict=True):
         if layer is l2:  # layer 2 reads hidden from DRAM only after layer 1's stores wrote it
-            last_store = max(i for i, op in enumerate(emit.ops) if op.mnemonic == "store")
+            last_store = emit.last("store")
             a = _AfterStores(a, last_store)  # type: ignore[assignment]
         tiling = _layer_tiling(layer, cfg)
         issued += lower_gemm(emit, m=layer.m, n=layer.n, k=layer.k, a=a, b=b, c=c, tiling=tiling, bias=bias)

@@ -17,11 +17,14 @@ never reason about tokens: they only emit in a sensible program order.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
 
+from tinynpu.compiler.comments import Comments
+from tinynpu.compiler.tokens import Accesses, tokens
 from tinynpu.errors import SpecError, UsageError
 from tinynpu.intmath import ceil_div
 from tinynpu.isa import ArchConfig, Instruction, Isa, encoding
@@ -29,29 +32,64 @@ from tinynpu.isa import ArchConfig, Instruction, Isa, encoding
 
 @dataclass
 class Op:
-    """One emitted instruction before token assignment.
+    """One instruction emitted by a call (:meth:`Emitter.load` and its siblings).
 
     Attributes:
         mnemonic: ISA mnemonic.
         fields: Field values except ``wait``/``signal``.
         unit: Unit name that executes it.
         comment: Text shown next to it in the assembly listing.
-        wait: Token wait mask (filled in by :meth:`Emitter.finish`).
-        signal: Token signal mask (filled in by :meth:`Emitter.finish`).
+        deps: Instructions it must wait for beyond those its accesses imply.
+        access: Scratchpad accesses: (scope, first row, rows, whether it writes).
+        dram: The DRAM byte span (first, end) a ``load`` reads or a ``store`` writes.
     """
 
     mnemonic: str
     fields: dict[str, int]
     unit: str
     comment: str = ""
-    wait: int = 0
-    signal: int = 0
     deps: set[int] = field(default_factory=set)
+    access: tuple[tuple[str, int, int, bool], ...] = ()
+    dram: tuple[int, int] | None = None
 
 
-def _encode_error(instr: Instruction, op: Op, tile: int) -> str | None:
-    """Why ``op`` does not encode (the one-word encoder's message), or None."""
-    fields = op.fields if instr.unit == "control" else {**op.fields, "wait": op.wait, "signal": op.signal}
+Rows = tuple[str, np.ndarray, np.ndarray]  # scope, first row, rows: one entry per instruction
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Instructions of one mnemonic given as columns, for :meth:`Emitter.extend`.
+
+    Attributes:
+        mnemonic: ISA mnemonic.
+        order: Each instruction's position among all instructions of the same ``extend`` call.
+        fields: Field name -> one value per instruction, or one value for all (not ``wait``/``signal``).
+        reads: Scratchpad rows each instruction reads.
+        writes: Scratchpad rows each instruction writes.
+        dram: The DRAM byte span (first, end) of each ``load`` / ``store``.
+        comment: The listing comment, a ``str.format`` template ...
+        comment_args: ... filled with these integers, one array per placeholder.
+    """
+
+    mnemonic: str
+    order: np.ndarray
+    fields: Mapping[str, np.ndarray | int]
+    reads: tuple[Rows, ...] = ()
+    writes: tuple[Rows, ...] = ()
+    dram: tuple[np.ndarray, np.ndarray] | None = None
+    comment: str = ""
+    comment_args: tuple[np.ndarray, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Run:
+    base: int  # index of the run's first instruction
+    segment: int
+    columns: tuple[Columns, ...]
+
+
+def _encode_error(instr: Instruction, fields: dict[str, int], tile: int) -> str | None:
+    """Why an instruction with ``fields`` does not encode (the one-word encoder's message), or None."""
     try:
         encoding.encode(instr, fields, tile)
     except SpecError as exc:
@@ -62,12 +100,12 @@ def _encode_error(instr: Instruction, op: Op, tile: int) -> str | None:
 class Emitter:
     """Collects instructions and derives their synchronization tokens.
 
-    Dependencies are tracked per scratchpad granule of ``cfg.tile`` rows (an
-    access touching part of a granule counts as touching all of it, which is
-    conservative and therefore safe), and in DRAM per byte span of each
-    ``load``/``store`` (first to last byte touched): a load of bytes an earlier
-    store wrote waits for it (a layer boundary), and a store over bytes an
-    earlier load read waits for that load.
+    Instructions come one call at a time (:meth:`load`, :meth:`tmm`, ...) or
+    as columns of many at once (:meth:`extend`); either way the emitter
+    records what each reads and writes, and :meth:`finish` derives every
+    token from those records in one vectorized pass
+    (:mod:`tinynpu.compiler.tokens`): scratchpads per granule of
+    ``cfg.tile`` rows, DRAM per byte span of each ``load``/``store``.
 
     Args:
         isa: The loaded ISA (encodings, unit ids).
@@ -77,104 +115,73 @@ class Emitter:
     def __init__(self, isa: Isa, cfg: ArchConfig) -> None:
         self.isa = isa
         self.cfg = cfg
-        self.ops: list[Op] = []
+        self.ops: list[Op] = []  # the instructions emitted one call at a time, in order
+        self.size = 0  # instructions so far, of both kinds
         self._gran = cfg.tile
         self._units = [u.name for u in isa.queued_units]
-        self._reset_tracking()
+        self._scopes = [s.name for s in isa.scopes]
+        self._limit = {s.name: cfg.rows(s.config_key) for s in isa.scopes}
+        self._op_index: list[int] = []  # program index of each of self.ops
+        self._op_segment: list[int] = []
+        self._runs: list[_Run] = []
+        self._segment = 0  # barriers so far
+        self._extra: list[tuple[int, int]] = []
 
-    # -- dependency tracking -------------------------------------------------
-    def _reset_tracking(self) -> None:
-        self._writer: dict[str, list[int]] = {}
-        self._wunit: dict[str, list[str | None]] = {}
-        self._readers: dict[str, dict[str, list[int]]] = {}
-        keys = {s.name: s.config_key for s in self.isa.scopes}
-        self._limit = {scope: self.cfg.rows(key) for scope, key in keys.items()}
-        # DRAM spans (first byte, end byte, op index) of stores and loads so far, with their
-        # bounding boxes: a matmul never loads what it stores, so the box test is O(1) there.
-        self._dram: dict[str, list[tuple[int, int, int]]] = {"load": [], "store": []}
-        self._box: dict[str, list[int]] = {"load": [1 << 62, -1], "store": [1 << 62, -1]}
-        for scope, key in keys.items():
-            n = ceil_div(self.cfg.rows(key), self._gran)
-            self._writer[scope] = [-1] * n
-            self._wunit[scope] = [None] * n
-            self._readers[scope] = {u: [-1] * n for u in self._units}
-
-    def _granules(self, scope: str, row: int, rows: int, what: str) -> range:
+    def _check_rows(self, index: int, what: str, scope: str, row: int, rows: int) -> None:
         limit = self._limit[scope]
         if row < 0 or rows < 1 or row + rows > limit:
             raise UsageError(
-                f"instruction {len(self.ops)} ({what}): rows {row}..{row + rows - 1} of scratchpad {scope!r} "
+                f"instruction {index} ({what}): rows {row}..{row + rows - 1} of scratchpad {scope!r} "
                 f"fall outside its {limit} rows (config {self.cfg.name!r})."
             )
-        return range(row // self._gran, (row + rows - 1) // self._gran + 1)
 
-    def _dram_access(self, op: Op, lo: int, hi: int) -> None:
-        """Order a load after the latest store overlapping its bytes, and a store after such a load."""
-        other = "store" if op.unit == "load" else "load"
-        box = self._box[other]
-        if lo < box[1] and box[0] < hi:
-            # The latest overlapping one suffices: its unit retires in order.
-            for s_lo, s_hi, s_idx in reversed(self._dram[other]):
-                if lo < s_hi and s_lo < hi:
-                    op.deps.add(s_idx)
-                    break
-        self._dram[op.unit].append((lo, hi, len(self.ops)))
-        mine = self._box[op.unit]
-        mine[0], mine[1] = min(mine[0], lo), max(mine[1], hi)
-
-    def _access(self, op: Op, reads: list[tuple[str, int, int]], writes: list[tuple[str, int, int]]) -> None:
-        idx = len(self.ops)
-        unit = op.unit
-        deps = op.deps
-        for scope, row, rows in reads:
-            writer = self._writer[scope]
-            wunit = self._wunit[scope]
-            mine = self._readers[scope][unit]
-            for g in self._granules(scope, row, rows, op.mnemonic):
-                if wunit[g] is not None and wunit[g] != unit:
-                    deps.add(writer[g])
-                mine[g] = idx
-        for scope, row, rows in writes:
-            writer = self._writer[scope]
-            wunit = self._wunit[scope]
-            readers = self._readers[scope]
-            for g in self._granules(scope, row, rows, op.mnemonic):
-                if wunit[g] is not None and wunit[g] != unit:
-                    deps.add(writer[g])
-                for u, lst in readers.items():
-                    r = lst[g]
-                    if r >= 0:
-                        if u != unit:
-                            deps.add(r)
-                        lst[g] = -1
-                writer[g] = idx
-                wunit[g] = unit
+    def _add(self, op: Op) -> None:
+        for scope, row, rows, _ in op.access:
+            self._check_rows(self.size, op.mnemonic, scope, row, rows)
         self.ops.append(op)
+        self._op_index.append(self.size)
+        self._op_segment.append(self._segment)
+        self.size += 1
+
+    def depend(self, index: int, *, on: int) -> None:
+        """Make instruction ``index`` wait for instruction ``on`` (an order its accesses do not imply)."""
+        self._extra.append((index, on))
+
+    def last(self, mnemonic: str) -> int:
+        """The index of the latest ``mnemonic`` instruction so far.
+
+        Raises:
+            UsageError: there is none.
+        """
+        found = [i for op, i in zip(self.ops, self._op_index, strict=True) if op.mnemonic == mnemonic]
+        for run in self._runs:
+            found += [run.base + int(c.order.max()) for c in run.columns if c.mnemonic == mnemonic and len(c.order)]
+        if not found:
+            raise UsageError(f"no {mnemonic} instruction has been emitted yet.")
+        return max(found)
 
     # -- instructions --------------------------------------------------------
     def load(self, scope: str, sp_row: int, dram: int, *, rows: int, cols: int, stride: int,
              comment: str = "") -> None:
         """DMA ``rows`` x ``cols`` elements from DRAM into ``scope`` rows ``sp_row..`` (rest zeroed)."""
-        op = Op("load", {"scope": self.isa.scope_by_name[scope].id, "sp_row": sp_row, "dram": dram,
-                         "stride": stride, "rows": rows, "cols": cols}, "load", comment)
-        key = self.isa.scope_by_name[scope].config_key
-        self._dram_access(op, dram, dram + (rows - 1) * stride + cols * self.cfg.elem_bytes(key))
-        self._access(op, [], [(scope, sp_row, rows)])
+        sc = self.isa.scope_by_name[scope]
+        end = dram + (rows - 1) * stride + cols * self.cfg.elem_bytes(sc.config_key)
+        self._add(Op("load", {"scope": sc.id, "sp_row": sp_row, "dram": dram, "stride": stride, "rows": rows,
+                              "cols": cols}, "load", comment, access=((scope, sp_row, rows, True),),
+                     dram=(dram, end)))
 
     def zero(self, scope: str, sp_row: int, *, rows: int, comment: str = "") -> None:
         """Zero scratchpad rows (padding rows, halos, fill-zero)."""
-        op = Op("zero", {"scope": self.isa.scope_by_name[scope].id, "sp_row": sp_row, "rows": rows},
-                "load", comment)
-        self._access(op, [], [(scope, sp_row, rows)])
+        self._add(Op("zero", {"scope": self.isa.scope_by_name[scope].id, "sp_row": sp_row, "rows": rows},
+                     "load", comment, access=((scope, sp_row, rows, True),)))
 
     def store(self, sp_row: int, dram: int, *, rows: int, cols: int, stride: int, narrow: bool = False,
               relu: bool = False, shift: int = 0, comment: str = "") -> None:
         """DMA accumulator rows to DRAM, optionally requantized (narrow/shift/relu)."""
-        op = Op("store", {"sp_row": sp_row, "dram": dram, "stride": stride, "rows": rows, "cols": cols,
-                          "narrow": int(narrow), "relu": int(relu), "shift": shift}, "store", comment)
         out_bytes = 1 if narrow else self.cfg.elem_bytes("acc")
-        self._dram_access(op, dram, dram + (rows - 1) * stride + cols * out_bytes)
-        self._access(op, [("acc", sp_row, rows)], [])
+        self._add(Op("store", {"sp_row": sp_row, "dram": dram, "stride": stride, "rows": rows, "cols": cols,
+                               "narrow": int(narrow), "relu": int(relu), "shift": shift}, "store", comment,
+                     access=(("acc", sp_row, rows, False),), dram=(dram, dram + (rows - 1) * stride + cols * out_bytes)))
 
     def tmm(self, acc: int, a: int, b: int, *, m: int, n: int, k: int, accumulate: bool,
             comment: str = "") -> None:
@@ -183,92 +190,210 @@ class Emitter:
         for name, row in (("acc", acc), ("a", a), ("b", b)):
             if row % t:
                 raise UsageError(
-                    f"instruction {len(self.ops)} (tmm): {name} row {row} is not a multiple of {t}.")
-        op = Op("tmm", {"acc": acc // t, "a": a // t, "b": b // t, "m": m, "n": n, "k": k,
-                        "accumulate": int(accumulate)}, "tensor", comment)
-        reads = [("a", a, m * k * t), ("b", b, n * k * t)]
+                    f"instruction {self.size} (tmm): {name} row {row} is not a multiple of {t}.")
+        access = [("a", a, m * k * t, False), ("b", b, n * k * t, False)]
         if accumulate:
-            reads.append(("acc", acc, m * n * t))
-        self._access(op, reads, [("acc", acc, m * n * t)])
+            access.append(("acc", acc, m * n * t, False))
+        access.append(("acc", acc, m * n * t, True))
+        self._add(Op("tmm", {"acc": acc // t, "a": a // t, "b": b // t, "m": m, "n": n, "k": k,
+                             "accumulate": int(accumulate)}, "tensor", comment, access=tuple(access)))
 
     def alu(self, mnemonic: str, dst: int, *, rows: int, src: int | None = None, imm: int | None = None,
             shift: int | None = None, comment: str = "") -> None:
         """A vector ALU op on accumulator rows (vadd, vaddrow, vmax, vmin, vmul, vshr, vrequant)."""
         fields: dict[str, int] = {"dst": dst, "rows": rows}
-        reads = [("acc", dst, rows)]
+        access = [("acc", dst, rows, False)]
         if src is not None:
             fields["src"] = src
-            reads.append(("acc", src, {"vaddrow": 1, "vrequant": 2}.get(mnemonic, rows)))
+            access.append(("acc", src, {"vaddrow": 1, "vrequant": 2}.get(mnemonic, rows), False))
         if imm is not None:
             fields["imm"] = imm
         if shift is not None:
             fields["shift"] = shift
-        self._access(Op(mnemonic, fields, "alu", comment), reads, [("acc", dst, rows)])
+        access.append(("acc", dst, rows, True))
+        self._add(Op(mnemonic, fields, "alu", comment, access=tuple(access)))
 
     def barrier(self, comment: str = "") -> None:
         """``sync``: everything before completes before anything after is dispatched."""
-        self.ops.append(Op("sync", {}, "control", comment))
-        self._reset_tracking()
+        self._add(Op("sync", {}, "control", comment))
+        self._segment += 1
+
+    def extend(self, columns: Sequence[Columns]) -> None:
+        """Append many instructions at once: the columns' instructions, ordered by their ``order``.
+
+        Raises:
+            UsageError: the orders are not a permutation of 0..n-1, or an instruction's rows fall
+                outside its scratchpad (naming the instruction).
+        """
+        n = sum(len(c.order) for c in columns)
+        seen = np.zeros(n, dtype=bool)
+        for c in columns:
+            if len(c.order) and (c.order.min() < 0 or c.order.max() >= n or seen[c.order].any()):
+                raise UsageError(f"extend: the orders of the {c.mnemonic} columns are not distinct "
+                                 f"positions in 0..{n - 1}.")
+            seen[c.order] = True
+        if not seen.all():
+            raise UsageError(f"extend: the orders of the columns are not distinct positions in 0..{n - 1}.")
+        for c in columns:
+            for scope, row, rows in (*c.reads, *c.writes):
+                bad = np.flatnonzero((row < 0) | (rows < 1) | (row + rows > self._limit[scope]))
+                if len(bad):
+                    i = int(bad[0])
+                    self._check_rows(self.size + int(c.order[i]), c.mnemonic, scope, int(row[i]), int(rows[i]))
+        self._runs.append(_Run(self.size, self._segment, tuple(columns)))
+        self.size += n
 
     # -- finishing -----------------------------------------------------------
-    def finish(self) -> tuple[list[int], dict[int, str]]:
+    def finish(self) -> tuple[list[int], Comments]:
         """Append ``halt``, assign tokens and encode.
 
         Returns:
             The instruction words and the per-index comments for the listing.
         """
-        self.ops.append(Op("halt", {}, "control", "end of program"))
-        uid = self.isa.unit_ids
-        covered: dict[tuple[str, str], int] = {}
-        ops = self.ops
-        for op in ops:
-            if not op.deps:
-                continue
-            latest: dict[str, int] = {}
-            for d in op.deps:
-                u = ops[d].unit
-                if d > latest.get(u, -1):
-                    latest[u] = d
-            for u, p in latest.items():
-                # Units start in order, so an earlier wait on a token from p' >= p already covers p.
-                if covered.get((u, op.unit), -1) >= p:
-                    continue
-                op.wait |= 1 << uid[u]
-                ops[p].signal |= 1 << uid[op.unit]
-                covered[(u, op.unit)] = p
-        comments = {i: op.comment for i, op in enumerate(ops) if op.comment}
-        return self._encode(), comments
+        self._add(Op("halt", {}, "control", "end of program"))
+        acc = self._accesses()
+        wait, signal = tokens(acc, scope_granules=[ceil_div(self._limit[s], self._gran) for s in self._scopes],
+                              unit_bits=[1 << self.isa.unit_ids[u] for u in self._units])
+        literal = {i: op.comment for op, i in zip(self.ops, self._op_index, strict=True) if op.comment}
+        templated = [(run.base + c.order, c.comment, c.comment_args)
+                     for run in self._runs for c in run.columns if c.comment]
+        return self._encode(wait, signal), Comments(literal, templated)
 
-    def _encode(self) -> list[int]:
-        """The words of every op: one vectorized encode per mnemonic (:func:`encoding.encode_columns`)."""
-        ops = self.ops
-        members: dict[str, list[int]] = {}
-        for i, op in enumerate(ops):
-            members.setdefault(op.mnemonic, []).append(i)
-        lo = np.zeros(len(ops), dtype=np.uint64)
-        hi = np.zeros(len(ops), dtype=np.uint64)
-        for mnemonic, idx in members.items():
+    def _accesses(self) -> Accesses:
+        """Every recorded access as arrays (:class:`~tinynpu.compiler.tokens.Accesses`)."""
+        n = self.size
+        unit_code = {u: i for i, u in enumerate(self._units)}
+        scope_code = {s: i for i, s in enumerate(self._scopes)}
+        unit = np.full(n, -1, dtype=np.int64)
+        segment = np.zeros(n, dtype=np.int64)
+        idx = np.asarray(self._op_index, dtype=np.int64)
+        unit[idx] = [unit_code.get(op.unit, -1) for op in self.ops]
+        segment[idx] = self._op_segment
+        r_op: list[np.ndarray] = []
+        r_scope: list[np.ndarray] = []
+        r_row: list[np.ndarray] = []
+        r_rows: list[np.ndarray] = []
+        r_write: list[np.ndarray] = []
+        flat = [(i, scope_code[s], row, rows, int(w)) for op, i in zip(self.ops, self._op_index, strict=True)
+                for s, row, rows, w in op.access]
+        if flat:
+            cols = np.array(flat, dtype=np.int64).T
+            r_op.append(cols[0]), r_scope.append(cols[1]), r_row.append(cols[2]), r_rows.append(cols[3])
+            r_write.append(cols[4])
+        spans = [(i, lo, hi, int(op.mnemonic == "store")) for op, i in zip(self.ops, self._op_index, strict=True)
+                 if op.dram is not None for lo, hi in (op.dram,)]
+        d_cols = [list(x) for x in zip(*spans, strict=True)] if spans else [[], [], [], []]
+        d_op, d_lo, d_hi, d_store = ([np.asarray(c, dtype=np.int64)] for c in d_cols)
+        for run in self._runs:
+            for c in run.columns:
+                ops = run.base + c.order
+                instr = self.isa.by_mnemonic[c.mnemonic]
+                unit[ops] = unit_code.get(instr.unit, -1)
+                segment[ops] = run.segment
+                for write, group in ((0, c.reads), (1, c.writes)):
+                    for scope, row, rows in group:
+                        r_op.append(ops)
+                        r_scope.append(np.full(len(ops), scope_code[scope], dtype=np.int64))
+                        r_row.append(np.asarray(row, dtype=np.int64))
+                        r_rows.append(np.asarray(rows, dtype=np.int64))
+                        r_write.append(np.full(len(ops), write, dtype=np.int64))
+                if c.dram is not None:
+                    d_op.append(ops)
+                    d_lo.append(np.asarray(c.dram[0], dtype=np.int64))
+                    d_hi.append(np.asarray(c.dram[1], dtype=np.int64))
+                    d_store.append(np.full(len(ops), int(c.mnemonic == "store"), dtype=np.int64))
+        row = np.concatenate(r_row) if r_row else np.zeros(0, np.int64)
+        rows = np.concatenate(r_rows) if r_rows else np.zeros(0, np.int64)
+        extra = [(i, p) for op, i in zip(self.ops, self._op_index, strict=True) for p in op.deps] + self._extra
+        extra_cols = np.array(extra, dtype=np.int64).reshape(-1, 2).T
+
+        def cat(parts: list[np.ndarray]) -> np.ndarray:
+            return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+        return Accesses(unit=unit, segment=segment, range_op=cat(r_op), range_scope=cat(r_scope),
+                        range_first=row // self._gran, range_last=(row + rows - 1) // self._gran,
+                        range_write=cat(r_write), dram_op=cat(d_op), dram_lo=cat(d_lo), dram_hi=cat(d_hi),
+                        dram_store=cat(d_store), extra_consumer=extra_cols[0], extra_producer=extra_cols[1])
+
+    def _encode(self, wait: np.ndarray, signal: np.ndarray) -> list[int]:
+        """The words of every instruction: one vectorized encode per mnemonic (:func:`encoding.encode_columns`)."""
+        tile = self.cfg.tile
+        # mnemonic -> parts of (program indices, field -> value per instruction, wait/signal excluded)
+        groups: dict[str, list[tuple[np.ndarray, dict[str, np.ndarray]]]] = {}
+        scalar: dict[str, list[int]] = {}
+        for k, op in enumerate(self.ops):
+            scalar.setdefault(op.mnemonic, []).append(k)
+        for mnemonic, members in scalar.items():
+            idx = np.asarray([self._op_index[k] for k in members], dtype=np.int64)
+            values = {name: [self.ops[k].fields.get(name) for k in members] for name in self._value_fields(mnemonic)}
+            groups.setdefault(mnemonic, []).append((idx, self._columns(mnemonic, idx, values)))
+        for run in self._runs:
+            for c in run.columns:
+                idx = run.base + c.order
+                unknown = sorted(set(c.fields) - set(self._value_fields(c.mnemonic)))
+                if unknown:
+                    raise UsageError(f"extend: {c.mnemonic} has no field {unknown[0]!r}.")
+                values = {name: c.fields.get(name) for name in self._value_fields(c.mnemonic)}
+                groups.setdefault(c.mnemonic, []).append((idx, self._columns(c.mnemonic, idx, values)))
+        lo = np.zeros(self.size, dtype=np.uint64)
+        hi = np.zeros(self.size, dtype=np.uint64)
+        for mnemonic, parts in groups.items():
             instr = self.isa.by_mnemonic[mnemonic]
-            columns: dict[str, list[int]] = {}
+            idx = np.concatenate([i for i, _ in parts])
+            arrays = {name: np.concatenate([cols[name] for _, cols in parts]) for name in parts[0][1]}
             for f in instr.fields:
                 if f.kind == "units":
-                    values = [getattr(ops[i], f.name) for i in idx]
-                else:
-                    values = [ops[i].fields.get(f.name, f.default_at(self.cfg.tile)) for i in idx]
-                if None in values:
-                    i = idx[values.index(None)]
-                    raise UsageError(f"instruction {i} ({mnemonic}): field {f.name} has no value and no default.")
-                columns[f.name] = values
+                    arrays[f.name] = wait[idx] if f.name == "wait" else signal[idx]
             try:
-                arrays = {name: np.array(v, dtype=np.int64) for name, v in columns.items()}
-                lo[idx], hi[idx] = encoding.encode_columns(instr, arrays, len(idx), self.cfg.tile)
-            except (SpecError, OverflowError):  # a value beyond int64 fits no field: _encode_error says which
-                bad, why = next((i, w) for i in idx if (w := _encode_error(instr, ops[i], self.cfg.tile)) is not None)
-                raise UsageError(f"instruction {bad} ({mnemonic}): {why}") from None
+                lo[idx], hi[idx] = encoding.encode_columns(instr, arrays, len(idx), tile)
+            except SpecError:  # name the first instruction in program order that does not encode
+                for j in np.argsort(idx).tolist():
+                    why = _encode_error(instr, {name: int(v[j]) for name, v in arrays.items()}, tile)
+                    if why is not None:
+                        raise UsageError(f"instruction {int(idx[j])} ({mnemonic}): {why}") from None
+                raise
         return encoding.to_ints(lo, hi)
 
+    def _value_fields(self, mnemonic: str) -> list[str]:
+        """The fields of ``mnemonic`` an emitter sets (all but the token masks)."""
+        return [f.name for f in self.isa.by_mnemonic[mnemonic].fields if f.kind != "units"]
+
+    def _columns(self, mnemonic: str, idx: np.ndarray,
+                 values: Mapping[str, Sequence[int | None] | np.ndarray | int | None]) -> dict[str, np.ndarray]:
+        """int64 columns of ``values`` (one value, or one per instruction), missing ones at their defaults.
+
+        Raises:
+            UsageError: a field without value and default, or a value no field of 64 bits holds.
+        """
+        instr = self.isa.by_mnemonic[mnemonic]
+        out: dict[str, np.ndarray] = {}
+        for name, given in values.items():
+            f = instr.field_map[name]
+            default = f.default_at(self.cfg.tile)
+            if isinstance(given, list):
+                given = [default if v is None else v for v in given]
+                missing = [j for j, v in enumerate(given) if v is None]
+            else:
+                given = default if given is None else given
+                missing = [0] if given is None else []
+            if missing:
+                raise UsageError(f"instruction {int(idx[missing[0]])} ({mnemonic}): field {name} has no value "
+                                 "and no default.")
+            try:
+                out[name] = np.broadcast_to(np.asarray(given, dtype=np.int64), (len(idx),))
+            except OverflowError:
+                big = next(j for j, v in enumerate(np.atleast_1d(np.asarray(given, dtype=object)).tolist())
+                           if not -(1 << 63) <= v < 1 << 63)
+                hi = f.hi_at(self.cfg.tile)
+                raise UsageError(f"instruction {int(idx[min(big, len(idx) - 1)])} ({mnemonic}): encode: "
+                                 f"{mnemonic} field {name!r} must be in {f.lo}..{hi}, not "
+                                 f"{np.atleast_1d(np.asarray(given, dtype=object))[big]}.") from None
+        return out
+
     def count(self, mnemonic: str) -> int:
-        return sum(1 for op in self.ops if op.mnemonic == mnemonic)
+        """How many ``mnemonic`` instructions have been emitted so far."""
+        return (sum(1 for op in self.ops if op.mnemonic == mnemonic)
+                + sum(len(c.order) for run in self._runs for c in run.columns if c.mnemonic == mnemonic))
 
 
 class OperandA(Protocol):
@@ -336,4 +461,4 @@ class DenseOutput:
                    comment=f"{self.name}[{row0}:{row0 + rows}, {col0}:{col0 + cols}]")
 
 
-__all__ = ["DenseOperand", "DenseOutput", "Emitter", "Op", "OperandA", "OperandB", "OutputC"]
+__all__ = ["Columns", "DenseOperand", "DenseOutput", "Emitter", "Op", "OperandA", "OperandB", "OutputC"]
