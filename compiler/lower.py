@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from tinynpu.compiler.epilogue import INT8_MAX, INT8_MIN, Epilogue
-from tinynpu.compiler.operands import Emitter, OperandA, OutputC
+from tinynpu.compiler.lower_columns import lower_gemm_columns
+from tinynpu.compiler.operands import DenseOperand, DenseOutput, Emitter, OperandA, OutputC
 from tinynpu.compiler.schedule import Tiling, buffer_rows
 from tinynpu.intmath import ceil_div
 
@@ -105,6 +106,21 @@ def chunks(m: int, n: int, k: int, t: Tiling, tile: int) -> list[_Chunk]:
 def lower_gemm(emit: Emitter, *, m: int, n: int, k: int, a: OperandA, b: OperandA, c: OutputC,
                tiling: Tiling, bias: Bias | None = None, epilogue: EpilogueRows | None = None) -> int:
     """Emit the instructions of ``C = A @ B^T (+ bias)`` for ``tiling``, or with its layer ``epilogue``.
+
+    Dense operands without bias or epilogue take the columnar path
+    (:func:`~tinynpu.compiler.lower_columns.lower_gemm_columns`, the same
+    program computed with numpy); everything else :func:`lower_gemm_by_calls`.
+    Arguments and result as :func:`lower_gemm_by_calls`.
+    """
+    if (bias is None and epilogue is None and type(a) is DenseOperand and type(b) is DenseOperand
+            and type(c) is DenseOutput):
+        return lower_gemm_columns(emit, m=m, n=n, k=k, a=a, b=b, c=c, tiling=tiling)
+    return lower_gemm_by_calls(emit, m=m, n=n, k=k, a=a, b=b, c=c, tiling=tiling, bias=bias, epilogue=epilogue)
+
+
+def lower_gemm_by_calls(emit: Emitter, *, m: int, n: int, k: int, a: OperandA, b: OperandA, c: OutputC,
+                        tiling: Tiling, bias: Bias | None = None, epilogue: EpilogueRows | None = None) -> int:
+    """Emit the instructions of ``C = A @ B^T (+ bias)`` for ``tiling``, one emitter call each.
 
     Args:
         emit: Where instructions go (tokens are derived on :meth:`Emitter.finish`).
@@ -278,4 +294,4 @@ def _zero_edge_rows(emit: Emitter, total: int, plan: list[_Chunk], sub: Callable
         emit.zero(scope, row, rows=n_rows, comment="edge-tile padding rows")
 
 
-__all__ = ["Bias", "EpilogueRows", "chunks", "lower_gemm"]
+__all__ = ["Bias", "EpilogueRows", "chunks", "lower_gemm", "lower_gemm_by_calls"]

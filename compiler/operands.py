@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -179,9 +179,10 @@ class Emitter:
               relu: bool = False, shift: int = 0, comment: str = "") -> None:
         """DMA accumulator rows to DRAM, optionally requantized (narrow/shift/relu)."""
         out_bytes = 1 if narrow else self.cfg.elem_bytes("acc")
+        end = dram + (rows - 1) * stride + cols * out_bytes
         self._add(Op("store", {"sp_row": sp_row, "dram": dram, "stride": stride, "rows": rows, "cols": cols,
                                "narrow": int(narrow), "relu": int(relu), "shift": shift}, "store", comment,
-                     access=(("acc", sp_row, rows, False),), dram=(dram, dram + (rows - 1) * stride + cols * out_bytes)))
+                     access=(("acc", sp_row, rows, False),), dram=(dram, end)))
 
     def tmm(self, acc: int, a: int, b: int, *, m: int, n: int, k: int, accumulate: bool,
             comment: str = "") -> None:
@@ -278,8 +279,8 @@ class Emitter:
                 for s, row, rows, w in op.access]
         if flat:
             cols = np.array(flat, dtype=np.int64).T
-            r_op.append(cols[0]), r_scope.append(cols[1]), r_row.append(cols[2]), r_rows.append(cols[3])
-            r_write.append(cols[4])
+            for parts, column in zip((r_op, r_scope, r_row, r_rows, r_write), cols, strict=True):
+                parts.append(column)
         spans = [(i, lo, hi, int(op.mnemonic == "store")) for op, i in zip(self.ops, self._op_index, strict=True)
                  if op.dram is not None for lo, hi in (op.dram,)]
         d_cols = [list(x) for x in zip(*spans, strict=True)] if spans else [[], [], [], []]
@@ -333,8 +334,8 @@ class Emitter:
                 unknown = sorted(set(c.fields) - set(self._value_fields(c.mnemonic)))
                 if unknown:
                     raise UsageError(f"extend: {c.mnemonic} has no field {unknown[0]!r}.")
-                values = {name: c.fields.get(name) for name in self._value_fields(c.mnemonic)}
-                groups.setdefault(c.mnemonic, []).append((idx, self._columns(c.mnemonic, idx, values)))
+                given = {name: c.fields.get(name) for name in self._value_fields(c.mnemonic)}
+                groups.setdefault(c.mnemonic, []).append((idx, self._columns(c.mnemonic, idx, given)))
         lo = np.zeros(self.size, dtype=np.uint64)
         hi = np.zeros(self.size, dtype=np.uint64)
         for mnemonic, parts in groups.items():
@@ -359,7 +360,7 @@ class Emitter:
         return [f.name for f in self.isa.by_mnemonic[mnemonic].fields if f.kind != "units"]
 
     def _columns(self, mnemonic: str, idx: np.ndarray,
-                 values: Mapping[str, Sequence[int | None] | np.ndarray | int | None]) -> dict[str, np.ndarray]:
+                 values: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """int64 columns of ``values`` (one value, or one per instruction), missing ones at their defaults.
 
         Raises:

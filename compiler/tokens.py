@@ -105,8 +105,10 @@ def _dram_deps(acc: Accesses) -> tuple[list[int], list[int]]:
     if not len(acc.dram_op):
         return consumers, producers
     seg = acc.segment[acc.dram_op]
-    for s in np.unique(seg).tolist():
+    for s in range(int(seg.min()), int(seg.max()) + 1):
         mine = seg == s
+        if not mine.any():
+            continue
         ops, lo, hi, store = acc.dram_op[mine], acc.dram_lo[mine], acc.dram_hi[mine], acc.dram_store[mine]
         for kind in (0, 1):
             other = store != kind
@@ -148,7 +150,7 @@ def tokens(acc: Accesses, *, scope_granules: list[int], unit_bits: list[int]) ->
     # latest[i, u]: the latest instruction of unit u that instruction i depends on (-1: none).
     latest = np.full(n_ops * units, -1, dtype=np.int64)
     np.maximum.at(latest, consumer * units + acc.unit[producer], producer)
-    latest = latest.reshape(n_ops, units)
+    by_unit = latest.reshape(n_ops, units)
     wait = np.zeros(n_ops, dtype=np.int64)
     signal = np.zeros(n_ops, dtype=np.int64)
     bits = np.asarray(unit_bits, dtype=np.int64)
@@ -157,7 +159,7 @@ def tokens(acc: Accesses, *, scope_granules: list[int], unit_bits: list[int]) ->
         if not len(ops_v):
             continue
         for u in range(units):
-            p = latest[ops_v, u]
+            p = by_unit[ops_v, u]
             # Units start in order: an earlier wait of unit v on a later instruction of u covers p.
             covered = np.r_[-1, np.maximum.accumulate(p)[:-1]]
             need = p > covered

@@ -1,0 +1,244 @@
+"""The GEMM lowering of :mod:`tinynpu.compiler.lower` for dense operands, as columns.
+
+A naive 1024^3 GEMM is ~800 K instructions; emitting them one Python call
+at a time costs ~10 us each.  For dense DRAM operands (no bias) the
+instructions follow from the chunk plan by arithmetic alone, so this module
+computes every field of every ``load``/``tmm``/``store``/``zero`` as numpy
+arrays and hands them to :meth:`~tinynpu.compiler.operands.Emitter.extend`,
+with each instruction's position in the program.  The program is the one
+:func:`~tinynpu.compiler.lower.lower_gemm_by_calls` emits, word for word
+(a test compares them); that function stays the readable statement of the
+loop nest, and the path for operands that are not dense.
+
+Program order inside chunk ``c`` (the positions below)::
+
+    [zero acc]                    first chunk of a block, init fill_zero
+    [loads of c]                  single buffers: right before use
+    for j in nj:
+        tmm x nk                  column j, every reduction tile
+        [store column j]          last chunk of the block
+        [prefetch slice j]        loads of chunk c+1 into the other buffer
+    [after loads]                 loads of c+1 into rows chunk c still reads
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from tinynpu.compiler.operands import Columns, DenseOperand, DenseOutput, Emitter, Rows
+from tinynpu.compiler.schedule import Tiling, buffer_rows
+from tinynpu.intmath import ceil_div
+
+
+def _expand(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For ``counts[i]`` items per owner i: each item's owner and its index within its owner."""
+    owner = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+    first = np.cumsum(counts) - counts
+    return owner, np.arange(len(owner), dtype=np.int64) - first[owner]
+
+
+def _escape(name: str) -> str:
+    return name.replace("{", "{{").replace("}", "}}")
+
+
+class _Plan:
+    """Every (block, chunk) in execution order as arrays: :func:`~tinynpu.compiler.lower.chunks`, vectorized."""
+
+    def __init__(self, m: int, n: int, k: int, t: Tiling, tile: int) -> None:
+        mt, nt, kt = ceil_div(m, tile), ceil_div(n, tile), ceil_div(k, tile)
+        ib = np.arange(0, mt, t.bm, dtype=np.int64)
+        jb = np.arange(0, nt, t.bn, dtype=np.int64)
+        if t.order == "mn":
+            i0, j0 = np.repeat(ib, len(jb)), np.tile(jb, len(ib))
+            outer = i0
+        else:
+            j0, i0 = np.repeat(jb, len(ib)), np.tile(ib, len(jb))
+            outer = j0
+        blocks = len(i0)
+        new_panel = np.r_[True, outer[1:] != outer[:-1]] if blocks else np.zeros(0, bool)
+        panel = np.cumsum(new_panel) - 1
+        k0s = np.arange(0, kt, t.bk, dtype=np.int64)
+        per = len(k0s)
+        block = np.repeat(np.arange(blocks, dtype=np.int64), per)
+        self.i0, self.j0 = i0[block], j0[block]
+        self.ni = np.minimum(t.bm, mt - self.i0)
+        self.nj = np.minimum(t.bn, nt - self.j0)
+        self.k0 = np.tile(k0s, blocks)
+        self.nk = np.minimum(t.bk, kt - self.k0)
+        self.first = self.k0 == 0
+        self.last = self.k0 + self.nk >= kt
+        stream = np.arange(len(block), dtype=np.int64) % (2 if t.double_buffer else 1)
+        resident_buf = panel[block] % t.panel_buffers if t.resident != "none" else stream
+        self.abuf = resident_buf if t.resident == "a" else stream
+        self.bbuf = resident_buf if t.resident == "b" else stream
+        np_block = new_panel[block]
+        self.load_a = np_block if t.resident == "a" else np.ones(len(block), bool)
+        self.load_b = np_block if t.resident == "b" else np.ones(len(block), bool)
+        self.acc = block % t.acc_buffers
+        self.size = len(block)
+
+
+def lower_gemm_columns(emit: Emitter, *, m: int, n: int, k: int, a: DenseOperand, b: DenseOperand,
+                       c: DenseOutput, tiling: Tiling) -> int:
+    """Emit ``C = A @ B^T`` for ``tiling`` as columns; the arguments and result of ``lower_gemm``."""
+    cfg = emit.cfg
+    e = cfg.tile
+    t = tiling
+    rows = buffer_rows(t, cfg, k=k)
+    a_buf = rows["a_reg"] // t.buffers("a")
+    b_buf = rows["b_reg"] // t.buffers("b")
+    acc_buf = rows["acc"] // t.acc_buffers
+    p = _Plan(m, n, k, t, e)
+    if not p.size:
+        return 0
+
+    def sub(ch: np.ndarray, operand: str, kk: np.ndarray | int) -> np.ndarray:
+        """First row of reduction tile ``kk`` of chunk ``ch`` in ``operand``'s scope (``sub`` of lower_gemm)."""
+        if operand == "a":
+            return p.abuf[ch] * a_buf + ((p.k0[ch] if t.resident == "a" else 0) + kk) * t.bm * e
+        return p.bbuf[ch] * b_buf + ((p.k0[ch] if t.resident == "b" else 0) + kk) * t.bn * e
+
+    every = np.arange(p.size, dtype=np.int64)
+    _zero_edge_rows(emit, m, p, every, lambda ch, kk: sub(ch, "a", kk), "a", is_a=True)
+    _zero_edge_rows(emit, n, p, every, lambda ch, kk: sub(ch, "b", kk), "b", is_a=False)
+
+    # Sort keys: (issuing chunk + 1) * span + place within the chunk; chunk -1 is the prologue.
+    pf = 2 * t.bk  # the most loads of one chunk
+    group = t.bk + 1 + pf  # one output column: its tmm, its store, its slice of the prefetch
+    base_loads, base_cols = 1, 1 + pf
+    base_after = base_cols + t.bn * group
+    span = base_after + pf
+
+    # -- loads: one per chunk, operand and reduction tile (chunks that keep a resident panel skip it)
+    need = np.stack([p.load_a, p.load_b], axis=1).astype(np.int64)  # chunk x operand
+    per_kk = need.sum(axis=1)
+    if t.double_buffer:
+        nxt = every[1:]
+        reuse = np.zeros((p.size, 2), dtype=np.int64)  # by the loaded chunk: its rows overlap the previous one's
+        for col, (op, blk) in enumerate((("a", t.bm), ("b", t.bn))):
+            lo, hi = sub(nxt - 1, op, 0), sub(nxt - 1, op, p.nk[nxt - 1] - 1) + blk * e
+            reuse[1:, col] = (lo < sub(nxt, op, p.nk[nxt] - 1) + blk * e) & (sub(nxt, op, 0) < hi)
+    chunk_op_kk = []
+    for operand_no in (0, 1):
+        loaded, tile_no = _expand(np.where(need[:, operand_no] == 1, p.nk, 0))
+        chunk_op_kk.append((loaded, np.full(len(loaded), operand_no, np.int64), tile_no))
+    ch = np.concatenate([v[0] for v in chunk_op_kk])
+    x = np.concatenate([v[1] for v in chunk_op_kk])
+    kk = np.concatenate([v[2] for v in chunk_op_kk])
+    if not t.double_buffer:  # loaded by its own chunk, before its tmm
+        load_key = (ch + 1) * span + base_loads + kk * per_kk[ch] + x * need[ch, 0]
+    else:
+        issuer = ch - 1  # the prologue (-1) loads chunk 0; chunk c prefetches c + 1
+        late = reuse[ch, x] == 1
+        kinds = need * (reuse == 1)  # per chunk: loads that go after the previous chunk's tmm
+        early = need * (reuse == 0)
+        in_after = kk * kinds.sum(axis=1)[ch] + x * kinds[ch, 0]
+        in_pref = kk * early.sum(axis=1)[ch] + x * early[ch, 0]
+        total_pref = p.nk[ch] * early.sum(axis=1)[ch]
+        prev = np.maximum(issuer, 0)
+        j = np.where(total_pref > 0, in_pref * p.nj[prev] // np.maximum(total_pref, 1), 0)
+        pref_key = base_cols + j * group + t.bk + 1 + in_pref
+        place = np.where(late, base_after + in_after, pref_key)
+        prologue = issuer < 0
+        load_key = (issuer + 1) * span + np.where(prologue, base_loads + kk * per_kk[ch] + x * need[ch, 0], place)
+
+    # -- tmm: per chunk, output column j, reduction tile kk
+    cj, jj = _expand(p.nj)
+    tm_cj, tm_kk = _expand(p.nk[cj])
+    tm_ch, tm_j = cj[tm_cj], jj[tm_cj]
+    tmm_key = (tm_ch + 1) * span + base_cols + tm_j * group + tm_kk
+    acc_j = p.acc * acc_buf
+    # -- stores: per last chunk and column
+    st = p.last[cj]
+    st_ch, st_j = cj[st], jj[st]
+    store_key = (st_ch + 1) * span + base_cols + st_j * group + t.bk
+    # -- zero acc: first chunk of each block, with init fill_zero
+    zc = every[p.first] if t.init == "fill_zero" else every[:0]
+    zero_key = (zc + 1) * span
+
+    keys = np.concatenate([zero_key, load_key, tmm_key, store_key])
+    rank = np.empty(len(keys), dtype=np.int64)
+    rank[np.argsort(keys, kind="stable")] = np.arange(len(keys), dtype=np.int64)
+    z_ord, l_ord, t_ord, s_ord = np.split(rank, np.cumsum([len(zero_key), len(load_key), len(tmm_key)]))
+
+    columns: list[Columns] = []
+    if len(zc):
+        zrows = t.bm * p.nj[zc] * e
+        columns.append(Columns("zero", z_ord, {"scope": emit.isa.scope_by_name["acc"].id,
+                                               "sp_row": acc_j[zc], "rows": zrows},
+                               writes=(("acc", acc_j[zc], zrows),), comment="fill_zero(acc)"))
+    for xi, (operand, scope, r0, nr, total) in enumerate(((a, "a", p.i0, p.ni, m), (b, "b", p.j0, p.nj, n))):
+        sel = x == xi
+        lch, lkk = ch[sel], kk[sel]
+        row0 = r0[lch] * e
+        nrows = np.minimum(nr[lch] * e, total - row0)
+        kcol = (p.k0[lch] + lkk) * e
+        cols = np.minimum(e, operand.k_total - kcol)
+        stride = operand.k_total * operand.elem_bytes
+        dram = operand.addr + row0 * stride + kcol * operand.elem_bytes
+        sp_row = sub(lch, scope, lkk)
+        sc = emit.isa.scope_by_name[scope]
+        end = dram + (nrows - 1) * stride + cols * cfg.elem_bytes(sc.config_key)
+        columns.append(Columns("load", l_ord[sel], {"scope": sc.id, "sp_row": sp_row, "dram": dram,
+                                                    "stride": stride, "rows": nrows, "cols": cols},
+                               writes=((scope, sp_row, nrows),), dram=(dram, end),
+                               comment=_escape(operand.name) + "[{}:{}, {}:{}]",
+                               comment_args=(row0, row0 + nrows, kcol, kcol + cols)))
+    tacc = acc_j[tm_ch] + tm_j * t.bm * e
+    ta = sub(tm_ch, "a", tm_kk)
+    tb = sub(tm_ch, "b", tm_kk) + tm_j * e
+    mrows = p.ni[tm_ch] * e
+    accumulate = ~(p.first[tm_ch] & (tm_kk == 0) & (t.init == "fold"))
+    for acc_flag in (True, False):
+        s = accumulate == acc_flag
+        if not s.any():
+            continue
+        reads: tuple[Rows, ...] = (("a", ta[s], mrows[s]), ("b", tb[s], np.full(int(s.sum()), e, np.int64)))
+        if acc_flag:
+            reads += (("acc", tacc[s], mrows[s]),)
+        columns.append(Columns("tmm", t_ord[s], {"acc": tacc[s] // e, "a": ta[s] // e, "b": tb[s] // e,
+                                                 "m": p.ni[tm_ch[s]], "n": 1, "k": 1,
+                                                 "accumulate": int(acc_flag)},
+                               reads=reads, writes=(("acc", tacc[s], mrows[s]),),
+                               comment="C[{}+{} tiles, {}] k-tile {}",
+                               comment_args=(p.i0[tm_ch[s]], p.ni[tm_ch[s]], p.j0[tm_ch[s]] + tm_j[s],
+                                             p.k0[tm_ch[s]] + tm_kk[s])))
+    if len(st_ch):
+        s_row0 = p.i0[st_ch] * e
+        s_col0 = (p.j0[st_ch] + st_j) * e
+        s_rows = np.minimum(p.ni[st_ch] * e, m - s_row0)
+        s_cols = np.minimum(e, n - s_col0)
+        stride = c.n * c.elem_bytes
+        dram = c.addr + s_row0 * stride + s_col0 * c.elem_bytes
+        sp_row = acc_j[st_ch] + st_j * t.bm * e
+        out_bytes = 1 if c.narrow else cfg.elem_bytes("acc")
+        columns.append(Columns("store", s_ord, {"sp_row": sp_row, "dram": dram, "stride": stride, "rows": s_rows,
+                                                "cols": s_cols, "narrow": int(c.narrow), "relu": int(c.relu),
+                                                "shift": c.shift},
+                               reads=(("acc", sp_row, s_rows),),
+                               dram=(dram, dram + (s_rows - 1) * stride + s_cols * out_bytes),
+                               comment=_escape(c.name) + "[{}:{}, {}:{}]",
+                               comment_args=(s_row0, s_row0 + s_rows, s_col0, s_col0 + s_cols)))
+    emit.extend(columns)
+    return int((p.nj * p.ni * p.nk).sum()) * e ** 3
+
+
+def _zero_edge_rows(emit: Emitter, total: int, p: _Plan, every: np.ndarray,
+                    sub: Callable[[np.ndarray, np.ndarray], np.ndarray], scope: str, *, is_a: bool) -> None:
+    """``_zero_edge_rows`` of :mod:`tinynpu.compiler.lower` over the plan's arrays (a few spans at most)."""
+    e = emit.cfg.tile
+    rem = total % e
+    if not rem:
+        return
+    edge = ceil_div(total, e) - 1
+    r0, nr = (p.i0, p.ni) if is_a else (p.j0, p.nj)
+    hit = every[(r0 <= edge) & (edge < r0 + nr)]
+    ch, kk = _expand(p.nk[hit])
+    rows = sub(hit[ch], kk) + (edge - r0[hit[ch]]) * e + rem
+    for row in np.unique(rows).tolist():
+        emit.zero(scope, row, rows=e - rem, comment="edge-tile padding rows")
+
+
+__all__ = ["lower_gemm_columns"]
