@@ -98,6 +98,10 @@ def summary_rows(results: Sequence[Result]) -> list[dict[str, Any]]:
                 "sim_seconds": float(rep["simulator_wall_seconds"]),
                 "compile_seconds": r.compile_seconds,
                 "instructions": _instr_total(rep),
+                "energy_pj": float(rep["energy_pj"]),
+                "energy_breakdown_pj": dict(rep["energy_breakdown_pj"]),
+                "edp": float(rep["edp"]),
+                "edp_units": str(rep["edp_units"]),
             }
         )
     return rows
@@ -139,6 +143,19 @@ def summary_table(rows: Sequence[Mapping[str, Any]]) -> str:
         for row in rows
     ]
     return table(headers, body, align="lrrrrrrrrlr")
+
+
+def energy_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Energy per run with its largest components' shares, and energy x delay."""
+    headers = ["workload", "energy uJ", "largest components", "EDP"]
+    body = []
+    for row in rows:
+        total = row["energy_pj"]
+        parts = sorted(row["energy_breakdown_pj"].items(), key=lambda kv: -kv[1])[:3]
+        body.append([row["workload"], f"{total / 1e6:,.3f}",
+                     ", ".join(f"{k} {v / total:.0%}" for k, v in parts if v),
+                     f"{row['edp']:.4g} {row['edp_units']}"])
+    return table(headers, body, align="lrlr")
 
 
 def write_report(
@@ -219,6 +236,10 @@ def _write_into(
     traffic = F.traffic([(r.label, r.report) for r in results], path=figs_dir / "traffic.png")
     figures.append(traffic)
     sections.append(Section("DRAM traffic", from_summary.replace("point", "group of bars"), (), (traffic,)))
+    power = F.energy([(r.label, r.report) for r in results], path=figs_dir / "energy.png")
+    figures.append(power)
+    sections.append(Section("Energy", from_summary.replace("point", "bar") + "\n\n" + energy_table(rows),
+                            (), (power,)))
     for r in featured:
         slug = _slug(r.label)
         unit = F.unit_breakdown(r.report, label=r.label, path=figs_dir / f"units_{slug}.png")

@@ -478,6 +478,58 @@ def traffic(entries: Sequence[tuple[str, Mapping[str, Any]]], *, path: Path) -> 
     )
 
 
+# ------------------------------------------------------------------------------------- energy
+
+
+def energy_data(label: str, report: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's energy (pJ), its breakdown per component and its energy x delay, from the run's stats."""
+    return {
+        "label": label,
+        "energy_pj": float(report["energy_pj"]),
+        "energy_breakdown_pj": {k: float(v) for k, v in report["energy_breakdown_pj"].items()},
+        "edp": float(report["edp"]),
+        "edp_units": str(report["edp_units"]),
+    }
+
+
+def energy(entries: Sequence[tuple[str, Mapping[str, Any]]], *, path: Path) -> Figure:
+    """Stacked bars per workload: energy per component (uJ), with the total and the energy x delay."""
+    rows = [energy_data(label, rep) for label, rep in entries]
+    components = list(rows[0]["energy_breakdown_pj"])
+    fig = MplFigure(figsize=(9.0, 1.6 + 0.4 * len(rows) + (0.6 if len(rows) < 3 else 0)))
+    ax = fig.add_subplot()
+    colors = matplotlib.colormaps["tab10"]
+    left = [0.0] * len(rows)
+    for c, name in enumerate(components):
+        vals = [row["energy_breakdown_pj"].get(name, 0.0) / 1e6 for row in rows]
+        ax.barh(range(len(rows)), vals, left=left, height=0.6, color=colors(c % 10), label=name)
+        left = [a + b for a, b in zip(left, vals, strict=True)]
+    for i, row in enumerate(rows):
+        ax.text(row["energy_pj"] / 1e6 * 1.02, i, f"{row['energy_pj'] / 1e6:,.3g} uJ, EDP {row['edp']:.3g} "
+                f"{row['edp_units']}", va="center", fontsize=7)
+    ax.set_yticks(range(len(rows)), [row["label"] for row in rows], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(row["energy_pj"] for row in rows) / 1e6 * 1.45)  # room for the labels
+    ax.set_xlabel("energy per run (uJ)")
+    ax.set_title("Energy per component (stacked) and energy x delay", fontsize=10, pad=22)
+    ax.legend(fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(components), frameon=False)
+    ax.grid(True, axis="x", alpha=0.3)
+    fig.tight_layout()
+    _save(fig, path)
+    return Figure(
+        name=path.stem,
+        path=path,
+        title="Energy",
+        caption=(
+            "`energy_pj` of each run split into its `energy_breakdown_pj` components (MAC array, ALU, each "
+            "scratchpad's reads and writes, DRAM, static power over the run's cycles), priced with the "
+            "config's energy table; the label gives the total and `edp` (energy x delay, "
+            f"{rows[0]['edp_units']})."
+        ),
+        data={"rows": rows},
+    )
+
+
 # ------------------------------------------------------------------------------------- landscape
 
 
