@@ -587,7 +587,7 @@ class Inputs:
         writable: tuple[str, ...] = ()
         if makes_dir:  # made with its missing parents
             target = target.split("/")[0]
-        if makes_dir and force and target in ("", "."):  # its files in the working directory itself
+        if makes_dir and target in ("", "."):  # its files in the working directory itself, beside the user's
             return Case("outputs", cmd, files, fifos=("fifo",),
                         may_write=("program.s", "program.bin", "schedule.json", "manifest.json"))
         if target and target not in reads and (force or target not in user_files) and (makes_dir or target != "dir"):
