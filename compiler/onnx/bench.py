@@ -2,8 +2,9 @@
 
 For each network (random weights, batch 1): import + quantize + compile +
 simulate + verify on one seeded input, timed end to end (wall and CPU
-seconds: the machine is shared, so wall time includes waiting for a core;
-onnxruntime's own inference time is measured in the same run beside it);
+seconds, the main thread's share and the load average: the machine is
+shared, so wall time includes waiting for a core; onnxruntime's own inference
+time is measured in the same run beside it);
 then the integer reference, which that run showed bit-exact with the
 simulator, is compared against onnxruntime on every seeded input.
 """
@@ -11,6 +12,7 @@ simulator, is compared against onnxruntime on every seeded input.
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -36,20 +38,25 @@ def zoo_path(name: str) -> Path:
 
 def bench_model(name: str, inputs: int) -> dict[str, Any]:
     """One network: end-to-end time, the three checks over ``inputs`` seeded inputs, utilization."""
-    from tinynpu.compiler.onnx.network import compile_onnx, ort_compare, run_network
+    from tinynpu.compiler.onnx.network import compile_onnx, ort_compare, ort_difference_origins, run_network
     from tinynpu.compiler.onnx.runtime import execute
 
     path = zoo_path(name)
-    wall0, cpu0 = time.perf_counter(), time.process_time()
+    load0 = os.getloadavg()[0]
+    wall0, cpu0, main0 = time.perf_counter(), time.process_time(), time.thread_time()
     cn = compile_onnx(path)
     report = run_network(cn)
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    main_cpu = time.thread_time() - main0
+    load = max(load0, os.getloadavg()[0])
     lq = cn.logits[0]
     feeds = [cn.make_inputs(seed) for seed in range(inputs)]
     # the integer reference's logits: on input 0 the run above showed them bit-exact with the simulator's
     ours = [execute(cn.net, f, cache=None).values[lq] for f in feeds]
     q_cmp, f_cmp, ort_times = ort_compare(cn, feeds, ours)
+    origins = ort_difference_origins(cn, feeds[0])
     return {"model": name, "end_to_end_seconds": wall, "end_to_end_cpu_seconds": cpu,
+            "main_thread_cpu_seconds": main_cpu, "load_average": load, "cores": os.cpu_count() or 1,
             "phases": report["seconds"], "ort_quantized_seconds": ort_times["ort_quantized_seconds"],
             "ort_float_seconds": ort_times["ort_float_seconds"], "inputs": inputs, "verified": report["verified"],
             "ort_quantized": q_cmp, "ort_float": f_cmp, "cycles": report["cycles"],
@@ -58,7 +65,7 @@ def bench_model(name: str, inputs: int) -> dict[str, Any]:
             "utilization": report["utilization"], "padding_ceiling": report["padding_ceiling"],
             "npu_layers": report["npu_layers"], "host_steps": report["host_steps"],
             "programs": report["programs_compiled"], "memory": report["memory"],
-            "dram_bytes": report["dram_bytes"]}
+            "dram_bytes": report["dram_bytes"], "ort_difference_origins": origins}
 
 
 def target_lines(rows: list[dict[str, Any]]) -> list[str]:
@@ -107,6 +114,15 @@ def run_bench(*, models: list[str], inputs: int, as_json: bool) -> int:
               f"{ph['compile']:.1f}, simulate {ph['simulate']:.1f}, host steps {ph['host_steps']:.1f}, reference "
               f"{ph['reference']:.1f}, onnxruntime checks {ph['onnxruntime_compare']:.1f}); float cosine "
               f"{r['ort_float']['cosine']:.4f}, float top-1 {r['ort_float']['top1_agree']:.0%}")
+        print(f"{r['model']}: where the wall time goes: {r['end_to_end_seconds']:.1f} s wall = "
+              f"{r['end_to_end_seconds'] / max(r['end_to_end_cpu_seconds'], 1e-9):.1f}x the "
+              f"{r['end_to_end_cpu_seconds']:.1f} s CPU ({r['main_thread_cpu_seconds']:.1f} s in the main thread, "
+              f"{r['end_to_end_cpu_seconds'] - r['main_thread_cpu_seconds']:.1f} s in BLAS/onnxruntime threads); "
+              f"load average {r['load_average']:.1f} on {r['cores']} cores: the rest is waiting for a core")
+        origins = "; ".join(f"{kind} {o['differing']:,} of {o['elements']:,} elements (max {o['max_abs_lsb']} LSB)"
+                            for kind, o in r["ort_difference_origins"].items())
+        print(f"{r['model']}: differences from onnxruntime int8 by origin (each step fed onnxruntime's own "
+              f"int8 inputs): {origins}")
     print("\n".join(lines))
     return 0
 

@@ -48,6 +48,11 @@ def execute(net: Network, feeds: dict[str, np.ndarray], *, cache: ProgramCache |
     return ex
 
 
+def reference_step(step: Step, env: dict[str, np.ndarray], net: Network) -> list[np.ndarray]:
+    """One step's outputs from the values in ``env``, by the numpy integer reference."""
+    return _run_step(step, env, None, LayerRun(), net)
+
+
 def _run_step(step: Step, env: dict[str, np.ndarray], cache: ProgramCache | None, run: LayerRun,
               net: Network) -> list[np.ndarray]:
     a = step.attrs
@@ -106,4 +111,4 @@ def _evaluator(node: Any, opset: int, feeds: dict[str, np.ndarray]) -> Any:
         return ReferenceEvaluator(model)
 
 
-__all__ = ["Execution", "execute"]
+__all__ = ["Execution", "execute", "reference_step"]
