@@ -27,12 +27,14 @@ from typing import Any
 import numpy as np
 
 from tinynpu.compiler.onnx.graph import HOST, NPU, Network, build_network, check_supported
+from tinynpu.compiler.onnx.image import DramImage
 from tinynpu.compiler.onnx.importer import Imported, OnnxError, import_model, input_specs, seeded_inputs
 from tinynpu.compiler.onnx.intops import Epilogue
-from tinynpu.compiler.onnx.memory import MemoryPlan, plan_memory
+from tinynpu.compiler.onnx.memory import ALIGN, MemoryPlan, plan_memory
 from tinynpu.compiler.onnx.npu import LayerRun, ProgramCache, conv_on_npu, conv_program, gemm_program
 from tinynpu.compiler.onnx.runtime import Execution, execute, reference_step
 from tinynpu.errors import TinyNpuError
+from tinynpu.intmath import round_up
 from tinynpu.isa import ArchConfig, load_config
 
 DEFAULT_CALIBRATION = 8
@@ -68,6 +70,7 @@ class CompiledNetwork:
     logits: tuple[str, str]
     timings: dict[str, float] = field(default_factory=dict)
     quantized_here: bool = True
+    image: DramImage | None = None
 
     def make_inputs(self, seed: int) -> dict[str, np.ndarray]:
         return seeded_inputs(self.imported.model, seed)
@@ -111,7 +114,7 @@ def compile_onnx(path: str | Path, *, batch: int | None = None, random_weights: 
     qmodel = onnx.shape_inference.infer_shapes(qmodel)
     net = build_network(qmodel)
     _place(net)
-    memory = _plan(net, path)
+    memory = _plan(net, cfg.tile)
     if memory.total_bytes > cfg.dram_bytes:
         raise OnnxError(f"{path}: the network needs {memory.total_bytes} bytes of DRAM ({memory.weight_bytes} of "
                         f"weights, {memory.activation_peak_bytes} of activations at the peak), more than the "
@@ -144,12 +147,16 @@ def _tensor_bytes(net: Network, name: str) -> int:
     return int(np.prod(shape)) * (1 if qp is not None else 4)
 
 
-def _plan(net: Network, path: str | Path) -> MemoryPlan:
+def _plan(net: Network, tile: int) -> MemoryPlan:
     weight_bytes = 0
     for step in net.steps:
         if step.where == NPU and "weight" in step.attrs:
             w = step.attrs["weight"]
-            weight_bytes += w.nbytes + 12 * w.shape[0]  # weights + bias, multiplier and shift per channel
+            groups = step.attrs.get("group", 1)
+            per_group = w.shape[0] // groups
+            # each group's weights and its parameter rows (bias, M, S, zero point per column tile), aligned
+            weight_bytes += groups * (round_up(w.nbytes // groups, ALIGN) + round_up(4 * round_up(per_group, tile) * 4,
+                                                                                     ALIGN))
     lifetimes: dict[str, tuple[int, int]] = {}
     for i, step in enumerate(net.steps):
         for name in step.outputs:
@@ -399,7 +406,9 @@ def run_network(cn: CompiledNetwork, *, feeds: dict[str, np.ndarray] | None = No
     """
     feeds = check_inputs(cn, feeds or {}) if feeds else cn.make_inputs(seed)
     t0 = time.perf_counter()
-    got = execute(cn.net, feeds, cache=cn.cache)
+    if cn.image is None:
+        cn.image = DramImage(cn.cfg, cn.memory)
+    got = execute(cn.net, feeds, cache=cn.cache, image=cn.image)
     run_seconds = time.perf_counter() - t0
     t0 = time.perf_counter()
     want = execute(cn.net, feeds, cache=None)
@@ -474,7 +483,7 @@ def _report(cn: CompiledNetwork, ex: Execution, times: dict[str, float]) -> dict
         "npu_layers": sum(1 for s in cn.net.steps if s.where == NPU),
         "host_steps": sum(1 for s in cn.net.steps if s.where == HOST),
         "programs_compiled": len(cn.cache.programs),
-        "memory": cn.memory.to_json(),
+        "memory": cn.memory.to_json() | (cn.image.to_json() if cn.image is not None else {}),
         "random_weights": cn.imported.random_weights,
         "quantized_by_tinynpu": cn.quantized_here,
         "import_notes": list(cn.imported.notes),

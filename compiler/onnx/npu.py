@@ -24,6 +24,7 @@ import numpy as np
 from tinynpu.compiler.compiled import Compiled
 from tinynpu.compiler.epilogue import Epilogue as NpuEpilogue
 from tinynpu.compiler.onnx.graph import Step
+from tinynpu.compiler.onnx.image import DramImage
 from tinynpu.compiler.onnx.intops import Epilogue, conv_int32_general, gemm_int32
 from tinynpu.isa import ArchConfig
 
@@ -40,6 +41,7 @@ class LayerRun:
     host_bytes: int = 0
     programs: int = 0
     host_epilogues: int = 0  # programs whose epilogue ran on the host (a scale vrequant cannot take)
+    output_in_image: bool = False  # the program stored the step's output at its place in the DRAM image
     sim_seconds: float = 0.0
 
 
@@ -105,49 +107,114 @@ def _epilogue_form(epi: NpuEpilogue | None) -> str:
                      f"clamp{epi.lo}to{epi.hi}"])
 
 
-def conv_layer(step: Step, x_nchw: np.ndarray, *, cache: ProgramCache | None, run: LayerRun) -> np.ndarray:
+def conv_layer(step: Step, x_nchw: np.ndarray, *, cache: ProgramCache | None, run: LayerRun,
+               image: DramImage | None = None) -> np.ndarray:
     """int8 outputs (N, P, Q, K) of a conv step; ``cache`` None = the numpy reference.
 
     On the accelerator the layer's epilogue runs in its program when every shift fits
-    ``vrequant`` (else on the host, after the int32 program).
+    ``vrequant`` (else on the host, after the int32 program).  With an ``image``, the
+    program reads its input and writes its output at their planned places in the network's
+    DRAM image (a single group in the ``direct`` layout; else through the staging area).
     """
     a = step.attrs
     w = a["weight"]  # K x R x S x C/g
     g = a["group"]
     epi: Epilogue = a["epilogue"]
     x = np.ascontiguousarray(x_nchw.transpose(0, 2, 3, 1))
-    run.host_bytes += 2 * x.nbytes
     k_per, c_per = w.shape[0] // g, x.shape[3] // g
     groups = [(x[..., gi * c_per:(gi + 1) * c_per], slice(gi * k_per, (gi + 1) * k_per)) for gi in range(g)]
     if cache is None or step.where != "npu":
         accs = [conv_int32_general(xg, w[ks], a["pads"], a["strides"], a["dilations"]) for xg, ks in groups]
         return epi.apply(accs[0] if g == 1 else np.concatenate(accs, axis=3))
     outs = []
-    for xg, ks in groups:
+    for gi, (xg, ks) in enumerate(groups):
         wg = w[ks]
         part = epi.channels(w.shape[0], ks)
         npu_epi = part.on_accelerator()
         n, h, wd, c = xg.shape
         k, r, s, _ = wg.shape
-        _, comp = conv_program(cache, n, c, h, wd, k, r, s, stride=a["strides"][0], pad=a["pads"][0],
-                               epilogue=npu_epi)
-        y = _simulate(comp, {"X": xg, "W": wg}, "Y", npu_epi, cache.cfg, run)
+        key, comp = conv_program(cache, n, c, h, wd, k, r, s, stride=a["strides"][0], pad=a["pads"][0],
+                                 epilogue=npu_epi)
+        if image is None:
+            run.host_bytes += 2 * xg.nbytes  # NCHW -> NHWC
+            y = _simulate(comp, {"X": xg, "W": wg}, "Y", npu_epi, cache.cfg, run)
+        else:
+            in_place = g == 1 and comp.workload["layout"] == "direct"
+            y = _conv_in_image(image, step, gi, key, comp, xg, wg, npu_epi, in_place, run)
         outs.append(y if npu_epi is not None else _host_epilogue(part, y, run))
     return outs[0] if g == 1 else np.concatenate(outs, axis=3)
 
 
+def _conv_in_image(image: DramImage, step: Step, gi: int, key: tuple[Any, ...], comp: Compiled, xg: np.ndarray,
+                   wg: np.ndarray, npu_epi: NpuEpilogue | None, in_place: bool, run: LayerRun) -> np.ndarray:
+    """One conv program run in the DRAM image: weights once, input/output in place or staged."""
+    x_addr = image.address(step.inputs[0], xg.nbytes)
+    y_addr = image.address(step.outputs[0], comp.program.tensor("Y").nbytes)
+    staged: dict[str, np.ndarray] = {}
+    bases: dict[str, int] = {}
+    w_key = (step.name, f"W{gi}")
+    if not in_place or x_addr is None or w_key not in image.weights:
+        device = comp.to_device({"X": xg, "W": wg})
+        bases["W"] = image.weight(w_key, device["W"])
+        if not in_place or x_addr is None:
+            staged["X"] = device["X"]
+            run.host_bytes += 2 * xg.nbytes + (comp.host_traffic_bytes if not in_place else 0)
+    if in_place and x_addr is not None:
+        bases["X"] = x_addr
+    bases["W"] = image.weights[w_key]
+    if npu_epi is not None:
+        bases["P"] = image.weight((step.name, f"P{gi}"), npu_epi.param_table(image.cfg.tile))
+    run.output_in_image = in_place and npu_epi is not None and y_addr is not None
+    if run.output_in_image:
+        bases["Y"] = y_addr  # type: ignore[assignment]
+    return _simulate(comp, staged, "Y", npu_epi, image.cfg, run, image=image, key=(*key, step.name, gi),
+                     bases=bases)
+
+
 def gemm_layer(a2d: np.ndarray, w_nk: np.ndarray, epi: Epilogue, *, cache: ProgramCache | None,
-               run: LayerRun) -> np.ndarray:
-    """int8 ``epilogue(a2d @ w_nk.T)`` on the simulator (``cache``) or in numpy (None)."""
+               run: LayerRun, image: DramImage | None = None, names: tuple[str, str, str] | None = None) -> np.ndarray:
+    """int8 ``epilogue(a2d @ w_nk.T)`` on the simulator (``cache``) or in numpy (None).
+
+    With an ``image``: ``names`` = (step, input, output) when the weights are the step's own
+    (laid out once) and the input and output are 2-D activations read and written in place;
+    else the operands are staged.
+    """
     if cache is None:
         return epi.apply(gemm_int32(a2d, w_nk))
     m, k = a2d.shape
     n = w_nk.shape[0]
     epi = epi.channels(n)
     npu_epi = epi.on_accelerator()
-    _, comp = gemm_program(cache, m, n, k, epilogue=npu_epi)
-    y = _simulate(comp, {"A": np.ascontiguousarray(a2d), "B": np.ascontiguousarray(w_nk)}, "C", npu_epi,
-                  cache.cfg, run)
+    key, comp = gemm_program(cache, m, n, k, epilogue=npu_epi)
+    if image is None:
+        y = _simulate(comp, {"A": np.ascontiguousarray(a2d), "B": np.ascontiguousarray(w_nk)}, "C", npu_epi,
+                      cache.cfg, run)
+        return y if npu_epi is not None else _host_epilogue(epi, y, run)
+    staged: dict[str, np.ndarray] = {}
+    bases: dict[str, int] = {}
+    a_addr = image.address(names[1], a2d.nbytes) if names else None
+    c_addr = image.address(names[2], comp.program.tensor("C").nbytes) if names else None
+    if a_addr is not None:
+        bases["A"] = a_addr
+    else:
+        staged["A"] = np.ascontiguousarray(a2d)
+        run.host_bytes += 2 * a2d.nbytes
+    if names:
+        bases["B"] = image.weight((names[0], "B"), np.ascontiguousarray(w_nk))
+    else:
+        staged["B"] = np.ascontiguousarray(w_nk)
+        run.host_bytes += 2 * w_nk.nbytes
+    if npu_epi is not None:
+        table = npu_epi.param_table(image.cfg.tile)
+        if names:
+            bases["P"] = image.weight((names[0], "P"), table)
+        else:
+            staged["P"] = table
+    run.output_in_image = c_addr is not None and npu_epi is not None
+    if run.output_in_image:
+        bases["C"] = c_addr  # type: ignore[assignment]
+    y = _simulate(comp, staged, "C", npu_epi, image.cfg, run, image=image, key=(*key, *(names or ("",))),
+                  bases=bases)
     return y if npu_epi is not None else _host_epilogue(epi, y, run)
 
 
@@ -160,14 +227,31 @@ def _host_epilogue(epi: Epilogue, acc: np.ndarray, run: LayerRun) -> np.ndarray:
 
 
 def _simulate(comp: Compiled, inputs: dict[str, np.ndarray], out: str, epi: NpuEpilogue | None, cfg: ArchConfig,
-              run: LayerRun) -> np.ndarray:
+              run: LayerRun, *, image: DramImage | None = None, key: tuple[Any, ...] = (),
+              bases: dict[str, int] | None = None) -> np.ndarray:
+    """Run one program: on a fresh machine from the user-layout ``inputs``, or in ``image``.
+
+    In the image the program is relocated to ``bases``; a tensor without a base gets room in
+    the staging area, and ``inputs`` are then the device-layout tensors the host writes there.
+    """
     from tinynpu.simulator import Machine
 
-    machine = Machine(cfg)
-    machine.load(comp.program)
-    device = comp.to_device(inputs)
-    if epi is not None:  # this layer's parameter rows (the program was compiled for the shape)
-        device["P"] = epi.param_table(cfg.tile)
+    if image is None:
+        machine = Machine(cfg)
+        program = comp.program
+        machine.load(program)
+        device = comp.to_device(inputs)
+        if epi is not None:  # this layer's parameter rows (the program was compiled for the shape)
+            device["P"] = epi.param_table(cfg.tile)
+    else:
+        bases = dict(bases or {})
+        for t in comp.program.tensors:
+            if t.name not in bases:
+                bases[t.name] = image.stage(None, t.nbytes)
+        program = image.program(key, comp.program, bases)
+        machine = image.machine
+        machine.load(program)
+        device = inputs
     for name, arr in device.items():
         machine.write_tensor(name, arr)
     t0 = time.perf_counter()
@@ -179,9 +263,9 @@ def _simulate(comp: Compiled, inputs: dict[str, np.ndarray], out: str, epi: NpuE
     run.dram_bytes += int(stats["dram_read_bytes"]) + int(stats["dram_write_bytes"])
     y = machine.read_tensor(out)
     run.compulsory_bytes += comp.bounds.io_lower_bound_bytes if comp.bounds.bound_kind == "compulsory" else \
-        sum(int(np.asarray(v).nbytes) for v in inputs.values()) + y.nbytes + \
+        sum(t.nbytes for t in program.tensors if t.name != "P") + \
         (epi.param_rows * epi.channels * cfg.elem_bytes("acc") if epi is not None else 0)
-    run.host_bytes += comp.host_traffic_bytes
+    run.host_bytes += comp.host_traffic_bytes if image is None else 0
     run.programs += 1
     return y
 

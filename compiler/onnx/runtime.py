@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from tinynpu.compiler.onnx.graph import NPU, Network, Step
+from tinynpu.compiler.onnx.image import DramImage
 from tinynpu.compiler.onnx.intops import max_pool_int, rescale_sum, sum_pool_int
 from tinynpu.compiler.onnx.npu import LayerRun, ProgramCache, conv_layer, gemm_layer
 
@@ -28,18 +29,31 @@ class Execution:
     host_seconds: dict[str, float] = field(default_factory=dict)
 
 
-def execute(net: Network, feeds: dict[str, np.ndarray], *, cache: ProgramCache | None) -> Execution:
-    """Run ``net`` on ``feeds`` (float inputs by name); ``cache`` None = the numpy reference."""
+def execute(net: Network, feeds: dict[str, np.ndarray], *, cache: ProgramCache | None,
+            image: DramImage | None = None) -> Execution:
+    """Run ``net`` on ``feeds`` (float inputs by name); ``cache`` None = the numpy reference.
+
+    With an ``image`` the accelerator layers run in the network's one DRAM image: the host
+    writes its steps' outputs (and the network's inputs) to their planned places, the layers
+    read and write theirs there, and their outputs are read back from it.
+    """
     env: dict[str, np.ndarray] = dict(net.constants)
     env.update(feeds)
     ex = Execution(values=env)
+    if image is not None:
+        for name, value in feeds.items():
+            image.publish(name, value)
     for step in net.steps:
         run = LayerRun()
         t0 = time.perf_counter()
-        outs = _run_step(step, env, cache, run, net)
-        for name, value in zip(step.outputs, outs, strict=False):
+        if image is not None:
+            image.reset_staging()
+        outs = _run_step(step, env, cache, run, net, image)
+        for i, (name, value) in enumerate(zip(step.outputs, outs, strict=False)):
             if name:
                 env[name] = value
+                if image is not None and not (i == 0 and run.output_in_image):
+                    image.publish(name, value)
         if step.where != NPU:
             run.host_bytes += sum(int(np.asarray(env[i]).nbytes) for i in step.inputs if i in env) + \
                 sum(int(np.asarray(v).nbytes) for v in outs)
@@ -50,28 +64,30 @@ def execute(net: Network, feeds: dict[str, np.ndarray], *, cache: ProgramCache |
 
 def reference_step(step: Step, env: dict[str, np.ndarray], net: Network) -> list[np.ndarray]:
     """One step's outputs from the values in ``env``, by the numpy integer reference."""
-    return _run_step(step, env, None, LayerRun(), net)
+    return _run_step(step, env, None, LayerRun(), net, None)
 
 
 def _run_step(step: Step, env: dict[str, np.ndarray], cache: ProgramCache | None, run: LayerRun,
-              net: Network) -> list[np.ndarray]:
+              net: Network, image: DramImage | None) -> list[np.ndarray]:
     a = step.attrs
     if step.kind == "conv":
-        y = conv_layer(step, env[step.inputs[0]], cache=cache, run=run)  # N x P x Q x K int8
+        y = conv_layer(step, env[step.inputs[0]], cache=cache, run=run, image=image)  # N x P x Q x K int8
         run.host_bytes += 2 * y.nbytes  # back to NCHW
         return [np.ascontiguousarray(y.transpose(0, 3, 1, 2))]
     if step.kind == "gemm":
         x = env[step.inputs[0]]
         x2 = x.reshape(-1, x.shape[-1])
-        y = gemm_layer(x2, a["weight"], a["epilogue"], cache=cache, run=run)
+        flat = x.ndim == 2  # a 2-D activation is the GEMM's A (and C) as the image holds it
+        names = (step.name, step.inputs[0] if flat else "", step.outputs[0] if flat else "")
+        y = gemm_layer(x2, a["weight"], a["epilogue"], cache=cache, run=run, image=image, names=names)
         return [y.reshape(*x.shape[:-1], y.shape[-1])]
     if step.kind == "matmul":
         x, w = env[step.inputs[0]], env[step.inputs[1]]
         batch = np.broadcast_shapes(x.shape[:-2], w.shape[:-2])
         xb = np.broadcast_to(x, (*batch, *x.shape[-2:])).reshape(-1, *x.shape[-2:])
         wb = np.broadcast_to(w, (*batch, *w.shape[-2:])).reshape(-1, *w.shape[-2:])
-        y = np.stack([gemm_layer(xb[i], np.ascontiguousarray(wb[i].T), a["epilogue"], cache=cache, run=run)
-                      for i in range(xb.shape[0])])
+        y = np.stack([gemm_layer(xb[i], np.ascontiguousarray(wb[i].T), a["epilogue"], cache=cache, run=run,
+                                 image=image) for i in range(xb.shape[0])])
         run.host_bytes += 2 * wb.nbytes  # B transposed to N x K on the host
         return [y.reshape(*batch, *y.shape[-2:])]
     if step.kind == "add":

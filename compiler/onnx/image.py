@@ -1,0 +1,167 @@
+"""The network's one DRAM image on the simulator: activations where the liveness plan puts them, weights once.
+
+Layout of the image (one :class:`~tinynpu.simulator.Machine`, its DRAM kept
+from layer to layer)::
+
+    [0, activation peak)        every activation at its MemoryPlan offset (4-D tensors NHWC,
+                                others row-major: the layout the layers read and write)
+    [.., + weights)             each accelerator layer's weights in its program's layout and its
+                                epilogue parameter rows, written once when the image is built
+    [.., + staging)             a layer input the host re-lays for its program (rowpack, a
+                                group's channel slice, a batched matmul's operands), or an
+                                output the host gathers (groups, int32 for a host epilogue)
+
+Programs are compiled once per shape (their DRAM tensors at the compiler's
+own addresses) and relocated per layer: every ``load``/``store`` address is
+moved from its tensor's compiled base to the tensor's place in the image, so
+a layer reads its input where the previous layer (or host step) wrote it and
+writes its output where the next one reads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from tinynpu.assembler.image import Program
+from tinynpu.compiler.onnx.importer import OnnxError
+from tinynpu.compiler.onnx.memory import ALIGN, MemoryPlan
+from tinynpu.intmath import round_up
+from tinynpu.isa import ArchConfig, Isa, load_isa
+from tinynpu.isa.encoding import field_value
+
+
+def relocate(program: Program, isa: Isa, cfg: ArchConfig, bases: dict[str, int]) -> Program:
+    """``program`` with each DRAM tensor named in ``bases`` moved there (its loads and stores re-addressed).
+
+    Raises:
+        OnnxError: an address outside every tensor of the manifest (a compiler bug).
+    """
+    tensors = sorted(program.tensors, key=lambda t: t.addr)
+    words = list(program.words)
+    for mnemonic in ("load", "store"):
+        instr = isa.by_mnemonic[mnemonic]
+        f = instr.field_map["dram"]
+        clear = ~(((1 << f.width) - 1) << f.lsb)
+        for i, word in enumerate(words):
+            if word & instr.mask != instr.match:
+                continue
+            addr = field_value(word, f)
+            owner = next((t for t in tensors if t.addr <= addr < t.addr + t.nbytes), None)
+            if owner is None:
+                raise OnnxError(f"instruction {i} ({mnemonic}) addresses DRAM byte {addr}, outside every tensor "
+                                "of its program's manifest.")
+            words[i] = (word & clear) | ((addr - owner.addr + bases.get(owner.name, owner.addr)) << f.lsb)
+    moved = [replace(t, addr=bases.get(t.name, t.addr)) for t in program.tensors]
+    return Program.build(isa, cfg, words, moved)
+
+
+def image_layout(value: np.ndarray) -> np.ndarray:
+    """A tensor as the image holds it: 4-D NCHW as NHWC, anything else row-major."""
+    return np.ascontiguousarray(value.transpose(0, 2, 3, 1) if value.ndim == 4 else value)
+
+
+@dataclass
+class DramImage:
+    """One simulated accelerator whose DRAM holds the whole network (see the module docstring).
+
+    Attributes:
+        cfg: The config.
+        memory: The liveness plan of the activations.
+        weight_base: First byte of the weights region.
+        weight_bytes: Bytes of weights and parameter rows placed so far.
+        staging_bytes: Largest staging area a layer has used.
+    """
+
+    cfg: ArchConfig
+    memory: MemoryPlan
+    machine: Any = None
+    weight_base: int = 0
+    weight_bytes: int = 0
+    staging_bytes: int = 0
+    weights: dict[tuple[str, str], int] = field(default_factory=dict)
+    programs: dict[tuple[Any, ...], Program] = field(default_factory=dict)
+    _addr: dict[str, int] = field(default_factory=dict)
+    _size: dict[str, int] = field(default_factory=dict)
+    _staged: int = 0
+
+    def __post_init__(self) -> None:
+        from tinynpu.simulator import Machine
+
+        self.machine = Machine(self.cfg)
+        self._addr = {b.name: b.offset for b in self.memory.buffers}
+        self._size = {b.name: b.nbytes for b in self.memory.buffers}
+        self.weight_base = round_up(self.memory.activation_peak_bytes, ALIGN)
+
+    @property
+    def staging_base(self) -> int:
+        return self.weight_base + self.memory.weight_bytes
+
+    @property
+    def peak_bytes(self) -> int:
+        """DRAM the image uses: activations at their peak, weights, the largest staging area."""
+        return self.staging_base + self.staging_bytes
+
+    def address(self, name: str, nbytes: int) -> int | None:
+        """Where activation ``name`` of ``nbytes`` lives (None: not planned, or planned smaller)."""
+        addr = self._addr.get(name)
+        return addr if addr is not None and nbytes <= round_up(max(self._size[name], 1), ALIGN) else None
+
+    def publish(self, name: str, value: np.ndarray) -> None:
+        """Write a value the host produced to its planned place (in the image's layout)."""
+        data = image_layout(np.asarray(value))
+        addr = self.address(name, data.nbytes)
+        if addr is None:
+            return  # not an activation of the plan (a shape tensor), or wider than planned (a host float64)
+        self.machine.write_dram(addr, data)
+
+    def weight(self, key: tuple[str, str], data: np.ndarray) -> int:
+        """The address of a layer's weights (or parameter rows) ``key``, written the first time."""
+        addr = self.weights.get(key)
+        if addr is None:
+            addr = self.weight_base + self.weight_bytes
+            self.weight_bytes += round_up(data.nbytes, ALIGN)
+            if self.weight_bytes > self.memory.weight_bytes:
+                raise OnnxError(f"the DRAM image's weights region ({self.memory.weight_bytes} bytes) is smaller "
+                                f"than the layers' weights in their programs' layouts ({self.weight_bytes}+).")
+            self._write(addr, data)
+            self.weights[key] = addr
+        return addr
+
+    def stage(self, data: np.ndarray | None, nbytes: int = 0) -> int:
+        """Room in the staging area for one layer operand (written if ``data``); :meth:`reset_staging` frees it."""
+        size = data.nbytes if data is not None else nbytes
+        addr = self.staging_base + self._staged
+        self._staged += round_up(max(size, 1), ALIGN)
+        self.staging_bytes = max(self.staging_bytes, self._staged)
+        if data is not None:
+            self._write(addr, data)
+        return addr
+
+    def reset_staging(self) -> None:
+        self._staged = 0
+
+    def program(self, key: tuple[Any, ...], program: Program, bases: dict[str, int]) -> Program:
+        """``program`` relocated to ``bases`` (once per layer and image)."""
+        full = (key, tuple(sorted(bases.items())))
+        hit = self.programs.get(full)
+        if hit is None:
+            hit = relocate(program, load_isa(), self.cfg, bases)
+            self.programs[full] = hit
+        return hit
+
+    def _write(self, addr: int, data: np.ndarray) -> None:
+        if addr + data.nbytes > self.cfg.dram_bytes:
+            raise OnnxError(f"the network's DRAM image needs more than the {self.cfg.dram_bytes} bytes of config "
+                            f"{self.cfg.name!r} (activations {self.memory.activation_peak_bytes}, weights "
+                            f"{self.memory.weight_bytes}, staging {self.staging_bytes} bytes).")
+        self.machine.write_dram(addr, np.ascontiguousarray(data).reshape(-1).view(np.uint8))
+
+    def to_json(self) -> dict[str, int]:
+        return {"dram_image_peak_bytes": self.peak_bytes, "weights_placed_bytes": self.weight_bytes,
+                "staging_bytes": self.staging_bytes, "weight_base": self.weight_base}
+
+
+__all__ = ["DramImage", "image_layout", "relocate"]
