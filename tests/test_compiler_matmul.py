@@ -19,7 +19,7 @@ from tinynpu.compiler.operands import DenseOperand, DenseOutput, Emitter
 from tinynpu.compiler.schedule import apply, fits, from_tiling, naive
 from tinynpu.errors import TinyNpuError, UsageError
 from tinynpu.intmath import ceil_div
-from tinynpu.isa import load_config, load_isa
+from tinynpu.isa import ArchConfig, load_config, load_isa
 from tinynpu.simulator import Machine
 
 CFG = load_config("default")
@@ -27,10 +27,13 @@ FP = load_config("fp32")
 SIZES = st.integers(min_value=1, max_value=300)
 
 
+EDGE_CONFIGS = tuple(load_config(name) for name in ("t8", "default", "t32"))  # T = 8, 16, 32
+
+
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(m=SIZES, n=SIZES, k=SIZES, seed=st.integers(0, 2**16))
-def test_auto_int8_matches_numpy(m: int, n: int, k: int, seed: int) -> None:
-    report = run_compiled(compile_matmul(m, n, k), seed=seed)
+@given(m=SIZES, n=SIZES, k=SIZES, seed=st.integers(0, 2**16), cfg=st.sampled_from(EDGE_CONFIGS))
+def test_auto_int8_matches_numpy(m: int, n: int, k: int, seed: int, cfg: ArchConfig) -> None:
+    report = run_compiled(compile_matmul(m, n, k, cfg=cfg), seed=seed)
     assert report["verified"] is True
 
 
@@ -42,9 +45,10 @@ def test_auto_fp32_matches_numpy(m: int, n: int, k: int) -> None:
 
 
 @st.composite
-def tilings(draw: st.DrawFn) -> tuple[int, int, int, Tiling]:
+def tilings(draw: st.DrawFn) -> tuple[int, int, int, Tiling, ArchConfig]:
+    cfg = draw(st.sampled_from(EDGE_CONFIGS))
     m, n, k = draw(st.integers(1, 140)), draw(st.integers(1, 140)), draw(st.integers(1, 140))
-    e = CFG.tile
+    e = cfg.tile
     t = Tiling(bm=draw(st.integers(1, ceil_div(m, e))), bn=draw(st.integers(1, ceil_div(n, e))),
                bk=draw(st.integers(1, ceil_div(k, e))), order=draw(st.sampled_from(["mn", "nm"])),
                double_buffer=draw(st.booleans()), acc_buffers=draw(st.sampled_from([1, 2])),
@@ -52,22 +56,22 @@ def tilings(draw: st.DrawFn) -> tuple[int, int, int, Tiling]:
     if draw(st.booleans()):  # a resident panel: the whole K in one chunk, matching order
         t = replace(t, bk=ceil_div(k, e), resident="a" if t.order == "mn" else "b",
                     panel_buffers=draw(st.sampled_from([1, 2])))
-    assume(fits(t, CFG))
-    return m, n, k, t
+    assume(fits(t, cfg))
+    return m, n, k, t, cfg
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=tilings(), out=st.sampled_from([None, "int8"]), layout=st.sampled_from(["nt", "nn"]),
        relu=st.booleans())
-def test_any_schedule_in_the_space_is_correct_and_race_free(case: tuple[int, int, int, Tiling],
+def test_any_schedule_in_the_space_is_correct_and_race_free(case: tuple[int, int, int, Tiling, ArchConfig],
                                                             out: str | None, layout: str, relu: bool) -> None:
-    m, n, k, t = case
-    compiled = compile_matmul(m, n, k, schedule=from_tiling(t, CFG, "t"), out_dtype=out, layout=layout,
-                              relu=relu)
+    m, n, k, t, cfg = case
+    compiled = compile_matmul(m, n, k, schedule=from_tiling(t, cfg, "t"), out_dtype=out, layout=layout,
+                              relu=relu, cfg=cfg)
     report = run_compiled(compiled, check_races=True)
     assert report["verified"] is True
     # Traffic is exactly what the bounds module's formula says for this tiling.
-    assert report["dram_bytes"] == tiling_traffic(m, n, k, t, CFG, in_bytes=1, out_bytes=1 if out else 4)
+    assert report["dram_bytes"] == tiling_traffic(m, n, k, t, cfg, in_bytes=1, out_bytes=1 if out else 4)
 
 
 def test_traffic_matches_hand_counts() -> None:
