@@ -39,6 +39,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     else:
         print(f"{summary.points} points: {summary.computed} computed on {summary.workers} workers, "
               f"{summary.cached} from the cache, {summary.resumed} from the earlier results; "
+              f"{summary.syntheses} area syntheses; "
               f"{summary.failed} failed; {summary.seconds:.1f} s")
         print(wrote([out / RESULTS, *files]))
     return 1 if summary.failed else 0
@@ -49,7 +50,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                                             "points on Dask and report the Pareto front")
     p.add_argument("spec", help="the sweep spec (YAML; schema: explore/sweep.schema.json)")
     p.add_argument("-o", "--output", required=True,
-                   help="output directory for results.csv, index.md, pareto.png and the configs/ of each point")
+                   help="output directory for results.csv, index.md, its pareto-*.png figures and the configs/ of each "
+                        "point")
     p.add_argument("--workers", type=_positive, default=None,
                    help="worker processes of the local Dask cluster, one thread each (default: all cores)")
     p.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",

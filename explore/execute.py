@@ -5,6 +5,11 @@ killed sweep keeps every finished point and ``--resume`` runs only the rest.
 Each finished point is also kept in ``$TINYNPU_CACHE/sweep`` under the hash
 of (config hash, workload, tinynpu version), so a rerun of the same points,
 in any directory, computes nothing.
+
+When ``area_mm2`` is an objective, one more task per distinct RTL (configs
+with the same :func:`~tinynpu.explore.task.area_identity` share it) runs
+``tinynpu synth``; its figure fills the ``area_mm2`` column of every row of
+those configs, and it is cached in the same directory by that identity.
 """
 
 from __future__ import annotations
@@ -25,12 +30,14 @@ from typing import Any
 import tinynpu
 from tinynpu.errors import UsageError
 from tinynpu.explore.spec import DesignPoint, SweepSpec, Workload, design_points
-from tinynpu.explore.task import evaluate
+from tinynpu.explore.task import area_identity, evaluate, synth_area
 from tinynpu.fsio import check_output_dir, read_text, write_atomic
 from tinynpu.progress import progress, say
 
 RESULTS = "results.csv"
 FIGURES = ("cycles", "dram_bytes", "utilization", "energy_pj", "edp")
+AREA = "area_mm2"
+AREA_COLUMNS = (AREA, "area_error")
 
 
 @dataclass(frozen=True)
@@ -38,10 +45,11 @@ class SweepSummary:
     """What one ``tinynpu sweep`` did; ``seconds`` is the whole run, ``compute_seconds`` the Dask part."""
 
     points: int
-    failed: int
+    failed: int  # failed points, plus configs whose area failed
     computed: int
     cached: int
     resumed: int
+    syntheses: int  # area tasks run in this sweep (each a distinct RTL whose area was neither cached nor resumed)
     workers: int
     seconds: float
     compute_seconds: float
@@ -61,14 +69,27 @@ def point_key(point: DesignPoint, workload: Workload) -> str:
     return hashlib.sha256(f"{point.digest}|{workload.key}|{tinynpu.__version__}".encode()).hexdigest()[:24]
 
 
+def area_key(identity: str) -> str:
+    """The cache key of an area: the RTL identity and the tinynpu version."""
+    return hashlib.sha256(f"area|{identity}|{tinynpu.__version__}".encode()).hexdigest()[:24]
+
+
+def _area_columns(area: dict[str, Any] | None) -> dict[str, Any]:
+    if area is None:
+        return {AREA: "", "area_error": ""}
+    return {AREA: area.get(AREA, ""), "area_error": area.get("error", "")}
+
+
 def _row(spec: SweepSpec, point: DesignPoint, workload: Workload, result: dict[str, Any],
-         config_dir: Path) -> dict[str, Any]:
+         config_dir: Path, area: dict[str, Any] | None) -> dict[str, Any]:
     row: dict[str, Any] = {"key": point_key(point, workload), "config": point.config.name,
                            "config_file": str(config_dir / f"{point.config.name}.yaml")}
     row.update(dict(point.overrides))
     row.update({"workload": workload.key, "kind": workload.kind, "run_args": workload.cli_args(),
                 "status": result["status"]})
     row.update({name: result.get(name, "") for name in FIGURES})
+    if AREA in spec.objectives:
+        row.update(_area_columns(area))
     row.update({"seconds": result.get("seconds", ""), "error": result.get("error", ""),
                 "version": tinynpu.__version__})
     return row
@@ -76,7 +97,7 @@ def _row(spec: SweepSpec, point: DesignPoint, workload: Workload, result: dict[s
 
 def _columns(spec: SweepSpec) -> list[str]:
     return ["key", "config", "config_file", *(p.key for p in spec.parameters), "workload", "kind", "run_args",
-            "status", *FIGURES, "seconds", "error", "version"]
+            "status", *FIGURES, *(AREA_COLUMNS if AREA in spec.objectives else ()), "seconds", "error", "version"]
 
 
 def read_results(path: Path) -> list[dict[str, str]]:
@@ -137,6 +158,25 @@ def run_sweep(spec: SweepSpec, out: Path, *, workers: int | None = None, schedul
     if resume:
         rows = {r["key"]: r for r in read_results(results_path) if r.get("key") in tasks}
     resumed = len(rows)
+    # Areas: one per distinct RTL identity, known from the earlier results, the cache, or a synth task.
+    identity = {p.digest: area_identity(p.config) for p in points} if AREA in spec.objectives else {}
+    areas: dict[str, dict[str, Any]] = {}
+    for row in rows.values():
+        point = tasks[row["key"]][0]
+        if point.digest in identity and (row.get(AREA) or row.get("area_error")):
+            areas[identity[point.digest]] = ({"status": "ok", AREA: float(row[AREA])} if row.get(AREA)
+                                             else {"status": "failed", "error": row["area_error"]})
+    for ident in dict.fromkeys(identity.values()):
+        hit = cache_dir() / f"{area_key(ident)}.json"
+        if ident not in areas and use_cache and hit.exists():
+            areas[ident] = json.loads(read_text(hit, what="sweep cache"))
+    area_todo = {ident: p for p in points if (ident := identity.get(p.digest)) and ident not in areas}
+
+    def area_of(point: DesignPoint) -> dict[str, Any] | None:
+        return areas.get(identity.get(point.digest, ""))
+
+    for key, row in rows.items():
+        row.update(_area_columns(area_of(tasks[key][0])) if identity else {})
     cached = 0
     todo = []
     for key, (point, workload) in tasks.items():
@@ -144,48 +184,64 @@ def run_sweep(spec: SweepSpec, out: Path, *, workers: int | None = None, schedul
             continue
         hit = cache_dir() / f"{key}.json" if use_cache else None
         if hit is not None and hit.exists():
-            rows[key] = _row(spec, point, workload, json.loads(read_text(hit, what="sweep cache")), config_dir)
+            rows[key] = _row(spec, point, workload, json.loads(read_text(hit, what="sweep cache")), config_dir,
+                             area_of(point))
             cached += 1
         else:
             todo.append(key)
     _write_results(results_path, columns, rows)
-    failed = sum(r["status"] != "ok" for r in rows.values())
     task_seconds = compute_seconds = 0.0
     n_workers = 0
-    if todo:
+    if todo or area_todo:
         from dask.distributed import as_completed
 
         with dask_client(workers, scheduler) as client:
             n_workers = len(client.scheduler_info()["workers"])
             t0 = time.perf_counter()
-            futures = {}
+            futures: dict[Any, tuple[str, str]] = {}
+            for ident, point in area_todo.items():  # first: a synthesis takes a minute or more
+                future = client.submit(synth_area, point.config_text, point.digest, ident,
+                                       key=f"tinynpu-area-{area_key(ident)}", pure=False)
+                futures[future] = ("area", ident)
             for key in todo:
                 point, workload = tasks[key]
                 future = client.submit(evaluate, point.config_text, point.digest, workload.kind,
                                        dict(workload.sizes), key=f"tinynpu-point-{key}", pure=False)
-                futures[future] = key
-            for future in progress(as_completed(futures), total=len(futures), desc="design points",
-                                   quiet=quiet, unit="point"):
-                key = futures[future]
-                point, workload = tasks[key]
+                futures[future] = ("point", key)
+            for future in progress(as_completed(futures), total=len(futures), desc="sweep tasks",
+                                   quiet=quiet, unit="task"):
+                what, key = futures[future]
                 try:
                     result = future.result()
-                except Exception as exc:  # noqa: BLE001 - e.g. a worker died: the point fails, the sweep goes on
+                except Exception as exc:  # noqa: BLE001 - e.g. a worker died: the task fails, the sweep goes on
                     result = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
                 else:  # the task's own outcome, failed or not, is what a rerun would compute: cache it
-                    if use_cache:
+                    if use_cache and (what == "point" or result["status"] == "ok"):
+                        name = f"{key if what == 'point' else area_key(key)}.json"
                         cache_dir().mkdir(parents=True, exist_ok=True)
-                        write_atomic(cache_dir() / f"{key}.json", json.dumps(result), what="sweep cache")
-                rows[key] = _row(spec, point, workload, result, config_dir)
-                _write_results(results_path, columns, rows)
+                        write_atomic(cache_dir() / name, json.dumps(result), what="sweep cache")
                 task_seconds += float(result.get("seconds") or 0.0)
-                if result["status"] != "ok":
-                    failed += 1
-                    say(f"failed: {point.config.name} {workload.key}: {result['error']}", quiet=quiet)
+                if what == "area":
+                    areas[key] = result
+                    for row_key, row in rows.items():
+                        if identity[tasks[row_key][0].digest] == key:
+                            row.update(_area_columns(result))
+                    if result["status"] != "ok":
+                        say(f"failed: the area of {area_todo[key].config.name} (and every config with the "
+                            f"same RTL): {result['error']}", quiet=quiet)
+                else:
+                    point, workload = tasks[key]
+                    rows[key] = _row(spec, point, workload, result, config_dir, area_of(point))
+                    if result["status"] != "ok":
+                        say(f"failed: {point.config.name} {workload.key}: {result['error']}", quiet=quiet)
+                _write_results(results_path, columns, rows)
             compute_seconds = time.perf_counter() - t0
+    failed = sum(r["status"] != "ok" for r in rows.values()) + sum(a["status"] != "ok" for a in areas.values())
     return SweepSummary(points=len(tasks), failed=failed, computed=len(todo), cached=cached, resumed=resumed,
-                        workers=n_workers, seconds=time.perf_counter() - t_start, compute_seconds=compute_seconds,
+                        syntheses=len(area_todo), workers=n_workers, seconds=time.perf_counter() - t_start,
+                        compute_seconds=compute_seconds,
                         task_seconds=task_seconds)
 
 
-__all__ = ["RESULTS", "SweepSummary", "cache_dir", "dask_client", "point_key", "read_results", "run_sweep"]
+__all__ = ["AREA", "RESULTS", "SweepSummary", "area_key", "cache_dir", "dask_client", "point_key", "read_results",
+           "run_sweep"]

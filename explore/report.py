@@ -1,8 +1,11 @@
-"""``DIR/index.md`` of a sweep: per-config totals, the Pareto front as a figure, the best config per objective.
+"""``DIR/index.md`` of a sweep: per-config totals, Pareto fronts as figures, the best config per objective.
 
-A config is ranked only when every workload ran on it and it meets every
-constraint; its figures are summed over the workloads (EDP: total energy x
-total delay, in the simulator's EDP units).
+A config is ranked only when every workload ran on it (and its area is known,
+when area is an objective) and it meets every constraint; its figures are
+summed over the workloads (EDP: total energy x total delay, in the
+simulator's EDP units); its area is the config's own.  The fronts drawn are
+cycles against area and energy against cycles, those of them the objectives
+allow (else the first two objectives).
 """
 
 from __future__ import annotations
@@ -15,6 +18,9 @@ from tinynpu.explore.spec import SweepSpec
 from tinynpu.fsio import write_atomic
 
 RUN_COMMAND = {"gemm": "matmul", "conv2d": "conv2d", "mlp": "mlp"}
+#: The fronts shown when the objectives allow them: (x, y), lower is better on both.
+FRONTS = (("area_mm2", "cycles"), ("cycles", "energy_pj"))
+UNITS = {"cycles": "cycles", "dram_bytes": "bytes", "energy_pj": "pJ", "edp": "pJ*s", "area_mm2": "mm^2"}
 
 
 @dataclass(frozen=True)
@@ -36,7 +42,8 @@ def config_totals(spec: SweepSpec, rows: list[dict[str, str]]) -> tuple[list[Con
         by_config.setdefault(row["config"], []).append(row)
     complete, incomplete = [], []
     for name, group in by_config.items():
-        if len(group) < len(spec.workloads) or any(r["status"] != "ok" for r in group):
+        if len(group) < len(spec.workloads) or any(r["status"] != "ok" for r in group) or (
+                "area_mm2" in spec.objectives and not group[0].get("area_mm2")):
             incomplete.append(name)
             continue
         totals = {"cycles": sum(float(r["cycles"]) for r in group),
@@ -46,6 +53,8 @@ def config_totals(spec: SweepSpec, rows: list[dict[str, str]]) -> tuple[list[Con
             # The workloads run one after another: total energy x total delay (each run's edp / energy).
             delay = sum(float(r["edp"]) / float(r["energy_pj"]) for r in group if float(r["energy_pj"]))
             totals["edp"] = totals["energy_pj"] * delay
+        if group[0].get("area_mm2"):
+            totals["area_mm2"] = float(group[0]["area_mm2"])
         feasible = all(c.holds(totals[c.objective]) for c in spec.constraints if c.objective in totals)
         complete.append(ConfigTotals(config=name, config_file=group[0]["config_file"],
                                      overrides=tuple((p.key, group[0][p.key]) for p in spec.parameters),
@@ -62,11 +71,17 @@ def pareto_front(configs: list[ConfigTotals], x: str, y: str) -> list[ConfigTota
     return sorted(front, key=lambda c: (c.totals[x], c.totals[y]))
 
 
-def _axes(spec: SweepSpec) -> tuple[str, str]:
-    measured = [o for o in spec.objectives if o in ("cycles", "dram_bytes", "energy_pj", "edp")]
-    x = measured[0] if measured else "cycles"
-    others = [o for o in measured[1:] if o != x] or [o for o in ("dram_bytes", "cycles") if o != x]
-    return x, others[0]
+def front_axes(spec: SweepSpec) -> list[tuple[str, str]]:
+    """The (x, y) pairs whose Pareto fronts the report draws."""
+    fronts = [(x, y) for x, y in FRONTS if x in spec.objectives and y in spec.objectives]
+    if not fronts:
+        measured = [*spec.objectives, *(o for o in ("cycles", "dram_bytes") if o not in spec.objectives)]
+        fronts = [(measured[0], measured[1])]
+    return fronts
+
+
+def figure_name(x: str, y: str) -> str:
+    return f"pareto-{y}-vs-{x}.png"
 
 
 def _figure(path: Path, configs: list[ConfigTotals], front: list[ConfigTotals], x: str, y: str) -> None:
@@ -81,8 +96,8 @@ def _figure(path: Path, configs: list[ConfigTotals], front: list[ConfigTotals], 
                label="design points")
     ax.plot([c.totals[x] for c in front], [c.totals[y] for c in front], "o-", color="tab:red",
             label="Pareto front")
-    ax.set_xlabel(f"{x} (sum over workloads)")
-    ax.set_ylabel(f"{y} (sum over workloads)")
+    ax.set_xlabel(_label(x))
+    ax.set_ylabel(_label(y))
     ax.grid(True, alpha=0.3)
     ax.legend()
     fig.tight_layout()
@@ -91,36 +106,46 @@ def _figure(path: Path, configs: list[ConfigTotals], front: list[ConfigTotals], 
     write_atomic(path, buf.getvalue(), what="sweep figure")
 
 
+def _label(name: str) -> str:
+    return f"{name} ({UNITS[name]}{', the config' if name == 'area_mm2' else ', sum over workloads'})"
+
+
 def reproduce_command(c: ConfigTotals) -> str:
     kind, args = c.first_workload
     return f"tinynpu run {RUN_COMMAND[kind]} {args} --config {c.config_file} --no-race-check"
 
 
 def write_index(spec: SweepSpec, out: Path, rows: list[dict[str, str]]) -> list[Path]:
-    """Write ``out/index.md`` (and ``out/pareto.png`` when any config is complete); returns the files written."""
+    """Write ``out/index.md`` (and a ``pareto-Y-vs-X.png`` per front when any config is ranked); returns the files
+    written."""
     configs, incomplete = config_totals(spec, rows)
     ranked = [c for c in configs if c.feasible]
-    x, y = _axes(spec)
+    bases = ", ".join(f"`{b.path}`" for b in spec.bases)
     lines = [f"# Sweep {spec.source.name}", "",
              f"{len(rows)} points ({sum(r['status'] != 'ok' for r in rows)} failed) over {len(configs)} complete "
-             f"configs and {len(spec.workloads)} workloads; base config `{spec.base}`; results in "
-             "`results.csv`.", ""]
+             f"configs and {len(spec.workloads)} workloads; base config{'s' if len(spec.bases) > 1 else ''} "
+             f"{bases}; results in `results.csv`.", ""]
     if spec.constraints:
         lines += [f"Constraints: {', '.join(f'`{c.text}`' for c in spec.constraints)}: {len(ranked)} of "
                   f"{len(configs)} configs meet them.", ""]
     if incomplete:
-        lines += [f"Not ranked (a workload failed or did not run): {', '.join(sorted(incomplete))}.", ""]
+        lines += [f"Not ranked (a workload failed or did not run, or its area is unknown): "
+                  f"{', '.join(sorted(incomplete))}.", ""]
+        errors = sorted({r["area_error"] for r in rows if r.get("area_error")})
+        lines += [f"Area failed: {e}" for e in errors] + ([""] if errors else [])
     written = [out / "index.md"]
     if ranked:
-        front = pareto_front(ranked, x, y)
-        _figure(out / "pareto.png", ranked, front, x, y)
-        written.append(out / "pareto.png")
-        lines += [f"## Pareto front: {x} against {y}", "", "![Pareto front](pareto.png)", "",
-                  f"| config | {' | '.join(p.key for p in spec.parameters)} | {x} | {y} |",
-                  f"|---|{'---|' * len(spec.parameters)}---:|---:|"]
-        lines += [f"| {c.config} | {' | '.join(v for _, v in c.overrides)} | {c.totals[x]:.0f} | {c.totals[y]:.0f} |"
-                  for c in front]
-        lines += ["", "## Best config per objective", ""]
+        for x, y in front_axes(spec):
+            front = pareto_front(ranked, x, y)
+            _figure(out / figure_name(x, y), ranked, front, x, y)
+            written.append(out / figure_name(x, y))
+            lines += [f"## Pareto front: {y} against {x}", "", f"![Pareto front: {y} against {x}]({figure_name(x, y)})",
+                      "", f"| config | {' | '.join(p.key for p in spec.parameters)} | {x} | {y} |",
+                      f"|---|{'---|' * len(spec.parameters)}---:|---:|"]
+            lines += [f"| {c.config} | {' | '.join(v for _, v in c.overrides)} | {c.totals[x]:.6g} | "
+                      f"{c.totals[y]:.6g} |" for c in front]
+            lines += [""]
+        lines += ["## Best config per objective", ""]
         for objective in spec.objectives:
             if not all(objective in c.totals for c in ranked):
                 continue
@@ -134,4 +159,5 @@ def write_index(spec: SweepSpec, out: Path, rows: list[dict[str, str]]) -> list[
     return written
 
 
-__all__ = ["ConfigTotals", "config_totals", "pareto_front", "reproduce_command", "write_index"]
+__all__ = ["ConfigTotals", "config_totals", "figure_name", "front_axes", "pareto_front", "reproduce_command",
+           "write_index"]

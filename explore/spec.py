@@ -1,8 +1,11 @@
-"""A sweep spec: base config, parameters over its keys, workloads, objectives, constraints; from YAML.
+"""A sweep spec: base config(s), parameters over their keys, workloads, objectives, constraints; from YAML.
 
 :func:`load_sweep` checks the spec against ``sweep.schema.json`` and against
-the base config (every parameter names a leaf key of it), so a typo is one
-message with the spec's file:line:col.  :func:`design_points` expands the grid
+the base configs (every parameter names a leaf key of each), so a typo is one
+message with the spec's file:line:col.  A list of base configs is one more
+dimension of the grid, named ``base``: sweeping ``t8``, ``default`` and
+``t32`` changes the tile edge with everything that goes with it (MAC rate,
+scratchpad energies), which overriding ``tile`` alone would not.  :func:`design_points` expands the grid
 (or a seeded random sample of it) and validates every point with the config
 loader before any work starts.
 """
@@ -35,6 +38,7 @@ from tinynpu.isa.yamlsrc import YamlSource, load_yaml
 SCHEMA_PATH = Path(__file__).with_name("sweep.schema.json")
 _CONV_KEYS = ("n", "c", "h", "w", "k", "r", "s", "stride", "pad")
 _CONV_DEFAULTS = {"n": 1, "stride": 1, "pad": 0}
+BASE_KEY = "base"  # the grid dimension of a spec with several base configs
 _OPERATORS: dict[str, Callable[[float, float], bool]] = {"<=": operator.le, ">=": operator.ge, "<": operator.lt,
                                                          ">": operator.gt}
 
@@ -79,8 +83,18 @@ class Constraint:
 
 
 @dataclass(frozen=True)
+class BaseConfig:
+    """One base config of the spec: its name as the spec gives it, its file and its YAML data."""
+
+    name: str
+    path: Path
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class DesignPoint:
-    """One config of the sweep: the overrides, its YAML text and the loaded, validated config."""
+    """One config of the sweep: the overrides (``base`` first when the spec has several), its YAML text and the
+    loaded, validated config."""
 
     overrides: tuple[tuple[str, Any], ...]
     config_text: str
@@ -98,8 +112,7 @@ class SweepSpec:
     """A loaded, checked sweep spec."""
 
     source: Path
-    base: Path
-    base_data: dict[str, Any]
+    bases: tuple[BaseConfig, ...]
     parameters: tuple[Parameter, ...]
     sample_points: int | None
     sample_seed: int
@@ -113,21 +126,29 @@ def objective_unavailable(name: str) -> str | None:
     """Why objective ``name`` cannot be measured by this tinynpu, or None if it can."""
     if name in ("energy_pj", "edp") and importlib.util.find_spec("tinynpu.simulator.energy") is None:
         return "this tinynpu's simulator has no energy model (its stats carry no energy_pj)"
-    if name == "area":
-        return "the sweep does not run `tinynpu synth` yet, so no area figure is available"
+    if name == "area_mm2":
+        from tinynpu.rtl.synth import yosys_missing_reason
+
+        return yosys_missing_reason()
     return None
 
 
-def _resolve_base(src: YamlSource, base: str) -> Path:
+def _load_base(src: YamlSource, base: str, where: tuple[str | int, ...]) -> BaseConfig:
     candidate = (src.path.parent / base) if base.endswith((".yaml", ".yml")) else CONFIG_DIR / f"{base}.yaml"
     if not candidate.is_file():
         names = ", ".join(sorted(p.stem for p in CONFIG_DIR.glob("*.yaml")))
-        raise SpecError(f"{src.where(('base',))}: base config {base!r} is neither a built-in config ({names}) "
+        raise SpecError(f"{src.where(where)}: base config {base!r} is neither a built-in config ({names}) "
                         f"nor a file ({candidate} does not exist).")
-    return candidate
+    data = load_yaml(candidate).data
+    if not isinstance(data, dict):
+        raise SpecError(f"{src.where(where)}: base config {candidate} is not a YAML mapping.")
+    return BaseConfig(name=base, path=candidate, data=data)
 
 
 def _check_key(src: YamlSource, base: Path, base_data: dict[str, Any], dotted: str) -> None:
+    if dotted == BASE_KEY:
+        raise SpecError(f"{src.where(('parameters', dotted))}: {BASE_KEY!r} is not a config key; to sweep base "
+                        f"configs, give `{BASE_KEY}` a list at the top level of the spec.")
     node: Any = base_data
     walked: list[str] = []
     for part in dotted.split("."):
@@ -173,7 +194,7 @@ def _workloads(src: YamlSource, raw: dict[str, Any]) -> tuple[Workload, ...]:
 
 
 def _constraint(src: YamlSource, index: int, text: str, objectives: tuple[str, ...]) -> Constraint:
-    match = re.fullmatch(r"\s*([a-z_]+)\s*(<=|>=|<|>)\s*(\S+)\s*", text)
+    match = re.fullmatch(r"\s*([a-z_][a-z0-9_]*)\s*(<=|>=|<|>)\s*(\S+)\s*", text)
     assert match is not None  # the schema's pattern
     name, op, bound = match.groups()
     try:
@@ -209,13 +230,15 @@ def load_sweep(path: Path | str) -> SweepSpec:
             key_path = (*key_path, extra[0]) if extra else key_path
         raise SpecError(f"{src.where(key_path)}: schema violation ({SCHEMA_PATH.name}): {err.message}.")
     d = src.data
-    base = _resolve_base(src, d["base"])
-    base_data = load_yaml(base).data
-    if not isinstance(base_data, dict):
-        raise SpecError(f"{src.where(('base',))}: base config {base} is not a YAML mapping.")
+    names = d["base"] if isinstance(d["base"], list) else [d["base"]]
+    bases = tuple(_load_base(src, name, ("base", i) if isinstance(d["base"], list) else ("base",))
+                  for i, name in enumerate(names))
     parameters = []
+    if len(bases) > 1:
+        parameters.append(Parameter(key=BASE_KEY, values=tuple(b.name for b in bases), where=src.where(("base",))))
     for dotted, raw in d["parameters"].items():
-        _check_key(src, base, base_data, dotted)
+        for base in bases:
+            _check_key(src, base.path, base.data, dotted)
         parameters.append(Parameter(key=dotted, values=_values(src, dotted, raw),
                                     where=src.where(("parameters", dotted))))
     objectives = tuple(d["objectives"])
@@ -225,7 +248,7 @@ def load_sweep(path: Path | str) -> SweepSpec:
             raise SpecError(f"{src.where(('objectives', index))}: objective {name!r} is not available: {why}.")
     sample = d.get("sample")
     return SweepSpec(
-        source=src.path, base=base, base_data=base_data, parameters=tuple(parameters),
+        source=src.path, bases=bases, parameters=tuple(parameters),
         sample_points=sample["points"] if sample else None, sample_seed=sample.get("seed", 0) if sample else 0,
         workloads=_workloads(src, d["workloads"]), objectives=objectives,
         constraints=tuple(_constraint(src, i, text, objectives) for i, text in enumerate(d.get("constraints", []))),
@@ -257,11 +280,14 @@ def design_points(spec: SweepSpec, config_dir: Path) -> list[DesignPoint]:
     points: dict[str, DesignPoint] = {}
     for values in grid:
         overrides = tuple((p.key, v) for p, v in zip(spec.parameters, values, strict=True))
-        data = copy.deepcopy(spec.base_data)
+        chosen = dict(overrides).get(BASE_KEY, spec.bases[0].name)
+        base = next(b for b in spec.bases if b.name == chosen)
+        data = copy.deepcopy(base.data)
         for dotted, value in overrides:
-            _override(data, dotted, value)
+            if dotted != BASE_KEY:
+                _override(data, dotted, value)
         label = hashlib.sha256(json.dumps(overrides).encode()).hexdigest()[:8]
-        data["name"] = f"{spec.base_data.get('name', 'config')}-{label}"
+        data["name"] = f"{base.data.get('name', 'config')}-{label}"
         text = yaml.safe_dump(data, sort_keys=False)
         path = config_dir / f"{data['name']}.yaml"
         write_atomic(path, text, what="sweep config")
@@ -276,5 +302,5 @@ def design_points(spec: SweepSpec, config_dir: Path) -> list[DesignPoint]:
     return list(points.values())
 
 
-__all__ = ["Constraint", "DesignPoint", "Parameter", "SweepSpec", "Workload", "design_points", "load_sweep",
-           "objective_unavailable"]
+__all__ = ["BASE_KEY", "BaseConfig", "Constraint", "DesignPoint", "Parameter", "SweepSpec", "Workload",
+           "design_points", "load_sweep", "objective_unavailable"]

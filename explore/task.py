@@ -1,4 +1,4 @@
-"""One sweep task, run on a Dask worker: compile and simulate one workload on one config.
+"""The sweep's tasks, run on Dask workers: one workload on one config, and one config's area.
 
 No verification and no race sanitizer: a design point needs the figures, and
 the compiler's own tests establish correctness.  Every error is returned as
@@ -7,6 +7,8 @@ the point's result, so one bad point never stops a sweep.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import os
 import tempfile
 import time
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tinynpu.fsio import write_atomic
+from tinynpu.isa import ArchConfig
 
 
 def _config_file(digest: str, text: str) -> Path:
@@ -63,4 +66,46 @@ def evaluate(config_text: str, digest: str, kind: str, sizes: dict[str, int]) ->
     return result
 
 
-__all__ = ["evaluate"]
+def area_identity(cfg: ArchConfig) -> str:
+    """What ``tinynpu synth`` depends on: the RTL header generated for the config, its tile edge and its
+    scratchpad sizes.  Configs that differ only elsewhere (energy table, clock, DRAM size) share one synthesis.
+    """
+    from tinynpu.isa import load_isa
+    from tinynpu.isa.gen_verilog import generate_verilog
+
+    try:  # under one name: the header quotes the config's name, which is unique per design point
+        header = generate_verilog(load_isa(), dataclasses.replace(cfg, name="sweep"))
+    except ValueError:  # no RTL for this config: it is its own (refused) identity
+        header = cfg.digest
+    sizes = [cfg.scope_bytes(scope) for scope in ("a_reg", "b_reg", "acc")]
+    return hashlib.sha256(f"{header}|{cfg.tile}|{sizes}".encode()).hexdigest()[:16]
+
+
+def synth_area(config_text: str, digest: str, identity: str) -> dict[str, Any]:
+    """The area of the RTL for the config, by ``tinynpu synth`` (Yosys; its own cache makes a repeat free).
+
+    Returns:
+        ``status`` ``ok`` with ``area_mm2``, ``synthesized`` (the parts that went through Yosys in this
+        call) and ``seconds``, or ``status`` ``failed`` with ``error`` (for example a config the RTL is not
+        built for, such as fp32).
+    """
+    from tinynpu.isa import load_config
+    from tinynpu.rtl.synth import rtl_supports, synthesize
+
+    t0 = time.perf_counter()
+    try:
+        cfg = load_config(_config_file(digest, config_text))
+        reason = rtl_supports(cfg)
+        if reason is not None:
+            return {"status": "failed", "error": f"no area: {reason}", "seconds": time.perf_counter() - t0}
+        # Named by its identity, so the synth cache serves every later sweep's config with the same RTL.
+        named = dataclasses.replace(cfg, name=f"sweep-{identity}")
+        report = synthesize(named, named)
+    except Exception as exc:  # noqa: BLE001 - a failing area is recorded with its error; the sweep goes on
+        message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+        return {"status": "failed", "error": f"no area: {message}", "seconds": time.perf_counter() - t0}
+    return {"status": "ok", "area_mm2": report.area_um2 / 1e6, "synthesized": list(report.synthesized),
+            "seconds": time.perf_counter() - t0}
+
+
+__all__ = ["area_identity", "evaluate", "synth_area"]

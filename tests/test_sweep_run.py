@@ -58,7 +58,8 @@ def test_sweep_resume_and_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
             assert (int(row["cycles"]), int(row["dram_bytes"])) == (report["cycles"], report["dram_bytes"])
             assert (float(row["energy_pj"]), float(row["edp"])) == (report["energy_pj"], report["edp"])
     index = (out / "index.md").read_text()
-    assert "![Pareto front](pareto.png)" in index and (out / "pareto.png").stat().st_size > 0
+    assert "![Pareto front: energy_pj against cycles](pareto-energy_pj-vs-cycles.png)" in index
+    assert (out / "pareto-energy_pj-vs-cycles.png").stat().st_size > 0
 
     # A sweep killed after two points: --resume keeps them and computes only the other two.
     kept = (out / "results.csv").read_text().splitlines()[:3]

@@ -52,7 +52,9 @@ def test_sample_is_seeded_subset(tmp_path: Path) -> None:
                                                  r"config .*dram has no key 'bandwidth'.*bytes_per_cycle"),
     (("dram.bytes_per_cycle", "dram"), r"sweep.yaml:3:3 .*'dram' is a section"),
     (("{from: 50, to: 150, step: 50}", "{from: 150, to: 50}"), r"sweep.yaml:4:3 .*range from 150 to 50 is empty"),
-    (("[cycles, dram_bytes]", "[cycles, area]"), r"sweep.yaml:8:22 .*objective 'area' is not available"),
+    (("[cycles, dram_bytes]", "[cycles, area]"), r"sweep.yaml:8:22 .*schema violation .*'area' is not one of"),
+    (("  dram.bytes_per_cycle: [8, 16]", "  base: [t8]"), r"sweep.yaml:3:3 .*'base' is not a config key"),
+    (("base: default", "base: [default, nosuch]"), r"sweep.yaml:1:17 .*base config 'nosuch' is neither"),
     (("cycles <= 1e9", "dram_bytes <= 1e9"), r"sweep.yaml:9:15 .*constraint 'dram_bytes <= 1e9' is on"),
     (("base: default", "base: nosuch"), r"sweep.yaml:1:1 .*base config 'nosuch' is neither"),
     (("  mlp: [1]", "  mlps: [1]"), r"sweep.yaml:7:3 .*schema violation"),
@@ -85,3 +87,14 @@ def test_cli_unknown_key_is_one_paragraph(tmp_path: Path, capsys: pytest.Capture
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.count("\n") == 1
     assert f"{spec}:4:3 (at parameters.dram.latncy_cycles)" in err
+
+
+def test_several_bases_are_a_grid_dimension(tmp_path: Path) -> None:
+    spec = load_sweep(_spec(tmp_path, GOOD.replace("base: default", "base: [t8, default, t32]")))
+    assert spec.parameters[0].key == "base" and spec.parameters[0].values == ("t8", "default", "t32")
+    points = design_points(spec, tmp_path)
+    assert len(points) == 18
+    # Each base brings its own tile, MAC rate and scratchpad energies; the parameters override the rest.
+    assert {(p.config.tile, p.config.tmm_interval_cycles) for p in points} == {(8, 8), (16, 16), (32, 32)}
+    assert {p.config.dram_bytes_per_cycle for p in points} == {8, 16}
+    assert all(p.config.name.startswith(dict(p.overrides)["base"]) for p in points)
