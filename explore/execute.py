@@ -85,7 +85,8 @@ def _row(spec: SweepSpec, point: DesignPoint, workload: Workload, result: dict[s
     row: dict[str, Any] = {"key": point_key(point, workload), "config": point.config.name,
                            "config_file": str(config_dir / f"{point.config.name}.yaml")}
     row.update(dict(point.overrides))
-    row.update({"workload": workload.key, "kind": workload.kind, "run_args": workload.cli_args(),
+    row.update({"workload": workload.key, "kind": workload.kind, "count": workload.count,
+                "run_args": workload.cli_args(),
                 "status": result["status"]})
     row.update({name: result.get(name, "") for name in FIGURES})
     if AREA in spec.objectives:
@@ -96,7 +97,7 @@ def _row(spec: SweepSpec, point: DesignPoint, workload: Workload, result: dict[s
 
 
 def _columns(spec: SweepSpec) -> list[str]:
-    return ["key", "config", "config_file", *(p.key for p in spec.parameters), "workload", "kind", "run_args",
+    return ["key", "config", "config_file", *(p.key for p in spec.parameters), "workload", "kind", "count", "run_args",
             "status", *FIGURES, *(AREA_COLUMNS if AREA in spec.objectives else ()), "seconds", "error", "version"]
 
 

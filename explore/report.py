@@ -46,12 +46,15 @@ def config_totals(spec: SweepSpec, rows: list[dict[str, str]]) -> tuple[list[Con
                 "area_mm2" in spec.objectives and not group[0].get("area_mm2")):
             incomplete.append(name)
             continue
-        totals = {"cycles": sum(float(r["cycles"]) for r in group),
-                  "dram_bytes": sum(float(r["dram_bytes"]) for r in group)}
+        # A layer the workloads have `count` times counts that often (it ran once).
+        weight = [int(r.get("count") or 1) for r in group]
+        totals = {name: sum(w * float(r[name]) for w, r in zip(weight, group, strict=True))
+                  for name in ("cycles", "dram_bytes")}
         if all(r.get("energy_pj") for r in group):
-            totals["energy_pj"] = sum(float(r["energy_pj"]) for r in group)
+            totals["energy_pj"] = sum(w * float(r["energy_pj"]) for w, r in zip(weight, group, strict=True))
             # The workloads run one after another: total energy x total delay (each run's edp / energy).
-            delay = sum(float(r["edp"]) / float(r["energy_pj"]) for r in group if float(r["energy_pj"]))
+            delay = sum(w * float(r["edp"]) / float(r["energy_pj"]) for w, r in zip(weight, group, strict=True)
+                        if float(r["energy_pj"]))
             totals["edp"] = totals["energy_pj"] * delay
         if group[0].get("area_mm2"):
             totals["area_mm2"] = float(group[0]["area_mm2"])

@@ -54,10 +54,12 @@ class Parameter:
 
 @dataclass(frozen=True)
 class Workload:
-    """One layer to compile and simulate: ``kind`` is ``gemm``, ``conv2d`` or ``mlp``."""
+    """One layer to compile and simulate: ``kind`` is ``gemm``, ``conv2d`` or ``mlp``; ``count`` is how many
+    times the spec's workloads have it (it runs once; the totals count it ``count`` times)."""
 
     kind: str
     sizes: tuple[tuple[str, int], ...]
+    count: int = 1
 
     @property
     def key(self) -> str:
@@ -176,21 +178,32 @@ def _values(src: YamlSource, dotted: str, raw: Any) -> tuple[Any, ...]:
 
 
 def _workloads(src: YamlSource, raw: dict[str, Any]) -> tuple[Workload, ...]:
-    found: list[Workload] = []
+    from tinynpu.explore.workloads import READERS
+
+    found: list[tuple[str, tuple[tuple[str, int], ...], int]] = []
     for m, n, k in raw.get("gemm", []):
-        found.append(Workload("gemm", (("m", m), ("n", n), ("k", k))))
+        found.append(("gemm", (("m", m), ("n", n), ("k", k)), 1))
     convs = raw.get("conv2d", [])
     layers = [sh.kwargs() for sh in RESNET50_CONVS] if convs == "resnet50" else [{**_CONV_DEFAULTS, **c}
                                                                                     for c in convs]
     for layer in layers:
-        found.append(Workload("conv2d", tuple((name, layer[name]) for name in _CONV_KEYS)))
+        found.append(("conv2d", tuple((name, layer[name]) for name in _CONV_KEYS), 1))
     for batch in raw.get("mlp", []):
-        found.append(Workload("mlp", (("batch", batch),)))
-    unique = tuple(dict.fromkeys(found))  # identical shapes run once
-    if not unique:
-        raise SpecError(f"{src.where(('workloads',))}: the spec lists no workload; give gemm, conv2d or mlp "
-                        "entries.")
-    return unique
+        found.append(("mlp", (("batch", batch),), 1))
+    for fmt, read in READERS.items():
+        for index, name in enumerate(raw.get(fmt, [])):
+            path = src.path.parent / name
+            if not path.is_file():
+                raise SpecError(f"{src.where(('workloads', fmt, index))}: the {fmt} workload file {name!r} does "
+                                f"not exist ({path}; a relative path is relative to the spec).")
+            found += [(layer.kind, layer.sizes, layer.count) for layer in read(path)]
+    counts: dict[tuple[str, tuple[tuple[str, int], ...]], int] = {}
+    for kind, sizes, count in found:  # identical shapes, from any source, run once
+        counts[(kind, sizes)] = counts.get((kind, sizes), 0) + count
+    if not counts:
+        raise SpecError(f"{src.where(('workloads',))}: the spec lists no workload; give gemm, conv2d, mlp, csv "
+                        "or onnx entries.")
+    return tuple(Workload(kind, sizes, count) for (kind, sizes), count in counts.items())
 
 
 def _constraint(src: YamlSource, index: int, text: str, objectives: tuple[str, ...]) -> Constraint:

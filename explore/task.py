@@ -73,8 +73,8 @@ def area_identity(cfg: ArchConfig) -> str:
     from tinynpu.isa import load_isa
     from tinynpu.isa.gen_verilog import generate_verilog
 
-    try:  # under one name: the header quotes the config's name, which is unique per design point
-        header = generate_verilog(load_isa(), dataclasses.replace(cfg, name="sweep"))
+    try:  # under one name and digest: the header quotes both, and they are unique per design point
+        header = generate_verilog(load_isa(), dataclasses.replace(cfg, name="sweep", digest=""))
     except ValueError:  # no RTL for this config: it is its own (refused) identity
         header = cfg.digest
     sizes = [cfg.scope_bytes(scope) for scope in ("a_reg", "b_reg", "acc")]
@@ -98,8 +98,9 @@ def synth_area(config_text: str, digest: str, identity: str) -> dict[str, Any]:
         reason = rtl_supports(cfg)
         if reason is not None:
             return {"status": "failed", "error": f"no area: {reason}", "seconds": time.perf_counter() - t0}
-        # Named by its identity, so the synth cache serves every later sweep's config with the same RTL.
-        named = dataclasses.replace(cfg, name=f"sweep-{identity}")
+        # Named by its identity (the header quotes name and digest), so the synth cache serves every later
+        # sweep's config with the same RTL.
+        named = dataclasses.replace(cfg, name=f"sweep-{identity}", digest=identity)
         report = synthesize(named, named)
     except Exception as exc:  # noqa: BLE001 - a failing area is recorded with its error; the sweep goes on
         message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
