@@ -6,7 +6,7 @@ message with the spec's file:line:col.  A list of base configs is one more
 dimension of the grid, named ``base``: sweeping ``t8``, ``default`` and
 ``t32`` changes the tile edge with everything that goes with it (MAC rate,
 scratchpad energies), which overriding ``tile`` alone would not.  :func:`design_points` expands the grid
-(or a seeded random sample of it) and validates every point with the config
+(or a seeded random or Latin-hypercube sample of it) and validates every point with the config
 loader before any work starts.
 """
 
@@ -17,6 +17,7 @@ import hashlib
 import importlib.util
 import itertools
 import json
+import math
 import operator
 import random
 import re
@@ -118,6 +119,7 @@ class SweepSpec:
     parameters: tuple[Parameter, ...]
     sample_points: int | None
     sample_seed: int
+    sample_method: str  # "random" or "latin-hypercube"
     workloads: tuple[Workload, ...]
     objectives: tuple[str, ...]
     constraints: tuple[Constraint, ...]
@@ -263,6 +265,7 @@ def load_sweep(path: Path | str) -> SweepSpec:
     return SweepSpec(
         source=src.path, bases=bases, parameters=tuple(parameters),
         sample_points=sample["points"] if sample else None, sample_seed=sample.get("seed", 0) if sample else 0,
+        sample_method=sample.get("method", "random") if sample else "random",
         workloads=_workloads(src, d["workloads"]), objectives=objectives,
         constraints=tuple(_constraint(src, i, text, objectives) for i, text in enumerate(d.get("constraints", []))),
         where_parameters=src.where(("parameters",)),
@@ -277,19 +280,46 @@ def _override(data: dict[str, Any], dotted: str, value: Any) -> None:
     node[leaf] = value
 
 
+def _grid_point(parameters: tuple[Parameter, ...], index: int) -> tuple[Any, ...]:
+    """The ``index``-th point of the grid in ``itertools.product`` order, without building the grid."""
+    values = []
+    for p in reversed(parameters):
+        index, digit = divmod(index, len(p.values))
+        values.append(p.values[digit])
+    return tuple(reversed(values))
+
+
+def _latin_hypercube(parameters: tuple[Parameter, ...], points: int, rng: random.Random) -> list[tuple[Any, ...]]:
+    """``points`` Latin-hypercube samples: each parameter's range is cut into ``points`` equal strata, each
+    stratum is used by exactly one sample, independently shuffled per parameter; a sample's position in its
+    stratum picks the value.  With as many points as a parameter has values, every value occurs once."""
+    columns = []
+    for p in parameters:
+        strata = list(range(points))
+        rng.shuffle(strata)
+        columns.append([p.values[int((stratum + rng.random()) / points * len(p.values))] for stratum in strata])
+    return list(zip(*columns, strict=True))
+
+
 def design_points(spec: SweepSpec, config_dir: Path) -> list[DesignPoint]:
-    """Every point of the grid (or the seeded sample), each written to ``config_dir`` and validated.
+    """Every point of the grid (or the seeded random or Latin-hypercube sample; identical points once), each
+    written to ``config_dir`` and validated.
 
     Raises:
         SpecError: the grid is empty, or a point is not a valid config (naming the spec's parameters and
             the config loader's message).
     """
-    grid = list(itertools.product(*(p.values for p in spec.parameters)))
-    if not spec.parameters or not grid:
+    size = math.prod(len(p.values) for p in spec.parameters)
+    if not spec.parameters or not size:
         raise SpecError(f"{spec.where_parameters}: the grid is empty: give at least one parameter with at least "
                         "one value (a parameter with a single value sweeps just that value).")
-    if spec.sample_points is not None and spec.sample_points < len(grid):
-        grid = random.Random(spec.sample_seed).sample(grid, spec.sample_points)
+    grid: list[tuple[Any, ...]]
+    if spec.sample_points is None or spec.sample_points >= size and spec.sample_method == "random":
+        grid = list(itertools.product(*(p.values for p in spec.parameters)))
+    else:
+        rng = random.Random(spec.sample_seed)
+        grid = (_latin_hypercube(spec.parameters, spec.sample_points, rng) if spec.sample_method == "latin-hypercube"
+                else [_grid_point(spec.parameters, i) for i in rng.sample(range(size), spec.sample_points)])
     points: dict[str, DesignPoint] = {}
     for values in grid:
         overrides = tuple((p.key, v) for p, v in zip(spec.parameters, values, strict=True))

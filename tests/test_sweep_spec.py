@@ -98,3 +98,31 @@ def test_several_bases_are_a_grid_dimension(tmp_path: Path) -> None:
     assert {(p.config.tile, p.config.tmm_interval_cycles) for p in points} == {(8, 8), (16, 16), (32, 32)}
     assert {p.config.dram_bytes_per_cycle for p in points} == {8, 16}
     assert all(p.config.name.startswith(dict(p.overrides)["base"]) for p in points)
+
+
+def test_latin_hypercube_uses_every_stratum_once(tmp_path: Path) -> None:
+    text = GOOD.replace("  dram.latency_cycles: {from: 50, to: 150, step: 50}\n",
+                        "  dram.latency_cycles: [50, 75, 100, 150]\n  queues.depth: [2, 4, 8, 16]\n"
+                        ).replace("[8, 16]", "[8, 16, 32, 64]")
+    spec = load_sweep(_spec(tmp_path, text + "sample: {points: 4, seed: 3, method: latin-hypercube}\n"))
+    points = [dict(p.overrides) for p in design_points(spec, tmp_path)]
+    # As many points as values: each value of each parameter exactly once (a random pick of 4 of the 64
+    # grid points repeats a value with probability 1 - (4! / 4^4)^3 > 99%).
+    assert len(points) == 4
+    for key, values in (("dram.bytes_per_cycle", [8, 16, 32, 64]), ("dram.latency_cycles", [50, 75, 100, 150]),
+                        ("queues.depth", [2, 4, 8, 16])):
+        assert sorted(p[key] for p in points) == values
+    again = load_sweep(_spec(tmp_path, text + "sample: {points: 4, seed: 3, method: latin-hypercube}\n"))
+    assert [dict(p.overrides) for p in design_points(again, tmp_path)] == points
+    other = load_sweep(_spec(tmp_path, text + "sample: {points: 4, seed: 4, method: latin-hypercube}\n"))
+    assert [dict(p.overrides) for p in design_points(other, tmp_path)] != points
+
+
+def test_random_sample_of_a_huge_grid(tmp_path: Path) -> None:
+    """10^11 grid points are never listed: the sample decodes the drawn indices."""
+    text = GOOD.replace("  dram.bytes_per_cycle: [8, 16]\n", "  limits.max_cycles: {from: 1000000, to: 1999999}\n"
+                        ).replace("{from: 50, to: 150, step: 50}", "{from: 1, to: 100000}")
+    spec = load_sweep(_spec(tmp_path, text + "sample: {points: 3, seed: 1}\n"))
+    points = design_points(spec, tmp_path)
+    assert len({p.overrides for p in points}) == 3
+    assert all(1 <= v < 2000000 for p in points for _, v in p.overrides)
