@@ -22,7 +22,7 @@ def _positive(text: str) -> int:
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from tinynpu.explore.execute import RESULTS, read_results, run_sweep
-    from tinynpu.explore.report import write_index
+    from tinynpu.explore.report import summary, write_index
     from tinynpu.explore.spec import load_sweep
 
     if args.workers is not None and args.scheduler:
@@ -30,19 +30,19 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
                          "cluster has its own workers.")
     spec = load_sweep(Path(args.spec))
     out = Path(args.output)
-    summary = run_sweep(spec, out, workers=args.workers, scheduler=args.scheduler, resume=args.resume,
+    run = run_sweep(spec, out, workers=args.workers, scheduler=args.scheduler, resume=args.resume,
                         force=args.force, use_cache=not args.no_cache, quiet=args.json)
-    with step("index.md and the Pareto figure", quiet=args.json):
-        files = write_index(spec, out, read_results(out / RESULTS))
+    rows = read_results(out / RESULTS)
+    with step("index.md and its figures", quiet=args.json):
+        files = write_index(spec, out, rows)
     if args.json:
-        print(json.dumps(summary.to_json()))
+        print(json.dumps({**run.to_json(), **summary(spec, rows)}))
     else:
-        print(f"{summary.points} points: {summary.computed} computed on {summary.workers} workers, "
-              f"{summary.cached} from the cache, {summary.resumed} from the earlier results; "
-              f"{summary.syntheses} area syntheses; "
-              f"{summary.failed} failed; {summary.seconds:.1f} s")
+        print(f"{run.points} points: {run.computed} computed on {run.workers} workers, "
+              f"{run.cached} from the cache, {run.resumed} from the earlier results; "
+              f"{run.syntheses} area syntheses; {run.failed} failed; {run.seconds:.1f} s")
         print(wrote([out / RESULTS, *files]))
-    return 1 if summary.failed else 0
+    return 1 if run.failed else 0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -61,7 +61,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--force", action="store_true", help="start over, replacing an existing results.csv in -o")
     p.add_argument("--no-cache", action="store_true",
                    help="neither read nor write the per-point cache in $TINYNPU_CACHE/sweep (default: use it)")
-    p.add_argument("--json", action="store_true", help="print one JSON object (points, failed, seconds, ...)")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object: points, failed, seconds, ..., the best config per objective and "
+                        "the sensitivities")
     p.set_defaults(handler=_cmd_sweep)
 
 

@@ -168,10 +168,13 @@ def run_sweep(spec: SweepSpec, out: Path, *, workers: int | None = None, schedul
             areas[identity[point.digest]] = ({"status": "ok", AREA: float(row[AREA])} if row.get(AREA)
                                              else {"status": "failed", "error": row["area_error"]})
     for ident in dict.fromkeys(identity.values()):
-        hit = cache_dir() / f"{area_key(ident)}.json"
-        if ident not in areas and use_cache and hit.exists():
-            areas[ident] = json.loads(read_text(hit, what="sweep cache"))
-    area_todo = {ident: p for p in points if (ident := identity.get(p.digest)) and ident not in areas}
+        area_hit = cache_dir() / f"{area_key(ident)}.json"
+        if ident not in areas and use_cache and area_hit.exists():
+            areas[ident] = json.loads(read_text(area_hit, what="sweep cache"))
+    area_todo: dict[str, DesignPoint] = {}
+    for p in points:
+        if p.digest in identity and identity[p.digest] not in areas:
+            area_todo.setdefault(identity[p.digest], p)
 
     def area_of(point: DesignPoint) -> dict[str, Any] | None:
         return areas.get(identity.get(point.digest, ""))

@@ -5,7 +5,8 @@ when area is an objective) and it meets every constraint; its figures are
 summed over the workloads (EDP: total energy x total delay, in the
 simulator's EDP units); its area is the config's own.  The fronts drawn are
 cycles against area and energy against cycles, those of them the objectives
-allow (else the first two objectives).
+allow (else the first two objectives); then each objective's sensitivity to
+each parameter (:mod:`tinynpu.explore.sensitivity`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from tinynpu.explore import sensitivity
 from tinynpu.explore.spec import SweepSpec
 from tinynpu.fsio import write_atomic
 
@@ -118,9 +121,28 @@ def reproduce_command(c: ConfigTotals) -> str:
     return f"tinynpu run {RUN_COMMAND[kind]} {args} --config {c.config_file} --no-race-check"
 
 
+def best_configs(spec: SweepSpec, ranked: list[ConfigTotals]) -> dict[str, ConfigTotals]:
+    """The ranked config with the lowest total, per objective (the objectives every ranked config has)."""
+    return {objective: min(ranked, key=lambda c, o=objective: c.totals[o])  # type: ignore[misc]
+            for objective in spec.objectives if ranked and all(objective in c.totals for c in ranked)}
+
+
+def summary(spec: SweepSpec, rows: list[dict[str, str]]) -> dict[str, Any]:
+    """The results in brief, for ``--json``: configs ranked, the best per objective, the sensitivities."""
+    configs, incomplete = config_totals(spec, rows)
+    ranked = [c for c in configs if c.feasible]
+    return {
+        "configs": len(configs) + len(incomplete), "ranked": len(ranked),
+        "best": {o: {"config": c.config, "overrides": dict(c.overrides), "value": c.totals[o],
+                     "command": reproduce_command(c)} for o, c in best_configs(spec, ranked).items()},
+        "sensitivity": [{"objective": s.objective, "parameter": s.parameter, **s.to_json()}
+                        for s in sensitivity.sensitivities(spec, ranked)],
+    }
+
+
 def write_index(spec: SweepSpec, out: Path, rows: list[dict[str, str]]) -> list[Path]:
-    """Write ``out/index.md`` (and a ``pareto-Y-vs-X.png`` per front when any config is ranked); returns the files
-    written."""
+    """Write ``out/index.md`` (and, when any config is ranked, a ``pareto-Y-vs-X.png`` per front and
+    ``sensitivity.png``); returns the files written."""
     configs, incomplete = config_totals(spec, rows)
     ranked = [c for c in configs if c.feasible]
     bases = ", ".join(f"`{b.path}`" for b in spec.bases)
@@ -149,18 +171,21 @@ def write_index(spec: SweepSpec, out: Path, rows: list[dict[str, str]]) -> list[
                       f"{c.totals[y]:.6g} |" for c in front]
             lines += [""]
         lines += ["## Best config per objective", ""]
-        for objective in spec.objectives:
-            if not all(objective in c.totals for c in ranked):
-                continue
-            best = min(ranked, key=lambda c, o=objective: c.totals[o])  # type: ignore[misc]
+        for objective, best in best_configs(spec, ranked).items():
             shown = ", ".join(f"{k}={v}" for k, v in best.overrides)
             lines += [f"- **{objective}**: {best.config} ({shown}): {best.totals[objective]:.6g}; one workload "
                       f"on it: `{reproduce_command(best)}`"]
+        lines += [""]
+        found = sensitivity.sensitivities(spec, ranked)
+        if found:
+            sensitivity.write_figure(out / sensitivity.FIGURE, spec, ranked, found)
+            written.append(out / sensitivity.FIGURE)
+            lines += sensitivity.markdown(found)
     else:
         lines += ["No config ran every workload and met the constraints, so nothing is ranked."]
     write_atomic(out / "index.md", "\n".join(lines) + "\n", what="sweep index")
     return written
 
 
-__all__ = ["ConfigTotals", "config_totals", "figure_name", "front_axes", "pareto_front", "reproduce_command",
-           "write_index"]
+__all__ = ["ConfigTotals", "best_configs", "config_totals", "figure_name", "front_axes", "pareto_front",
+           "reproduce_command", "summary", "write_index"]

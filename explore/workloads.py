@@ -74,6 +74,7 @@ def read_layer_csv(path: Path) -> list[Layer]:
     names = [_normalize(cell) for cell in header]
     while names and not names[-1]:  # SCALE-Sim's own files end every row with a comma
         names.pop()
+    fields: tuple[str, ...]
     if tuple(names) == GEMM_HEADER:
         kind, fields = "gemm", ("m", "n", "k")
     elif tuple(names) == SCALESIM_HEADER:
@@ -155,13 +156,14 @@ def read_onnx_layers(path: Path) -> list[Layer]:
             continue
         if node.op_type == "Conv" and len(x) == 4 and len(w) == 4:
             group = int(_attr(node, "group", 1))
-            attrs = {"pads": list(_attr(node, "pads", [0, 0, 0, 0])), "strides": list(_attr(node, "strides", [1, 1])),
-                     "dilations": list(_attr(node, "dilations", [1, 1])), "group": group}
+            pads, strides = list(_attr(node, "pads", [0, 0, 0, 0])), list(_attr(node, "strides", [1, 1]))
+            attrs = {"pads": pads, "strides": strides, "dilations": list(_attr(node, "dilations", [1, 1])),
+                     "group": group}
             if conv_on_npu(Step(name, "Conv", "conv", "npu", (), (), attrs), x):
                 continue  # runs on the host in the network, so it is no accelerator workload
             n, c, h, wd = x
             sizes = {"n": n, "c": c // group, "h": h, "w": wd, "k": w[0] // group, "r": w[2], "s": w[3],
-                     "stride": attrs["strides"][0], "pad": attrs["pads"][0]}
+                     "stride": strides[0], "pad": pads[0]}
             layers.append(Layer("conv2d", tuple(sizes.items()), group, where))
         elif node.op_type in ("Gemm", "MatMul") and len(x) >= 2 and len(w) == 2:
             trans_a, trans_b = int(_attr(node, "transA", 0)), int(_attr(node, "transB", 0))
