@@ -1,10 +1,17 @@
-"""`tinynpu sweep` on a real 2-worker Dask LocalCluster: results, a failing point, resume, the cache."""
+"""`tinynpu sweep` on a real 2-worker Dask LocalCluster (results, a failing point, resume, the cache) and on a
+separate-process cluster started with the dask CLI."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
+import socket
+import subprocess
+import sys
 import textwrap
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -76,19 +83,67 @@ def test_sweep_resume_and_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert (summary["computed"], summary["cached"], summary["workers"]) == (0, 4, 0)
 
 
-def test_sweep_on_an_existing_scheduler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                        capsys: pytest.CaptureFixture[str]) -> None:
-    import logging
+@contextlib.contextmanager
+def _process(args: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A process of the dask CLI (``python -m dask ...``), stopped (and, if stuck, killed) on leaving."""
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "dask", *args], stdout=out, stderr=subprocess.STDOUT)
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=20)
 
-    from dask.distributed import LocalCluster
 
-    monkeypatch.setenv("TINYNPU_CACHE", str(tmp_path / "cache"))
+def _wait_for(path: Path, proc: subprocess.Popen[bytes], log: Path, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        assert proc.poll() is None, f"dask exited with {proc.returncode}: {log.read_text()}"
+        assert time.monotonic() < deadline, f"no {path.name} after {seconds} s: {log.read_text()}"
+        time.sleep(0.2)
+
+
+def test_sweep_on_a_separate_process_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """A real `dask scheduler` and `dask worker`, each its own process on a free localhost port."""
+    from dask.distributed import Client
+
+    monkeypatch.setenv("TINYNPU_CACHE", str(tmp_path / "cache"))  # inherited by the worker process
     spec = tmp_path / "sweep.yaml"
     spec.write_text(textwrap.dedent(SPEC).replace("[67108864, 8192]", "[67108864]"))
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
-                      silence_logs=logging.ERROR) as cluster:
-        code, summary = _sweep(capsys, str(spec), "-o", str(tmp_path / "out"), "--scheduler",
-                               cluster.scheduler_address)
+    info = tmp_path / "scheduler.json"
+    # Port 0: the scheduler binds a free port and writes its address to the scheduler file.
+    with _process(["scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard", "--scheduler-file",
+                   str(info)], tmp_path / "scheduler.log") as scheduler:
+        _wait_for(info, scheduler, tmp_path / "scheduler.log")
+        address = json.loads(info.read_text())["address"]
+        assert address.startswith("tcp://127.0.0.1:")
+        with _process(["worker", address, "--nthreads", "1", "--nworkers", "1", "--no-dashboard",
+                       "--local-directory", str(tmp_path / "worker")], tmp_path / "worker.log") as worker:
+            with Client(address, timeout="30s") as client:
+                try:
+                    client.wait_for_workers(1, timeout=60)
+                except TimeoutError:
+                    pytest.fail(f"the worker did not join: {(tmp_path / 'worker.log').read_text()}")
+            code, summary = _sweep(capsys, str(spec), "-o", str(tmp_path / "out"), "--scheduler", address)
+            assert worker.poll() is None
     assert code == 0 and (summary["points"], summary["computed"], summary["failed"], summary["workers"]) == (2, 2, 0, 1)
+    assert all(r["status"] == "ok" for r in _rows(tmp_path / "out" / "results.csv"))
+    assert scheduler.returncode is not None and worker.returncode is not None  # both stopped
     assert main(["sweep", str(spec), "-o", str(tmp_path / "o2"), "--workers", "2", "--scheduler", "tcp://x:1"]) == 2
     assert "cannot be combined with --scheduler" in capsys.readouterr().err
+
+
+def test_unreachable_scheduler(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(textwrap.dedent(SPEC))
+    with socket.socket() as sock:  # a free port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    assert main(["sweep", str(spec), "-o", str(tmp_path / "out"), "--scheduler", f"tcp://127.0.0.1:{port}"]) == 2
+    err = capsys.readouterr().err
+    assert f"--scheduler tcp://127.0.0.1:{port}: cannot reach a Dask scheduler there" in err and "Traceback" not in err
