@@ -21,6 +21,10 @@ of one model spread over every worker instead of running one after another
 in one task; and the results show which layer dominates.  The network's
 accelerator figures are the sum over its layers, which is what a sweep's
 totals are; host steps (pooling, residual adds) are not accelerator cycles.
+A layer runs as a plain conv2d or GEMM with int32 outputs: the network's
+programs add the layer's epilogue (bias, requantization to int8, clamp: a
+few vector-ALU instructions per output column tile), which needs the
+quantized model, and the sweep does not quantize.
 """
 
 from __future__ import annotations
