@@ -68,14 +68,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def register_bench(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = bench_subparsers.add_parser("sweep", help="a small sweep on 1 and on 2 Dask workers: throughput "
-                                                  "speed-up and Dask's overhead")
+    p = bench_subparsers.add_parser("sweep", help="a sweep on 1 and on 2 Dask workers: wall time, throughput "
+                                                  "speed-up and Dask's overhead, with the load average")
+    p.add_argument("--full", action="store_true",
+                   help="the target sweep: 8x8/16x16/32x32 x 2 acc sizes x 2 DRAM bandwidths x 2 latencies over "
+                        "ResNet-50's conv layers, several minutes per run (default: a small 18-point sweep, "
+                        "about 15 s)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
     def handler(args: argparse.Namespace) -> int:
         from tinynpu.explore.bench import run_bench
 
-        return run_bench(as_json=args.json)
+        return run_bench(as_json=args.json, full=args.full)
 
     p.set_defaults(handler=handler)
 
