@@ -24,6 +24,7 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from tinynpu.explore.execute import SweepSummary, run_sweep
 from tinynpu.explore.spec import load_sweep
@@ -72,7 +73,7 @@ def run_bench(*, as_json: bool, full: bool = False) -> int:
                                           quiet=True)
     one, two = runs[1], runs[2]
     targets = {**TARGETS, **({"seconds": FULL_SECONDS_TARGET, "failed": 0} if full else {})}
-    figures = {
+    figures: dict[str, Any] = {
         "sweep": "full" if full else "small",
         "configs": two.points // len(spec.workloads),
         "points": two.points,

@@ -68,7 +68,7 @@ def evaluate(config_text: str, digest: str, kind: str, sizes: dict[str, int]) ->
 
 def area_identity(cfg: ArchConfig) -> str:
     """What ``tinynpu synth`` depends on: the RTL header generated for the config, its tile edge and its
-    scratchpad sizes.  Configs that differ only elsewhere (energy table, clock, DRAM size) share one synthesis.
+    scratchpad sizes.  Configs that differ only elsewhere (energy table, clock) share one synthesis.
     """
     from tinynpu.isa import load_isa
     from tinynpu.isa.gen_verilog import generate_verilog
