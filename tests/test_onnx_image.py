@@ -52,7 +52,7 @@ def test_network_runs_in_one_dram_image(cnn: Path) -> None:
     # weights written once, in the programs' layouts, inside the planned weights region
     assert 0 < mem["weights_placed_bytes"] <= mem["weight_bytes"]
     assert mem["dram_image_peak_bytes"] >= mem["liveness_lower_bound_bytes"] + mem["weights_placed_bytes"]
-    # every single-group direct conv read its input and wrote its output at the liveness plan's addresses
+    # every single-group conv wrote its output, and read its input in the direct layout, at the plan's places
     relocated = {t.addr for p in image.programs.values() for t in p.tensors}
     direct = 0
     for s in cn.net.steps:

@@ -139,34 +139,38 @@ def conv_layer(step: Step, x_nchw: np.ndarray, *, cache: ProgramCache | None, ru
             run.host_bytes += 2 * xg.nbytes  # NCHW -> NHWC
             y = _simulate(comp, {"X": xg, "W": wg}, "Y", npu_epi, cache.cfg, run)
         else:
-            in_place = g == 1 and comp.workload["layout"] == "direct"
-            y = _conv_in_image(image, step, gi, key, comp, xg, wg, npu_epi, in_place, run)
+            y = _conv_in_image(image, step, gi, key, comp, xg, wg, npu_epi, g == 1, run)
         outs.append(y if npu_epi is not None else _host_epilogue(part, y, run))
     return outs[0] if g == 1 else np.concatenate(outs, axis=3)
 
 
 def _conv_in_image(image: DramImage, step: Step, gi: int, key: tuple[Any, ...], comp: Compiled, xg: np.ndarray,
-                   wg: np.ndarray, npu_epi: NpuEpilogue | None, in_place: bool, run: LayerRun) -> np.ndarray:
-    """One conv program run in the DRAM image: weights once, input/output in place or staged."""
-    x_addr = image.address(step.inputs[0], xg.nbytes)
-    y_addr = image.address(step.outputs[0], comp.program.tensor("Y").nbytes)
-    staged: dict[str, np.ndarray] = {}
+                   wg: np.ndarray, npu_epi: NpuEpilogue | None, single: bool, run: LayerRun) -> np.ndarray:
+    """One conv program run in the DRAM image: weights once, input and output in place or staged.
+
+    A single-group conv reads its input in place in the ``direct`` layout (``rowpack`` reads
+    the host's re-laid copy) and, with its epilogue on the accelerator, stores its int8
+    output in place; a group's channel slices go through the staging area.
+    """
     bases: dict[str, int] = {}
+    staged: dict[str, np.ndarray] = {}
+    x_addr = image.address(step.inputs[0], xg.nbytes) if single and comp.workload["layout"] == "direct" else None
+    y_addr = image.address(step.outputs[0], comp.program.tensor("Y").nbytes) if single and npu_epi else None
     w_key = (step.name, f"W{gi}")
-    if not in_place or x_addr is None or w_key not in image.weights:
+    if x_addr is None or w_key not in image.weights:
         device = comp.to_device({"X": xg, "W": wg})
-        bases["W"] = image.weight(w_key, device["W"])
-        if not in_place or x_addr is None:
+        image.weight(w_key, device["W"])
+        if x_addr is None:
             staged["X"] = device["X"]
-            run.host_bytes += 2 * xg.nbytes + (comp.host_traffic_bytes if not in_place else 0)
-    if in_place and x_addr is not None:
+            run.host_bytes += 2 * xg.nbytes + comp.host_traffic_bytes
+    if x_addr is not None:
         bases["X"] = x_addr
     bases["W"] = image.weights[w_key]
     if npu_epi is not None:
         bases["P"] = image.weight((step.name, f"P{gi}"), npu_epi.param_table(image.cfg.tile))
-    run.output_in_image = in_place and npu_epi is not None and y_addr is not None
-    if run.output_in_image:
-        bases["Y"] = y_addr  # type: ignore[assignment]
+    if y_addr is not None:
+        bases["Y"] = y_addr
+    run.output_in_image = y_addr is not None
     return _simulate(comp, staged, "Y", npu_epi, image.cfg, run, image=image, key=(*key, step.name, gi),
                      bases=bases)
 
@@ -210,9 +214,9 @@ def gemm_layer(a2d: np.ndarray, w_nk: np.ndarray, epi: Epilogue, *, cache: Progr
             bases["P"] = image.weight((names[0], "P"), table)
         else:
             staged["P"] = table
-    run.output_in_image = c_addr is not None and npu_epi is not None
-    if run.output_in_image:
-        bases["C"] = c_addr  # type: ignore[assignment]
+    if c_addr is not None and npu_epi is not None:
+        bases["C"] = c_addr
+        run.output_in_image = True
     y = _simulate(comp, staged, "C", npu_epi, image.cfg, run, image=image, key=(*key, *(names or ("",))),
                   bases=bases)
     return y if npu_epi is not None else _host_epilogue(epi, y, run)
