@@ -28,6 +28,13 @@ if ! command -v c++ >/dev/null 2>&1 || ! command -v make >/dev/null 2>&1; then
     || echo "bootstrap: could not install g++/make; co-simulation will run on Icarus only" >&2
 fi
 
+if command -v c++ >/dev/null 2>&1 && ! echo '#include <lz4.h>' | c++ -E -x c++ - >/dev/null 2>&1; then
+  echo "bootstrap: lz4.h not found; installing liblz4-dev with apt-get (Verilator's FST waves, cosim --waves)" >&2
+  if [ "$(id -u)" = 0 ]; then sudo_cmd=""; else sudo_cmd="sudo"; fi
+  $sudo_cmd apt-get update -qq && $sudo_cmd apt-get install -y -qq liblz4-dev >/dev/null \
+    || echo "bootstrap: could not install liblz4-dev; cosim --waves will need --simulator icarus" >&2
+fi
+
 if ! command -v yosys >/dev/null 2>&1 || ! command -v yosys-abc >/dev/null 2>&1; then
   echo "bootstrap: Yosys not found; installing yosys and berkeley-abc with apt-get (tinynpu synth)" >&2
   if [ "$(id -u)" = 0 ]; then sudo_cmd=""; else sudo_cmd="sudo"; fi
