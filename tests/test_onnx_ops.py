@@ -1,0 +1,341 @@
+"""Every operator of the ONNX front end on a small onnx.helper graph, against onnxruntime.
+
+Each graph is quantized by tinynpu (QDQ, int8) and run with the checks a
+network run makes: the simulator's outputs bit-exact against the integer
+reference (check a); against onnxruntime's run of the same quantized graph
+(check b: largest difference in LSBs, fraction of elements within one LSB,
+top-1); against onnxruntime's run of the float graph (check c: cosine).  The
+op under test (the node named ``op``) sits after a convolution or a matmul,
+so that its input is a quantized tensor as in a real network.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+from onnx_models import _init, save  # noqa: E402
+
+from tinynpu.compiler.onnx import compile_onnx, run_network  # noqa: E402
+
+Tail = Callable[[str, int], tuple[list[Any], list[Any]]]  # (input name, channels) -> (nodes, initializers)
+
+
+@dataclass(frozen=True)
+class OpCase:
+    """A small graph around one operator and what its run must show.
+
+    Attributes:
+        tail: The nodes (the one under test named ``op``, the graph output named ``y``) and their
+            initializers, after the stem's output.
+        where: Where the step of the node ``op`` must run (``npu`` or ``host``).
+        stem: ``conv`` (3 -> ``channels``, 3x3, relu; NCHW ``hw``) or ``matmul`` (``hw[0]`` x 24 tokens
+            -> ``channels`` features, for the transformer ops).
+        channels: The stem's output channels (features).
+        hw: The stem's spatial size (or the token count first).
+        head: Follow the op by a 1x1 conv (a matmul after the matmul stem): onnxruntime's quantizer
+            leaves the output of Sum, LRN, Div, ... in float, and the runs compare int8 outputs.
+        opset: The graph's opset (LayerNormalization needs 17, Gelu 20).
+        max_lsb: Largest difference against onnxruntime's quantized run, in LSBs.
+        min_cosine: Smallest cosine against the float graph's output.
+    """
+
+    tail: Tail
+    where: str
+    stem: str = "conv"
+    channels: int = 8
+    hw: tuple[int, int] = (9, 11)
+    head: bool = False
+    opset: int = 13
+    max_lsb: int = 1
+    min_cosine: float = 0.99
+
+
+def _node(op: str, ins: list[str], outs: list[str], name: str, **attrs: Any) -> Any:
+    from onnx import helper
+
+    return helper.make_node(op, ins, outs, name=name, **attrs)
+
+
+def _weights(name: str, shape: tuple[int, ...], fan_in: int, seed: int) -> Any:
+    return _init(name, np.random.default_rng(seed).normal(size=shape) * np.sqrt(2.0 / fan_in))
+
+
+def _bias(name: str, n: int, seed: int) -> Any:
+    return _init(name, np.random.default_rng(seed).normal(size=n) * 0.1)
+
+
+def _const(name: str, value: Any) -> Any:
+    return _init(name, np.asarray(value))
+
+
+def _int64(name: str, values: list[int]) -> Any:
+    from onnx import TensorProto, helper
+
+    return helper.make_tensor(name, TensorProto.INT64, [len(values)], values)
+
+
+def build(case: OpCase, path: Path) -> Path:
+    """The stem, then the case's tail; the output's shape comes from onnx shape inference."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    c = case.channels
+    if case.stem == "conv":
+        x_shape = [1, 3, *case.hw]
+        nodes = [_node("Conv", ["x", "w0", "b0"], ["s0"], "stem", pads=[1, 1, 1, 1]),
+                 _node("Relu", ["s0"], ["s"], "stem_relu")]
+        inits = [_weights("w0", (c, 3, 3, 3), 27, 0), _bias("b0", c, 0)]
+    else:
+        x_shape = [1, case.hw[0], 24]
+        nodes = [_node("MatMul", ["x", "w0"], ["s0"], "stem"), _node("Add", ["s0", "b0"], ["s"], "stem_bias")]
+        inits = [_weights("w0", (24, c), 48, 0), _bias("b0", c, 0)]
+    tail_nodes, tail_inits = case.tail("s", c)
+    if case.head:
+        for node in tail_nodes:
+            node.output[:] = ["t" if o == "y" else o for o in node.output]
+        head = "Conv" if case.stem == "conv" else "MatMul"
+        tail_nodes.append(_node(head, ["t", "wh"], ["y"], "head"))
+        tail_inits.append(_weights("wh", (c, c, 1, 1) if head == "Conv" else (c, c), c, 9))
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)
+    probe = helper.make_model(helper.make_graph(nodes + tail_nodes, "probe", [x],
+                                                [helper.make_empty_tensor_value_info("y")], inits + tail_inits),
+                              opset_imports=[helper.make_opsetid("", case.opset)])
+    out = onnx.shape_inference.infer_shapes(probe, strict_mode=True).graph.output[0]
+    dims = [int(d.dim_value) for d in out.type.tensor_type.shape.dim]
+    return save(path, nodes + tail_nodes, inits + tail_inits, [x],
+                [helper.make_tensor_value_info("y", TensorProto.FLOAT, dims)], opset=case.opset)
+
+
+# -- the tails -----------------------------------------------------------------------------------------------
+
+
+def conv(k: int, kernel: tuple[int, int], *, group: int = 1, strides: tuple[int, int] = (1, 1),
+         pads: tuple[int, int, int, int] = (0, 0, 0, 0), dilations: tuple[int, int] = (1, 1),
+         relu: bool = True) -> Tail:
+    def tail(x: str, c: int) -> tuple[list[Any], list[Any]]:
+        fan_in = c // group * kernel[0] * kernel[1]
+        nodes = [_node("Conv", [x, "w1", "b1"], ["c1" if relu else "y"], "op", group=group, strides=list(strides),
+                       pads=list(pads), dilations=list(dilations), kernel_shape=list(kernel))]
+        if relu:
+            nodes.append(_node("Relu", ["c1"], ["y"], "op_relu"))
+        return nodes, [_weights("w1", (k, c // group, *kernel), fan_in, 1), _bias("b1", k, 1)]
+
+    return tail
+
+
+def gemm(n: int, *, trans_a: int = 0, trans_b: int = 0, alpha: float = 1.0, beta: float = 1.0) -> Tail:
+    """Flatten (or Flatten + Transpose for transA), then Gemm to ``n`` outputs."""
+
+    def tail(x: str, c: int) -> tuple[list[Any], list[Any]]:
+        nodes = [_node("GlobalAveragePool", [x], ["g"], "gap"), _node("Flatten", ["g"], ["f"], "flatten")]
+        a = "f"
+        if trans_a:
+            nodes.append(_node("Transpose", ["f"], ["ft"], "a_t", perm=[1, 0]))
+            a = "ft"
+        w_shape = (n, c) if trans_b else (c, n)
+        nodes.append(_node("Gemm", [a, "w1", "b1"], ["y"], "op", transA=trans_a, transB=trans_b, alpha=alpha,
+                           beta=beta))
+        return nodes, [_weights("w1", w_shape, c, 1), _bias("b1", n, 1)]
+
+    return tail
+
+
+def matmul_weight(n: int) -> Tail:
+    def tail(x: str, c: int) -> tuple[list[Any], list[Any]]:
+        return [_node("MatMul", [x, "w1"], ["y"], "op")], [_weights("w1", (c, n), c, 1)]
+
+    return tail
+
+
+def attention(heads: int) -> Tail:
+    """Q·Kᵀ and scores·V batched over heads: two activation x activation MatMuls (the first is ``op``)."""
+
+    def tail(x: str, c: int) -> tuple[list[Any], list[Any]]:
+        dh = c // heads
+        nodes, inits = [], [_int64("split", [1, -1, heads, dh])]
+        for p in ("q", "k", "v"):
+            nodes += [_node("MatMul", [x, f"w{p}"], [f"{p}0"], f"proj_{p}"),
+                      _node("Reshape", [f"{p}0", "split"], [f"{p}1"], f"heads_{p}")]
+            inits.append(_weights(f"w{p}", (c, c), c, ord(p)))
+        nodes += [_node("Transpose", ["q1"], ["qh"], "q_t", perm=[0, 2, 1, 3]),
+                  _node("Transpose", ["k1"], ["kt"], "k_t", perm=[0, 2, 3, 1]),
+                  _node("Transpose", ["v1"], ["vh"], "v_t", perm=[0, 2, 1, 3]),
+                  _node("MatMul", ["qh", "kt"], ["scores"], "op"),
+                  _node("Softmax", ["scores"], ["p"], "softmax", axis=-1),
+                  _node("MatMul", ["p", "vh"], ["y"], "scores_v")]
+        return nodes, inits
+
+    return tail
+
+
+def unary(op: str, inits: list[Any] | None = None, extra_inputs: tuple[str, ...] = (), **attrs: Any) -> Tail:
+    def tail(x: str, c: int) -> tuple[list[Any], list[Any]]:
+        return [_node(op, [x, *extra_inputs], ["y"], "op", **attrs)], list(inits or [])
+
+    return tail
+
+
+def clip(lo: float, hi: float) -> Tail:
+    """Conv then Clip(lo, hi) (fused into the conv's store)."""
+
+    def tail(x: str, c: int) -> tuple[list[Any], list[Any]]:
+        nodes = [_node("Conv", [x, "w1", "b1"], ["c1"], "op", pads=[1, 1, 1, 1]),
+                 _node("Clip", ["c1", "lo", "hi"], ["y"], "op_clip")]
+        return nodes, [_weights("w1", (c, c, 3, 3), 9 * c, 1), _bias("b1", c, 1), _const("lo", np.float32(lo)),
+                       _const("hi", np.float32(hi))]
+
+    return tail
+
+
+def residual(op: str, terms: int, *, relu: bool) -> Tail:
+    """``terms`` branches (1x1 convs of the stem) joined by Add/Sum, then an optional Relu."""
+
+    def tail(x: str, c: int) -> tuple[list[Any], list[Any]]:
+        nodes, inits, names = [], [], [x]
+        for i in range(terms - 1):
+            nodes.append(_node("Conv", [x, f"wb{i}", f"bb{i}"], [f"br{i}"], f"branch{i}"))
+            inits += [_weights(f"wb{i}", (c, c, 1, 1), c, 10 + i), _bias(f"bb{i}", c, 10 + i)]
+            names.append(f"br{i}")
+        nodes.append(_node(op, names, ["a" if relu else "y"], "op"))
+        if relu:
+            nodes.append(_node("Relu", ["a"], ["y"], "op_relu"))
+        return nodes, inits
+
+    return tail
+
+
+def concat() -> Tail:
+    """Two convs of the stem concatenated along channels (an inception module's join)."""
+
+    def tail(x: str, c: int) -> tuple[list[Any], list[Any]]:
+        nodes = [_node("Conv", [x, "wa", "ba"], ["ca"], "branch_a"), _node("Relu", ["ca"], ["ra"], "relu_a"),
+                 _node("Conv", [x, "wb", "bb"], ["cb"], "branch_b", pads=[1, 1, 1, 1]),
+                 _node("Relu", ["cb"], ["rb"], "relu_b"),
+                 _node("Concat", ["ra", "rb", x], ["y"], "op", axis=1)]
+        return nodes, [_weights("wa", (5, c, 1, 1), c, 2), _bias("ba", 5, 2),
+                       _weights("wb", (7, c, 3, 3), 9 * c, 3), _bias("bb", 7, 3)]
+
+    return tail
+
+
+def layout(op: str, **attrs: Any) -> Tail:
+    """Reshape / Flatten / Transpose, then a Gemm reading the moved tensor (so the op sits between two layers)."""
+
+    def tail(x: str, c: int) -> tuple[list[Any], list[Any]]:
+        inits: list[Any] = []
+        if op == "Reshape":
+            node = _node("Reshape", [x, "shape"], ["m"], "op")
+            inits.append(_int64("shape", [1, -1]))
+        else:
+            node = _node(op, [x], ["m"], "op", **attrs)
+        nodes = [node, _node("Flatten", ["m"], ["f"], "flatten"),
+                 _node("Gemm", ["f", "w1", "b1"], ["y"], "fc", transB=1)]
+        return nodes, inits + [_weights("w1", (10, c * 9 * 11), c * 99, 1), _bias("b1", 10, 1)]
+
+    return tail
+
+
+def scale_by(op: str, value: float) -> Tail:
+    return unary(op, [_const("k", np.float32(value))], ("k",))
+
+
+def layernorm() -> Tail:
+    def tail(x: str, c: int) -> tuple[list[Any], list[Any]]:
+        rng = np.random.default_rng(5)
+        return ([_node("LayerNormalization", [x, "g", "b"], ["y"], "op", axis=-1)],
+                [_init("g", 1 + 0.1 * rng.normal(size=c)), _init("b", 0.1 * rng.normal(size=c))])
+
+    return tail
+
+
+def gelu_erf() -> Tail:
+    """Gelu as opset-13 exporters write it: x * 0.5 * (1 + erf(x / sqrt 2))."""
+
+    def tail(x: str, c: int) -> tuple[list[Any], list[Any]]:
+        nodes = [_node("Div", [x, "sqrt2"], ["d"], "gelu_div"), _node("Erf", ["d"], ["e"], "op"),
+                 _node("Add", ["e", "one"], ["e1"], "gelu_add"), _node("Mul", [x, "e1"], ["m"], "gelu_mul"),
+                 _node("Mul", ["m", "half"], ["y"], "gelu_half")]
+        return nodes, [_const("sqrt2", np.float32(np.sqrt(2))), _const("one", np.float32(1)),
+                       _const("half", np.float32(0.5))]
+
+    return tail
+
+
+CASES: dict[str, OpCase] = {
+    # Conv: odd sizes, strides, pads (asymmetric too), dilations, groups, depthwise
+    "conv_odd_shapes": OpCase(conv(7, (3, 3), pads=(1, 1, 1, 1)), "npu", channels=5, hw=(9, 11)),
+    "conv_5x5_stride2_pad2": OpCase(conv(12, (5, 5), strides=(2, 2), pads=(2, 2, 2, 2)), "npu", hw=(13, 15)),
+    "conv_1x1_stride2": OpCase(conv(16, (1, 1), strides=(2, 2)), "npu", channels=24),
+    "conv_rect_kernel": OpCase(conv(8, (1, 3)), "npu"),
+    "conv_pads_per_axis": OpCase(conv(8, (1, 3), pads=(0, 1, 0, 1)), "host"),
+    "conv_asymmetric_pads": OpCase(conv(8, (3, 3), pads=(0, 1, 2, 1)), "host"),
+    "conv_strides_2x1": OpCase(conv(8, (3, 3), strides=(2, 1), pads=(1, 1, 1, 1)), "host"),
+    "conv_dilation2": OpCase(conv(8, (3, 3), dilations=(2, 2), pads=(2, 2, 2, 2)), "host"),
+    "conv_groups2": OpCase(conv(16, (3, 3), group=2, pads=(1, 1, 1, 1)), "npu", channels=16),
+    "conv_groups4_small": OpCase(conv(8, (3, 3), group=4, pads=(1, 1, 1, 1)), "host"),
+    "conv_depthwise": OpCase(conv(8, (3, 3), group=8, pads=(1, 1, 1, 1)), "host"),
+    "conv_depthwise_stride2": OpCase(conv(16, (3, 3), group=16, strides=(2, 2), pads=(1, 1, 1, 1)), "host",
+                                     channels=16),
+    "conv_no_relu": OpCase(conv(8, (3, 3), pads=(1, 1, 1, 1), relu=False), "npu"),
+    "clip_relu6": OpCase(clip(0.0, 0.6), "npu"),
+    # Gemm / MatMul
+    "gemm_transB": OpCase(gemm(10, trans_b=1), "npu", channels=12),
+    "gemm_plain": OpCase(gemm(10), "npu", channels=12),
+    "gemm_transA": OpCase(gemm(10, trans_a=1), "host", channels=12),
+    "gemm_alpha_beta": OpCase(gemm(10, trans_b=1, alpha=0.5, beta=2.0), "host", channels=12),
+    "matmul_weight": OpCase(matmul_weight(20), "npu", stem="matmul", channels=16, hw=(6, 0)),
+    "matmul_heads": OpCase(attention(2), "npu", stem="matmul", channels=16, hw=(10, 0)),
+    # activations, residuals
+    "relu": OpCase(unary("Relu"), "host", stem="matmul", channels=16, hw=(6, 0)),
+    "add_relu": OpCase(residual("Add", 2, relu=True), "host"),
+    "add": OpCase(residual("Add", 2, relu=False), "host"),
+    "sum3": OpCase(residual("Sum", 3, relu=False), "host", head=True),
+    # pooling
+    "maxpool_3x3_s2": OpCase(unary("MaxPool", kernel_shape=[3, 3], strides=[2, 2]), "host"),
+    "maxpool_pads_ceil": OpCase(unary("MaxPool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
+                                      ceil_mode=1), "host"),
+    "avgpool_2x2": OpCase(unary("AveragePool", kernel_shape=[2, 2], strides=[2, 2]), "host"),
+    "avgpool_pads_exclude": OpCase(unary("AveragePool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+                                   "host"),
+    "avgpool_pads_include": OpCase(unary("AveragePool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
+                                         count_include_pad=1), "host"),
+    "avgpool_ceil": OpCase(unary("AveragePool", kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1), "host"),
+    "global_avgpool": OpCase(unary("GlobalAveragePool"), "host"),
+    # data movement
+    "concat": OpCase(concat(), "host"),
+    "reshape": OpCase(layout("Reshape"), "host"),
+    "flatten": OpCase(layout("Flatten", axis=1), "host"),
+    "transpose": OpCase(layout("Transpose", perm=[0, 2, 3, 1]), "host"),
+    # float operators on the host
+    "lrn": OpCase(unary("LRN", size=5, alpha=1e-4, beta=0.75, bias=1.0), "host", head=True),
+    "softmax": OpCase(unary("Softmax", axis=-1), "host", stem="matmul", channels=16, hw=(6, 0)),
+    "layernorm": OpCase(layernorm(), "host", stem="matmul", channels=16, hw=(6, 0), head=True, opset=17),
+    "gelu_erf_form": OpCase(gelu_erf(), "host", stem="matmul", channels=16, hw=(6, 0)),
+    "gelu": OpCase(unary("Gelu"), "host", stem="matmul", channels=16, hw=(6, 0), head=True, opset=20),
+    "div_const": OpCase(scale_by("Div", 4.0), "host", stem="matmul", channels=16, hw=(6, 0), head=True),
+    "mul_const": OpCase(scale_by("Mul", 0.3), "host", stem="matmul", channels=16, hw=(6, 0), head=True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_op_against_onnxruntime(name: str, tmp_path: Path) -> None:
+    case = CASES[name]
+    cn = compile_onnx(build(case, tmp_path / f"{name}.onnx"))
+    steps = {s.name: s for s in cn.net.steps}
+    assert "op" in steps, f"the node under test was fused away or not found: {sorted(steps)}"
+    assert steps["op"].where == case.where, steps["op"].reason
+    r = run_network(cn, extra_seeds=2)  # raises NetworkVerificationError unless bit-exact (check a)
+    assert r["verified"] is True and r["inputs_compared"] == 3
+    q, f = r["ort_quantized"], r["ort_float"]
+    assert q["max_abs_lsb"] <= case.max_lsb, q
+    assert q["within_1lsb_fraction"] >= 0.99, q
+    assert f["cosine"] >= case.min_cosine, f
