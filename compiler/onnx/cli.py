@@ -17,7 +17,7 @@ def add_onnx_workload(sub: argparse._SubParsersAction, mode: str) -> None:  # ty
     """The ``onnx`` workload under ``tinynpu run`` (mode ``run``) or ``tinynpu compile`` (``compile``)."""
     p = sub.add_parser("onnx", help="an ONNX model: import, quantize to int8, run layer by layer (accelerator + "
                                     "host), verify against numpy and onnxruntime")
-    p.add_argument("model", type=Path, help="the .onnx file (float, or already QDQ-quantized)")
+    p.add_argument("model", type=Path, help="the .onnx file (float, or already quantized: QDQ or QOperator)")
     p.add_argument("--batch", type=int, default=None,
                    help="size of a dynamic batch dimension (default: none; required when the model has one)")
     p.add_argument("--random-weights", type=int, default=None, metavar="SEED",

@@ -4,10 +4,15 @@ Steps, in order (each one says why):
 
 1. Load and check: a file that is not an ONNX protobuf, or a truncated one,
    is refused with one paragraph naming the file.
-2. Fold constant subgraphs (``ConstantOfShape`` weights of the model-zoo
-   graphs, the ``Unsqueeze``/``Mul``/``Add`` chains DenseNet and Inception-v2
-   use to compute batch-norm parameters) into initializers: the quantizer and
-   the version converter only handle weights that are initializers.
+2. Rewrite QOperator nodes (``QLinearConv``, ``QLinearMatMul``,
+   ``MatMulInteger``, ...) into the QDQ pattern they compute
+   (:mod:`.qoperator`), so an already quantized model of either format is
+   taken as it is.  Then fold constant subgraphs (``ConstantOfShape`` weights
+   of the model-zoo graphs, the ``Unsqueeze``/``Mul``/``Add`` chains DenseNet
+   and Inception-v2 use to compute batch-norm parameters) into initializers:
+   the quantizer and the version converter only handle weights that are
+   initializers.  A ``DequantizeLinear`` of a constant is kept: it marks a
+   quantized weight.
 3. Replace constant weights by seeded, fan-in-scaled random ones when asked
    (and by default when every weight tensor is a constant), so that a
    network's outputs mean something: with all-equal weights every channel is
@@ -107,6 +112,11 @@ def import_model(path: str | Path, *, batch: int | None = None, random_weights: 
     del graph.input[:]
     graph.input.extend(real_inputs)
     _fix_batch(graph, batch, str(path))
+    from tinynpu.compiler.onnx.qoperator import to_qdq
+
+    rewritten = to_qdq(model)
+    if rewritten:
+        notes.append(f"rewrote {rewritten} QOperator nodes (QLinearConv, QLinearMatMul, ...) into QDQ form")
     folded = _fold_constants(model, opset)
     if folded:
         notes.append(f"folded {folded} constant nodes into initializers")
@@ -179,6 +189,10 @@ def _fix_batch(graph: Any, batch: int | None, source: str) -> None:
                 dims[0].dim_value = batch
 
 
+#: Nodes kept even on constant inputs: a quantized weight's DequantizeLinear is what marks it quantized.
+_NOT_FOLDED = ("Dropout", "DequantizeLinear", "QuantizeLinear")
+
+
 def _fold_constants(model: Any, opset: int) -> int:
     """Evaluate every node whose inputs are all constants; its outputs become initializers."""
     from onnx import numpy_helper
@@ -190,7 +204,7 @@ def _fold_constants(model: Any, opset: int) -> int:
     folded = 0
     for node in graph.node:
         if node.op_type in ("Constant",) or (node.input and all((not i) or i in consts for i in node.input)
-                                             and node.op_type not in ("Dropout",)):
+                                             and node.op_type not in _NOT_FOLDED):
             try:
                 ev = ReferenceEvaluator(node, opsets={"": opset})
                 outs = ev.run(None, {i: consts[i] for i in node.input if i})

@@ -16,7 +16,8 @@ Choices (and why):
   symmetric activations it cannot drop the relu), which would round twice; the
   pair is removed after quantization so that the layer requantizes once,
   straight to the relu output's scale, as the accelerator's store does.
-- Already quantized models (QDQ) are taken as they are.
+- Already quantized models (QDQ, or QOperator rewritten to QDQ on import)
+  are taken as they are.
 """
 
 from __future__ import annotations
@@ -35,9 +36,9 @@ FUSING_PRODUCERS = ("Conv", "Gemm", "MatMul")
 
 
 def is_quantized(model: Any) -> bool:
-    """Whether the model already carries QDQ or QOperator quantization."""
+    """Whether the model already carries QDQ quantization (QOperator nodes are QDQ after import)."""
     ops = {n.op_type for n in model.graph.node}
-    return bool(ops & {"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul"})
+    return bool(ops & {"QuantizeLinear", "DequantizeLinear"})
 
 
 def quantize(model: Any, calibration: list[dict[str, np.ndarray]]) -> Any:
