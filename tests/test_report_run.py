@@ -123,6 +123,8 @@ def test_quick_suite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     _check_figures_match_stats(summary)
     kinds = {row["command"].split()[2] for row in summary["workloads"]}
     assert kinds == {"matmul", "conv2d", "mlp"}
+    assert [r["network"] for r in summary["network"]["runs"]] == ["squeezenet"]  # the network section
+    assert "## Networks (ONNX)" in (out / "index.md").read_text()
 
 
 def test_cosim_file_is_tabulated(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

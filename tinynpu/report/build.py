@@ -170,6 +170,7 @@ def write_report(
     speed: Mapping[str, Any] | None = None,
     landscape: Mapping[str, Any] | None = None,
     cosim: Mapping[str, Any] | None = None,
+    network: Mapping[str, Any] | None = None,
 ) -> Written:
     """Draw every figure and write index.md and report.json into ``out`` (already prepared).
 
@@ -184,10 +185,12 @@ def write_report(
         speed: ``{"runs": [...], "numpy_seconds": s, "command": ...}`` for the simulator-speed figure.
         landscape: keyword arguments of :func:`figures.landscape` plus ``command``.
         cosim: ``{"rows": [...], "command": ...}`` RTL-vs-model cycles, if co-simulation ran.
+        network: ``{"runs": [...]}`` ONNX network runs (:mod:`tinynpu.report.network`), if any.
     """
     with fsio.replace_dir(out, what="report directory") as stage:
         written = _write_into(stage, out, results, cfg=cfg, title=title, intro=intro, command=command,
-                              featured=featured, speed=speed, landscape=landscape, cosim=cosim)
+                              featured=featured, speed=speed, landscape=landscape, cosim=cosim,
+                              network=network)
     return written
 
 
@@ -204,6 +207,7 @@ def _write_into(
     speed: Mapping[str, Any] | None,
     landscape: Mapping[str, Any] | None,
     cosim: Mapping[str, Any] | None,
+    network: Mapping[str, Any] | None = None,
 ) -> Written:
     figs_dir = out / FIG_DIR
     figures: list[F.Figure] = []
@@ -299,6 +303,12 @@ def _write_into(
                 "of `tinynpu cosim --json`.)",
             )
         )
+    if network is not None and network.get("runs"):
+        from tinynpu.report.network import network_sections
+
+        net_sections, net_figures = network_sections(network, figs_dir)
+        sections += net_sections
+        figures += net_figures
     sections.append(Section("Configuration", _config_text(cfg), (command,)))
     index = out / "index.md"
     index.write_text(render(title, intro, sections, index_dir=out), encoding="utf-8")
@@ -311,7 +321,8 @@ def _write_into(
         "workloads": [dict(row, report=r.report) for row, r in zip(rows, results, strict=True)],
         "figures": {f.name: {"path": str(f.path), "caption": f.caption, "data": f.data} for f in figures},
         "cosim": None if cosim is None else dict(cosim),
-        "all_verified": all_verified,
+        "network": None if network is None else dict(network),
+        "all_verified": all_verified and all(r["verified"] for r in (network or {}).get("runs", [])),
     }
     data_path = out / "report.json"
     data_path.write_text(json.dumps(summary, indent=1, default=_json_default) + "\n", encoding="utf-8")

@@ -58,6 +58,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--no-cosim", action="store_true", help="no RTL co-simulation, even for the suite")
     p.add_argument(
+        "--no-network",
+        action="store_true",
+        help="no ONNX network section (default: the suite runs SqueezeNet, and ResNet-50 without --quick)",
+    )
+    p.add_argument(
         "--bench-sim",
         type=Path,
         default=None,
@@ -130,6 +135,7 @@ def _report(args: argparse.Namespace) -> int:
             check_races=not args.no_race_check,
             cosim=cosim,
             run_cosim=not args.no_cosim,
+            run_network=not args.no_network,
         )
     if args.json:
         print(json.dumps(written.summary, default=str))

@@ -155,6 +155,7 @@ def report_suite(
     cosim: dict[str, Any] | None,
     bench_sim: Path | None = None,
     run_cosim: bool = True,
+    run_network: bool = True,
 ) -> Written:
     """The benchmark suite of docs/architecture.md (or its quick subset), with every figure.
 
@@ -171,7 +172,9 @@ def report_suite(
     )
     cmd += " --no-race-check" if not check_races else ""
     cmd += "" if run_cosim else " --no-cosim"
+    cmd += "" if run_network else " --no-network"
     cosim = _cosim(cosim, run_cosim, cfg, quiet)
+    network = _network(run_network, quick, cfg, quiet)
     speed: dict[str, Any] | None
     if bench_sim is not None:
         cmd += f" --bench-sim {bench_sim}"
@@ -205,7 +208,17 @@ def report_suite(
         speed=speed,
         landscape=land,
         cosim=cosim,
+        network=network,
     )
+
+
+def _network(run: bool, quick: bool, cfg: ArchConfig, quiet: bool) -> dict[str, Any] | None:
+    """ONNX network runs for the network section (SqueezeNet; ResNet-50 too in the full suite)."""
+    if not run or not cfg.is_integer:  # networks run int8: an fp32 config has no network section
+        return None
+    from tinynpu.report.network import FULL_NETWORKS, QUICK_NETWORKS, run_networks
+
+    return run_networks(QUICK_NETWORKS if quick else FULL_NETWORKS, cfg, quiet=quiet)
 
 
 def report_workload(
