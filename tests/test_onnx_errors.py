@@ -93,3 +93,34 @@ def test_bad_input_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert "nosuch" in err and "x" in err
     err = _run(capsys, str(path), "--input", "x")
     assert "NAME=FILE.npy" in err
+
+
+def test_dynamic_dimension_other_than_batch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="act")]
+    path = save(tmp_path / "seq.onnx", nodes, [], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "T"])],
+                [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "T"])])
+    err = _run(capsys, str(path), "--batch", "1")
+    assert "'x'" in err and "dimension 1" in err and "'T'" in err and "--batch sets only dimension 0" in err
+
+
+def test_qoperator_node_with_a_runtime_scale(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """QLinearConv whose input scale is a graph input: no static requantization exists for it."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.integers(-127, 128, (4, 3, 3, 3)).astype(np.int8), "w"),
+             numpy_helper.from_array(np.array(0.02, np.float32), "ws"),
+             numpy_helper.from_array(np.array(0, np.int8), "z"),
+             numpy_helper.from_array(np.array(0.1, np.float32), "ys"),
+             numpy_helper.from_array(np.zeros(4, np.int32), "b")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "z"], ["xq"], name="quantize_x"),
+             helper.make_node("QLinearConv", ["xq", "xs", "z", "w", "ws", "z", "ys", "z", "b"], ["yq"], name="qconv"),
+             helper.make_node("DequantizeLinear", ["yq", "ys", "z"], ["y"], name="dequantize_y")]
+    path = save(tmp_path / "qconv.onnx", nodes, inits,
+                [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8]),
+                 helper.make_tensor_value_info("xs", TensorProto.FLOAT, [])],
+                [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6, 6])])
+    err = _run(capsys, str(path))
+    assert "'qconv'" in err and "'xs'" in err and "constants" in err

@@ -82,10 +82,10 @@ class _Rewriter:
         scale_name = self.const(f"{node_name}_bias_scale", scale)
         return self.dq(bias, scale_name, "", out, axis=0 if scale.size > 1 else None)
 
-    def integer_operand(self, x: str, zp: str, out: str) -> Any:
-        """``x - zp`` as float (scale 1) for MatMulInteger / ConvInteger."""
+    def integer_operand(self, x: str, zp: str, out: str, *, axis: int) -> Any:
+        """``x - zp`` as float (scale 1) for MatMulInteger / ConvInteger; ``axis`` of a per-channel ``zp``."""
         one = self.const(f"{out}_one", np.array(1.0, np.float32))
-        return self.dq(x, one, zp, out, axis=self.per_axis(zp, 0) if zp else None)
+        return self.dq(x, one, zp, out, axis=self.per_axis(zp, axis) if zp else None)
 
 
 def _attrs(node: Any) -> dict[str, Any]:
@@ -187,7 +187,8 @@ def _integer(op: str) -> Callable[[_Rewriter, Any], list[Any]]:
 
         a, b, az, bz = _inputs(node, 4)
         n = _name(node)
-        return [rw.integer_operand(a, az, f"{n}_a"), rw.integer_operand(b, bz, f"{n}_b"),
+        b_axis = 1 if op == "MatMul" else 0  # a per-channel weight zero point: per column, per filter
+        return [rw.integer_operand(a, az, f"{n}_a", axis=0), rw.integer_operand(b, bz, f"{n}_b", axis=b_axis),
                 helper.make_node(op, [f"{n}_a", f"{n}_b"], [f"{n}_y"], name=n, **_attrs(node)),
                 helper.make_node("Cast", [f"{n}_y"], [node.output[0]], name=f"{n}_cast", to=TensorProto.INT32)]
 
