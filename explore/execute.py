@@ -219,8 +219,8 @@ def run_sweep(spec: SweepSpec, out: Path, *, workers: int | None = None, schedul
                     result = future.result()
                 except Exception as exc:  # noqa: BLE001 - e.g. a worker died: the task fails, the sweep goes on
                     result = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
-                else:  # the task's own outcome, failed or not, is what a rerun would compute: cache it
-                    if use_cache and (what == "point" or result["status"] == "ok"):
+                else:  # a success, or a point's own error, is what a rerun would compute: cache it
+                    if use_cache and (result["status"] == "ok" or result.get("cacheable")):
                         name = f"{key if what == 'point' else area_key(key)}.json"
                         cache_dir().mkdir(parents=True, exist_ok=True)
                         write_atomic(cache_dir() / name, json.dumps(result), what="sweep cache")

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tinynpu.errors import TinyNpuError
 from tinynpu.fsio import write_atomic
 from tinynpu.isa import ArchConfig
 
@@ -54,9 +55,12 @@ def evaluate(config_text: str, digest: str, kind: str, sizes: dict[str, int]) ->
         else:
             compiled = compile_mlp(sizes["batch"], dtype=dtype, cfg=cfg)
         report, _ = run_compiled_with_stats(compiled, cfg=cfg, check_races=False, verify=False)
+    except TinyNpuError as exc:  # the point's own error (e.g. it does not fit DRAM): a rerun gives the same
+        return {"status": "failed", "error": exc.message, "cacheable": True, "seconds": time.perf_counter() - t0}
     except Exception as exc:  # noqa: BLE001 - a failing point is recorded with its error; the sweep goes on
-        message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
-        return {"status": "failed", "error": message, "seconds": time.perf_counter() - t0}
+        # Not the point's own error (a bug, or tinynpu's files changed under a running worker): not cached.
+        return {"status": "failed", "error": f"{type(exc).__name__}: {exc}", "cacheable": False,
+                "seconds": time.perf_counter() - t0}
     result: dict[str, Any] = {"status": "ok", "cycles": report["cycles"], "dram_bytes": report["dram_bytes"],
                               "utilization": report["utilization"]}
     for name in ("energy_pj", "edp"):  # the simulator's energy model, where this tinynpu has one

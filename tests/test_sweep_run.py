@@ -147,3 +147,14 @@ def test_unreachable_scheduler(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert main(["sweep", str(spec), "-o", str(tmp_path / "out"), "--scheduler", f"tcp://127.0.0.1:{port}"]) == 2
     err = capsys.readouterr().err
     assert f"--scheduler tcp://127.0.0.1:{port}: cannot reach a Dask scheduler there" in err and "Traceback" not in err
+
+
+def test_only_a_points_own_error_is_cacheable(tmp_path: Path) -> None:
+    from tinynpu.explore.task import evaluate
+
+    text = load_config("default").source.read_text().replace("bytes: 67108864", "bytes: 8192")
+    own = evaluate(text, "small-dram", "gemm", {"m": 64, "n": 48, "k": 32})
+    assert own["status"] == "failed" and "does not fit DRAM" in own["error"] and own["cacheable"] is True
+    # Not the point's error (here a missing size; in practice a bug or files changed under a worker).
+    internal = evaluate(text, "small-dram", "gemm", {"m": 64})
+    assert internal["status"] == "failed" and internal["error"].startswith("KeyError") and not internal["cacheable"]
