@@ -38,14 +38,11 @@ from tinynpu.rtl.runner import (
 )
 
 __all__ = ["ERROR_CAUSES", "INCLUDE_DIR", "RTL_DIR", "TB_DIR", "RtlError", "RtlJob", "RtlResult",
-           "check_config", "choose_simulator", "icarus_missing_reason", "run_rtl", "run_unit_benches"]
+           "check_config", "choose_simulator", "run_rtl", "run_unit_benches"]
 
 TOPLEVEL = "tinynpu_tb"
 TEST_MODULE = "tinynpu_cocotb"
 MIN_IMEM_AW = 16  # instruction memory of the smallest build: 2**16 words (the tuned 1024^3 has 41,473)
-def word_bytes(cfg: ArchConfig) -> int:
-    """The bench's DRAM word: one full DMA row of ``cfg`` (TNPU_ROW_BYTES_MAX, T x 4 bytes for int8)."""
-    return cfg.tile * max(cfg.elem_bytes(key) for key, _ in cfg.scope_rows)
 MAX_REGIONS = 256  # regions read back per job (tinynpu_tb.sv: MaxRegions)
 
 #: error_cause values of rtl/tinynpu_dispatch.sv.
@@ -95,9 +92,9 @@ class RtlResult:
         return ERROR_CAUSES.get(self.cause, f"cause {self.cause}")
 
 
-def icarus_missing_reason() -> str | None:
-    """Why the RTL cannot be simulated on Icarus here, or None if it can."""
-    return missing_reason("icarus")
+def word_bytes(cfg: ArchConfig) -> int:
+    """The bench's DRAM word: one full DMA row of ``cfg`` (TNPU_ROW_BYTES_MAX, T x 4 bytes for int8)."""
+    return cfg.tile * max(cfg.elem_bytes(key) for key, _ in cfg.scope_rows)
 
 
 def check_config(cfg: ArchConfig) -> None:

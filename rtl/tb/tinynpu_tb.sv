@@ -25,7 +25,7 @@
 `timescale 1ns / 1ps
 `default_nettype none
 
-// Lint waivers for this simulation-only bench (the RTL lints clean without any):
+// Lint waivers for this simulation-only bench (the RTL's few are beside the signals they concern):
 // BLKSEQ: the DRAM model and the trace update their own state in program order within one edge;
 // PROCASSINIT: declarations carry the power-up state the first job starts from;
 // WIDTHEXPAND, WIDTHTRUNC: addresses and cycles are longint arithmetic indexing narrower arrays;

@@ -4,6 +4,10 @@
 `default_nettype none
 `include "tinynpu_isa.vh"
 
+// Lint waivers: cocotb drives the inputs and reads the outputs through VPI, so within the
+// design they are UNDRIVEN and UNUSEDSIGNAL.
+/* verilator lint_off UNDRIVEN */
+/* verilator lint_off UNUSEDSIGNAL */
 module tinynpu_units_tb import tinynpu_isa_pkg::*;;
   logic [TNPU_IN_ROW_WIDTH-1:0]           a_row;
   logic [TNPU_TILE*TNPU_IN_ROW_WIDTH-1:0] b_tile;
@@ -25,5 +29,7 @@ module tinynpu_units_tb import tinynpu_isa_pkg::*;;
     .data_o  (rq_out)
   );
 endmodule
+/* verilator lint_on UNUSEDSIGNAL */
+/* verilator lint_on UNDRIVEN */
 
 `default_nettype wire

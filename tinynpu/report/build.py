@@ -284,8 +284,10 @@ def _write_into(
     if cosim is not None and cosim.get("rows"):
         rows_c = cosim["rows"]
         agree = all(int(r["rtl_cycles"]) == int(r["model_cycles"]) and r.get("outputs_match") for r in rows_c)
+        ran = sorted({str(r["simulator"]).capitalize() for r in rows_c if r.get("simulator")})
+        ran = ran or ["Verilator or Icarus"]
         body = (
-            "The same binaries run on the Verilog RTL (Icarus Verilog, cocotb) and on the Python simulator; "
+            f"The same binaries run on the Verilog RTL ({' and '.join(ran)}, cocotb) and on the Python simulator; "
             "every output tensor is compared bit for bit and every instruction's (dispatch, start, end) cycle "
             f"against the simulator's timeline. {'They agree on every program.' if agree else '**They differ.**'}"
             "\n\n" + cosim_table(rows_c)
@@ -299,8 +301,8 @@ def _write_into(
                 "RTL vs. model cycles",
                 "No co-simulation in this report"
                 + (f": {why}" if why else "")
-                + ". (`--run-cosim` co-simulates small workloads on Icarus; `--cosim FILE` tabulates the JSON "
-                "of `tinynpu cosim --json`.)",
+                + ". (`--run-cosim` co-simulates small workloads on Verilator, else Icarus; `--cosim FILE` tabulates "
+                "the JSON of `tinynpu cosim --json`.)",
             )
         )
     if network is not None and network.get("runs"):

@@ -1,11 +1,12 @@
-"""RTL-vs-model cycles for a report: small compiled workloads co-simulated on Icarus.
+"""RTL-vs-model cycles for a report: small compiled workloads co-simulated on Verilator or Icarus.
 
 Each case is compiled by the compiler, run on the Python simulator and on
-the Verilog RTL (:func:`tinynpu.rtl.compare.cosimulate`, one Icarus process
-for all cases), and tabulated with both cycle counts, whether every output
-tensor matched bit for bit and how many instructions' (dispatch, start, end)
-differ.  The shapes are small on purpose: Icarus simulates thousands, not
-millions, of cycles per second.
+the Verilog RTL (:func:`tinynpu.rtl.compare.cosimulate`, one simulator
+process for all cases: Verilator where it builds, else Icarus; each row says
+which ran), and tabulated with both cycle counts, whether every output tensor
+matched bit for bit and how many instructions' (dispatch, start, end) differ.
+The shapes are small so that the report stays quick where only Icarus runs
+(thousands of cycles per second against Verilator's hundreds of thousands).
 """
 
 from __future__ import annotations
@@ -26,14 +27,15 @@ COSIM_WORKLOADS: tuple[Workload, ...] = (
 
 
 def unavailable_reason(cfg: ArchConfig) -> str | None:
-    """Why co-simulation cannot run here (no RTL package, no Icarus, a config the RTL lacks), or None."""
+    """Why co-simulation cannot run here (no RTL package, neither simulator, a config the RTL lacks), or None."""
     try:
-        from tinynpu.rtl.cosim import check_config, icarus_missing_reason
+        from tinynpu.rtl.cosim import check_config
+        from tinynpu.rtl.runner import SIMULATORS, missing_reason
     except ImportError as exc:
         return f"the RTL co-simulation package is not importable ({exc})"
-    reason = icarus_missing_reason()
-    if reason:
-        return reason
+    reasons = [missing_reason(simulator) for simulator in SIMULATORS]
+    if all(reasons):
+        return "; ".join(str(r) for r in reasons)
     try:
         check_config(cfg)
     except Exception as exc:  # the RTL's own message says which parameter it cannot build
