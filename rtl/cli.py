@@ -361,10 +361,12 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 def _cmd_synth(args: argparse.Namespace) -> int:
     from tinynpu.isa import load_config, load_isa
-    from tinynpu.rtl.synth import synthesize
+    from tinynpu.rtl.synth import synthesize, with_tile
 
     isa = load_isa()
     cfg = load_config(args.config, isa)
+    if args.tile is not None:
+        cfg = with_tile(cfg, args.tile)
     with step(f"synthesizing the RTL for config {cfg.name!r} (minutes the first time, then cached)", quiet=args.json):
         report = synthesize(cfg, load_config("default", isa))
     out = report.to_json()
@@ -394,6 +396,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                     "model; MAC arrays above 32x32 extrapolated). Results are cached per RTL source and config.")
     synth.add_argument("--config", default="default",
                        help="config name or YAML file (default: default)")
+    synth.add_argument("--tile", type=int, default=None,
+                       help="tile edge T of the array to report, 4 to 128, keeping the config's scratchpad rows "
+                            "(default: the config's own)")
     synth.add_argument("--json", action="store_true", help="print one JSON object")
     synth.set_defaults(handler=_cmd_synth)
 

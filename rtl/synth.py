@@ -38,8 +38,9 @@ from typing import Any
 
 import numpy as np
 
-from tinynpu.errors import TinyNpuError
+from tinynpu.errors import TinyNpuError, UsageError
 from tinynpu.isa import ArchConfig
+from tinynpu.isa.config import BUFFERS_PER_SCOPE, TILES
 from tinynpu.rtl.runner import RTL_DIR, cache_root, include_dir
 
 #: Bumped whenever the flow or a figure below changes, so cached results are recomputed.
@@ -359,6 +360,28 @@ def _mac_array_row(cfg: ArchConfig, instances: int, ran: list[str]) -> ModuleAre
             "(a T^2 + b T fit in the tile edge T)")
     return ModuleArea("tinynpu_mac_array", instances, round(instances * fit_cells), round(instances * fit_tr),
                       instances * fit_area, "extrapolated", note)
+
+
+def with_tile(cfg: ArchConfig, tile: int) -> ArchConfig:
+    """``cfg`` at tile edge ``tile``: the same scratchpad rows (so ``tile``-wide rows), one step per ``tile`` cycles.
+
+    This is how ``t32`` relates to ``default``; it lets ``tinynpu synth --tile`` report arrays no built-in
+    config has (T = 64, 128).
+
+    Raises:
+        UsageError: ``tile`` is not a supported edge, or a scratchpad of ``cfg`` cannot hold whole tiles of it.
+    """
+    if tile not in TILES:
+        raise UsageError(f"--tile must be a power of two from {TILES[0]} to {TILES[-1]}, not {tile}.")
+    for key, rows in cfg.scope_rows:
+        if rows % tile or rows < BUFFERS_PER_SCOPE * tile:
+            raise UsageError(f"--tile {tile}: scratchpad {key} of config {cfg.name!r} ({cfg.source}) has {rows} "
+                             f"rows, not a multiple of {tile} from {BUFFERS_PER_SCOPE * tile} (whole tiles, one "
+                             "per buffer).")
+    if tile == cfg.tile:
+        return cfg
+    return dataclasses.replace(cfg, name=f"{cfg.name}-t{tile}", tile=tile,
+                               tmm_interval_cycles=cfg.tmm_interval_cycles * tile // cfg.tile)
 
 
 def rtl_supports(cfg: ArchConfig) -> str | None:

@@ -19,6 +19,7 @@ from tinynpu.rtl.synth import (
     gate_cost,
     module_stat,
     synthesize,
+    with_tile,
     yosys_missing_reason,
     yosys_text,
 )
@@ -80,10 +81,35 @@ def test_a_small_module_synthesizes_and_is_cached(fresh_cache: Path) -> None:
     assert 1.6 < row16.cells / row.cells < 2.4
 
 
-def test_synth_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["synth", "--config", "nosuch"]) != 0
+def small_acc_config(tmp_path: Path) -> str:
+    """The default config file with a 192-row accumulator (whole 16-row tiles, not whole 128-row ones)."""
+    text = CFG.source.read_text(encoding="utf-8").replace("name: default", "name: acc192")
+    text = text.replace("acc:   {rows: 1024}", "acc:   {rows: 192}")
+    path = tmp_path / "acc192.yaml"
+    path.write_text(text, encoding="utf-8")
+    assert load_config(path, ISA).rows("acc") == 192
+    return str(path)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--config", "nosuch"], "nosuch"),
+    (["--tile", "37"], "--tile must be a power of two from 4 to 128, not 37."),
+    (["--config", "SMALL_ACC", "--tile", "128"], "--tile 128: scratchpad acc of config 'acc192' ("),
+])
+def test_synth_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str],
+                           message: str) -> None:
+    argv = [small_acc_config(tmp_path) if a == "SMALL_ACC" else a for a in argv]
+    assert main(["synth", *argv]) == 2
     err = capsys.readouterr().err
-    assert "nosuch" in err and "Traceback" not in err
+    assert message in err and "Traceback" not in err
+
+
+def test_with_tile_keeps_rows_and_steps_per_row() -> None:
+    """``--tile`` relates to the config as t32 does to default: same rows, one T^3 step per T cycles."""
+    t64 = with_tile(CFG, 64)
+    assert (t64.name, t64.tile, t64.tmm_interval_cycles, t64.scope_rows) == ("default-t64", 64, 64, CFG.scope_rows)
+    assert t64.scope_bytes("acc") == 4 * CFG.scope_bytes("acc")
+    assert with_tile(CFG, CFG.tile) is CFG
 
 
 @pytest.mark.slow
@@ -105,8 +131,7 @@ def test_synth_default_config(capsys: pytest.CaptureFixture[str]) -> None:
 def test_large_mac_array_is_extrapolated() -> None:
     """T = 64: the MAC array from the fit, the logic scaled from the generated config; both say so."""
     require_yosys()
-    t64 = dataclasses.replace(CFG, name="t64", tile=64, tmm_interval_cycles=64)
-    report = synthesize(t64, CFG)
+    report = synthesize(with_tile(CFG, 64), CFG)
     mac = next(m for m in report.modules if m.name == "tinynpu_mac_array")
     assert mac.how == "extrapolated" and "64x64 extrapolated from synthesized 8x8, 16x16" in mac.note
     assert report.extrapolated and report.tile == 64
