@@ -342,7 +342,8 @@ def module_stat(module: str, cfg: ArchConfig, ran: list[str]) -> dict[str, Any]:
 
 def _mac_array_row(cfg: ArchConfig, instances: int, ran: list[str]) -> ModuleArea:
     def measure(tile: int) -> tuple[int, int, float]:
-        at_tile = dataclasses.replace(cfg, tile=tile, tmm_interval_cycles=tile)
+        # One name for every fit point, so configs differing only in T above MAX_SYNTH_TILE share the cache.
+        at_tile = dataclasses.replace(cfg, name=f"mac-array-fit-T{tile}", tile=tile, tmm_interval_cycles=tile)
         [row], _ = _hierarchy_rows(module_stat("tinynpu_mac_array", at_tile, ran), "tinynpu_mac_array")
         return row.cells, row.transistors, row.area_um2
 
