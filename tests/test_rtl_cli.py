@@ -136,4 +136,4 @@ def test_verilator_waves(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     code, out = run_json(capsys, ["cosim", str(binary), "--input", f"X={tmp_path / 'x.npy'}", "--json",
                                   "--simulator", "verilator", "--waves", str(waves)])
     assert code == 0 and out["outputs_match"] and out["simulator"] == "verilator"
-    assert_readable_waves(waves, out["rtl_cycles"], "Verilator")
+    assert_readable_waves(waves, out["rtl_cycles"], "VerilatedFst")
