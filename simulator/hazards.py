@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 
 from tinynpu.isa import ArchConfig, Instruction, Isa, regions
+from tinynpu.isa.encoding import field_column
+from tinynpu.simulator.decode import Decoded
 from tinynpu.simulator.faults import SimFault
 
 DRAM = -1  # resource id of DRAM; scratchpads use their scope ids
@@ -197,22 +199,38 @@ def _compile(isa: Isa, ins: Instruction, env: dict[str, Any]) -> AccessFn:
     return scope[ins.mnemonic.replace(".", "_")]
 
 
-def resources(isa: Isa, ins: Instruction, x: np.ndarray | None) -> set[int]:
-    """The resources (scope ids, :data:`DRAM`) instructions of kind ``ins`` touch.
+_USERS_CHUNK = 1 << 16  # instructions per counting pass: small temporaries next to the program's columns
 
-    ``x`` holds their operand rows (needed only when an access names its scope by an operand).
+
+def resource_users(isa: Isa, dec: Decoded) -> dict[int, set[int]]:
+    """Resource id (scope ids, :data:`DRAM`) -> the units whose executed instructions access it.
+
+    One counting pass over the (opcode, unit) pairs of each chunk; an access that names its scope by an
+    operand (isa.yaml ``accesses``) decodes that one field, for its opcode's instructions only.
     """
-    out: set[int] = set()
-    for acc in ins.accesses:
-        if acc.dram:
-            out.add(DRAM)
-        elif acc.space_operand:
-            assert x is not None
-            out.update(np.unique(x[:, ins.operands.index(acc.space)]).tolist())
-        else:
-            out.add(isa.scope_ids[acc.space])
-    return out
+    users: dict[int, set[int]] = {s.id: set() for s in isa.scopes}
+    users[DRAM] = set()
+    n_units = max(u.id for u in isa.units) + 1
+    by_index = {ins.index: ins for ins in isa.instructions}
+    plan = dict(dec.plan)
+    by_operand = [(ins, next(f for c, f in plan[ins.index] if c == ins.operands.index(acc.space)))
+                  for ins in isa.instructions for acc in ins.accesses if acc.space_operand]
+    for base in range(0, dec.n_exec, _USERS_CHUNK):
+        ch = slice(base, min(base + _USERS_CHUNK, dec.n_exec))
+        op, unit = dec.op[ch].astype(np.intp), dec.unit[ch].astype(np.intp)
+        for pair in np.flatnonzero(np.bincount(op * n_units + unit)).tolist():
+            ins, u = by_index[pair // n_units], pair % n_units
+            for acc in ins.accesses:
+                if acc.dram or not acc.space_operand:
+                    users[DRAM if acc.dram else isa.scope_ids[acc.space]].add(u)
+        for ins, field in by_operand:
+            sel = np.flatnonzero(op == ins.index)
+            if len(sel):
+                scope = field_column(dec.lo[ch][sel], dec.hi[ch][sel], field)
+                for pair in np.flatnonzero(np.bincount(scope * n_units + unit[sel])).tolist():
+                    users[pair // n_units].add(pair % n_units)
+    return users
 
 
 __all__ = ["DRAM", "AccessFn", "Footprint", "RaceChecker", "access_functions", "race_fault",
-           "resources"]
+           "resource_users"]

@@ -24,7 +24,7 @@ from tinynpu.errors import UsageError
 from tinynpu.isa import ArchConfig, Isa, load_isa
 from tinynpu.simulator.decode import Decoded, decode_program
 from tinynpu.simulator.faults import SimFault, where
-from tinynpu.simulator.hazards import DRAM, RaceChecker, access_functions, resources
+from tinynpu.simulator.hazards import DRAM, RaceChecker, access_functions, resource_users
 from tinynpu.simulator.native import NativeUnavailable, library, native_schedule, unsupported
 from tinynpu.simulator.semantics import State
 from tinynpu.simulator.stats import Stats, build_stats
@@ -32,7 +32,6 @@ from tinynpu.simulator.timing import schedule
 from tinynpu.simulator.trace import write_log, write_trace
 
 ENGINES = ("auto", "native", "python")
-_USERS_CHUNK = 1 << 16  # instructions per pass when finding which units use which resource
 
 
 class Machine:
@@ -177,23 +176,7 @@ class Machine:
         isa = self.isa
         mnem = [i.mnemonic for i in isa.instructions]
         nq = len(isa.queued_units)
-        users: dict[int, set[int]] = {s.id: set() for s in isa.scopes}
-        users[DRAM] = set()
-        # In chunks, so the temporaries stay small next to the program's columns (peak memory).
-        for base in range(0, dec.n_exec, _USERS_CHUNK):
-            ch = slice(base, min(base + _USERS_CHUNK, dec.n_exec))
-            op, unit = dec.op[ch], dec.unit[ch]
-            x: np.ndarray | None = None
-            for ins in isa.instructions:
-                sel = op == ins.index
-                if not sel.any():
-                    continue
-                us = set(np.unique(unit[sel]).tolist())
-                if x is None and any(a.space_operand for a in ins.accesses):
-                    x = dec.values(ch)
-                rows = x[sel] if x is not None else None
-                for res in resources(isa, ins, rows):
-                    users[res] |= us
+        users = resource_users(isa, dec)
 
         def describe(i: int) -> str:
             return where(i, mnem[int(dec.op[i])], isa.word_bytes)

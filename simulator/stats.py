@@ -24,6 +24,7 @@ import numpy as np
 
 from tinynpu.assembler.image import Program
 from tinynpu.isa import ArchConfig, Instruction, Isa, regions
+from tinynpu.isa.encoding import field_column
 from tinynpu.simulator.decode import Decoded
 from tinynpu.simulator.energy import Energy, Events, energy_of
 
@@ -108,38 +109,42 @@ def build_stats(isa: Isa, cfg: ArchConfig, program: Program, dec: Decoded, *, ex
     ts = sorted(program.tensors, key=lambda t: t.addr)
     starts = np.array([t.addr for t in ts], dtype=np.int64)
     ends = np.array([t.addr + t.nbytes for t in ts], dtype=np.int64)
-    sp_rd: dict[str, int] = {}
     macs = 0  # every tmm step is a tile x tile x tile MAC block
-    sp_wr: dict[str, int] = {}
     alu_elements = 0
-    dram_users = [(ins, acc) for ins in isa.instructions for acc in ins.accesses if acc.dram]
-    # In chunks: every figure is an exact integer sum, and small temporaries keep the peak memory
-    # of a long program's run at its columns.
+    rd = {sc.id: 0 for sc in isa.scopes}
+    wr = dict(rd)
+    plan = dict(dec.plan)
+    # In chunks, one opcode at a time, decoding only that opcode's fields: every figure is an exact integer
+    # sum, and small temporaries keep the peak memory of a long program's run at its columns.
     for base in range(0, executed, _STATS_CHUNK):
         ch = slice(base, min(base + _STATS_CHUNK, executed))
-        x = dec.values(ch)
         busy += np.bincount(dec.unit[ch], weights=dec.occ[ch], minlength=len(units)).astype(np.int64)
-        for ins, acc in dram_users if ts else []:
-            kind, col = ("write", dec.dram_write[ch]) if acc.write else ("read", dec.dram_read[ch])
-            sel = np.flatnonzero((dec.op[ch] == ins.index) & (col > 0))
-            addr = _evaluate(isa, cfg, ins, acc.bounds[0], x[sel])
-            k = np.searchsorted(starts, addr, side="right") - 1
-            ok = (k >= 0) & (addr < ends[np.maximum(k, 0)])
-            per = np.bincount(k[ok], weights=col[sel][ok], minlength=len(ts))
-            for t, v in zip(ts, per.tolist(), strict=False):
-                traffic[t.name][kind] += int(v)
+        op_ch, lo, hi = dec.op[ch], dec.lo[ch], dec.hi[ch]
+        present = np.bincount(op_ch, minlength=len(mnems))
         for ins in isa.instructions:
+            if not present[ins.index]:
+                continue
+            sel = np.flatnonzero(op_ch == ins.index)
+            slo, shi = lo[sel], hi[sel]
+            v = dict.fromkeys(ins.operands, np.zeros(len(sel), np.int64))
+            v.update({field.name: field_column(slo, shi, field) for _, field in plan[ins.index]})
+            for acc in ins.accesses if ts else []:
+                if not acc.dram:
+                    continue
+                kind, col = ("write", dec.dram_write[ch][sel]) if acc.write else ("read", dec.dram_read[ch][sel])
+                moved = col > 0
+                addr = _evaluate(isa, cfg, ins, acc.bounds[0], {name: c[moved] for name, c in v.items()})
+                k = np.searchsorted(starts, addr, side="right") - 1
+                ok = (k >= 0) & (addr < ends[np.maximum(k, 0)])
+                per = np.bincount(k[ok], weights=col[moved][ok], minlength=len(ts))
+                for t, value in zip(ts, per.tolist(), strict=False):
+                    traffic[t.name][kind] += int(value)
             if ins.stats == "tmm":
-                v = _operands(ins, x[dec.op[ch] == ins.index])
                 macs += int((v["m"] * v["n"] * v["k"]).sum()) * cfg.tile**3
-        sp, alu_el = _scratchpad(isa, cfg, dec.op[ch], x)
-        alu_elements += alu_el
-        for name, rw in sp.items():
-            sp_rd[name] = sp_rd.get(name, 0) + rw["read_bytes"]
-            sp_wr[name] = sp_wr.get(name, 0) + rw["write_bytes"]
-    if not sp_rd:  # nothing executed: the zero figures, by scope
-        for name, rw in _scratchpad(isa, cfg, op, dec.values(sl))[0].items():
-            sp_rd[name], sp_wr[name] = rw["read_bytes"], rw["write_bytes"]
+            alu_elements += _scratchpad(isa, cfg, ins, v, rd, wr)
+    names = {sc.id: sc.name for sc in isa.scopes}
+    sp_rd = {names[sid]: value for sid, value in rd.items()}
+    sp_wr = {names[sid]: value for sid, value in wr.items()}
     dram_read = int(dec.dram_read[sl].sum(dtype=np.int64))
     dram_write = int(dec.dram_write[sl].sum(dtype=np.int64))
     key = {s.name: s.config_key for s in isa.scopes}
@@ -174,62 +179,52 @@ def build_stats(isa: Isa, cfg: ArchConfig, program: Program, dec: Decoded, *, ex
     )
 
 
-def _operands(ins: Instruction, x: np.ndarray) -> dict[str, np.ndarray]:
-    return {name: x[:, j].astype(np.int64) for j, name in enumerate(ins.operands)}
-
-
-def _evaluate(isa: Isa, cfg: ArchConfig, ins: Instruction, text: str, x: np.ndarray) -> np.ndarray:
-    """One of ``ins``'s access expressions over the operand rows ``x`` (one value per row)."""
-    value = regions.evaluate(isa.region_expr(ins, text), isa.scope_ids, _operands(ins, x), tile=cfg.tile,
+def _evaluate(isa: Isa, cfg: ArchConfig, ins: Instruction, text: str, v: dict[str, np.ndarray]) -> np.ndarray:
+    """One of ``ins``'s access expressions over its operand columns ``v`` (one value per instruction)."""
+    value = regions.evaluate(isa.region_expr(ins, text), isa.scope_ids, v, tile=cfg.tile,
                              elem_bytes=isa.per_scope(lambda s: cfg.elem_bytes(s.config_key)),
                              scope_rows=isa.per_scope(lambda s: cfg.rows(s.config_key)), vector=True)
-    return np.broadcast_to(value, (len(x),)).astype(np.int64)
+    return np.broadcast_to(value, (len(next(iter(v.values()))),)).astype(np.int64)
 
 
-def _scratchpad(isa: Isa, cfg: ArchConfig, op: np.ndarray,
-                x: np.ndarray) -> tuple[dict[str, dict[str, int]], int]:
-    """Scratchpad bytes read and written, by scope, per each instruction's stats class (isa.yaml ``stats``),
-    and the accumulator elements the ALU or a store's requantizer processed."""
+def _scratchpad(isa: Isa, cfg: ArchConfig, ins: Instruction, v: dict[str, np.ndarray], rd: dict[int, int],
+                wr: dict[int, int]) -> int:
+    """Add the scratchpad bytes instructions of kind ``ins`` (operand columns ``v``) read and write, by scope
+    id, per its stats class (isa.yaml ``stats``), to ``rd`` and ``wr``; return the accumulator elements the
+    ALU or a store's requantizer processed."""
     t = cfg.tile
     eb = {s.id: cfg.elem_bytes(s.config_key) for s in isa.scopes}
     row_bytes = {sid: t * b for sid, b in eb.items()}
     acc, a, b = (isa.scope_ids[name] for name in ("acc", "a", "b"))
-    rd = dict.fromkeys(eb, 0)
-    wr = dict.fromkeys(eb, 0)
-    alu_elements = 0
-    for ins in isa.instructions:
-        sel = op == ins.index
-        if not sel.any():
-            continue
-        xs = x[sel]
-        v = _operands(ins, xs)
-        if ins.stats == "dma_in":  # whole rows written into the scratchpad its write access names
-            for w in (w for w in ins.accesses if w.write and not w.dram):
-                per = _evaluate(isa, cfg, ins, w.bounds[1], xs) - _evaluate(isa, cfg, ins, w.bounds[0], xs)
-                scope = v[w.space] if w.space_operand else np.full(len(xs), isa.scope_ids[w.space])
-                for sid in eb:
-                    wr[sid] += int(per[scope == sid].sum()) * row_bytes[sid]
-        elif ins.stats == "dma_out":
-            elements = v["rows"] * v["cols"]
-            rd[acc] += int(elements.sum()) * eb[acc]
-            alu_elements += int(elements[(v["narrow"] | v["relu"]) != 0].sum())
-        elif ins.stats == "tmm":
-            steps = v["m"] * v["n"] * v["k"]
-            first = np.where(v["accumulate"] != 0, 0, v["m"] * v["n"])
-            total = int(steps.sum())
-            rd[a] += total * t * row_bytes[a]
-            rd[b] += total * t * row_bytes[b]
-            wr[acc] += total * t * row_bytes[acc]
-            rd[acc] += int((steps - first).sum()) * t * row_bytes[acc]
-        elif ins.stats == "alu":  # its destination rows, plus the rows of its other reads
-            rows = int(v["rows"].sum())
-            extra = sum(int((_evaluate(isa, cfg, ins, r.bounds[1], xs) - _evaluate(isa, cfg, ins, r.bounds[0], xs))
-                            .sum()) for r in ins.accesses if not r.write)
-            rd[acc] += (rows + extra) * row_bytes[acc]
-            wr[acc] += rows * row_bytes[acc]
-            alu_elements += rows * t
-    names = {s.id: s.name for s in isa.scopes}
-    return {names[sid]: {"read_bytes": rd[sid], "write_bytes": wr[sid]} for sid in eb}, alu_elements
+    if ins.stats == "dma_in":  # whole rows written into the scratchpad its write access names
+        n = len(next(iter(v.values())))
+        for w in (w for w in ins.accesses if w.write and not w.dram):
+            per = _evaluate(isa, cfg, ins, w.bounds[1], v) - _evaluate(isa, cfg, ins, w.bounds[0], v)
+            scope = v[w.space] if w.space_operand else np.full(n, isa.scope_ids[w.space])
+            for sid in eb:
+                wr[sid] += int(per[scope == sid].sum()) * row_bytes[sid]
+        return 0
+    if ins.stats == "dma_out":
+        elements = v["rows"] * v["cols"]
+        rd[acc] += int(elements.sum()) * eb[acc]
+        return int(elements[(v["narrow"] | v["relu"]) != 0].sum())
+    if ins.stats == "tmm":
+        steps = v["m"] * v["n"] * v["k"]
+        first = np.where(v["accumulate"] != 0, 0, v["m"] * v["n"])
+        total = int(steps.sum())
+        rd[a] += total * t * row_bytes[a]
+        rd[b] += total * t * row_bytes[b]
+        wr[acc] += total * t * row_bytes[acc]
+        rd[acc] += int((steps - first).sum()) * t * row_bytes[acc]
+        return 0
+    if ins.stats == "alu":  # its destination rows, plus the rows of its other reads
+        rows = int(v["rows"].sum())
+        extra = sum(int((_evaluate(isa, cfg, ins, r.bounds[1], v) - _evaluate(isa, cfg, ins, r.bounds[0], v)).sum())
+                    for r in ins.accesses if not r.write)
+        rd[acc] += (rows + extra) * row_bytes[acc]
+        wr[acc] += rows * row_bytes[acc]
+        return rows * t
+    return 0
 
 
 __all__ = ["Stats", "build_stats"]
