@@ -91,7 +91,8 @@ def register_bench(bench_subparsers: argparse._SubParsersAction) -> None:
     p = bench_subparsers.add_parser("asm", help="assembler speed: the fast path vs the full parser on FILE.s")
     p.add_argument("source", metavar="FILE.s", help="assembly source (e.g. from examples/seed.py)")
     p.add_argument("--config", default="default", metavar="NAME|FILE", help="architecture config (default)")
-    p.add_argument("--repeat", type=_positive, default=1, help="runs of each; the best time counts (default 1)")
+    p.add_argument("--repeat", type=_positive, default=3,
+                   help="timed samples of each, each at least 0.05 s of repeated calls; the best counts (default 3)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=run_bench)
 
