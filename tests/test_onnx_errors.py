@@ -82,6 +82,9 @@ def test_model_too_big_for_dram(tmp_path: Path, capsys: pytest.CaptureFixture[st
                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 512])])
     err = _run(capsys, str(path), "--config", str(cfg_path))
     assert "big.onnx" in err and "65536 bytes" in err and "tiny-dram" in err
+    # Refused before quantizing, from the weights' element count (512 x 256 int8), naming the
+    # built-in integer configs that have room and not the float one.
+    assert "at least 131072 bytes" in err and "dram256" in err and "default" in err and "fp32" not in err
 
 
 def test_bad_input_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -36,6 +36,7 @@ from tinynpu.compiler.onnx.runtime import Execution, execute, reference_step
 from tinynpu.errors import TinyNpuError
 from tinynpu.intmath import round_up
 from tinynpu.isa import ArchConfig, load_config
+from tinynpu.isa.config import CONFIG_DIR
 
 DEFAULT_CALIBRATION = 8
 
@@ -76,6 +77,28 @@ class CompiledNetwork:
         return seeded_inputs(self.imported.model, seed)
 
 
+def _check_weights_fit(path: str | Path, model: Any, cfg: ArchConfig) -> None:
+    """Refuse, before quantizing (minutes for VGG-19), a model whose int8 weights alone overflow DRAM.
+
+    Every Conv/Gemm/MatMul weight initializer becomes at least one byte per element, so
+    their element count is a lower bound of the image; the full plan is checked after quantizing.
+    """
+    from onnx import numpy_helper
+
+    weights = {init.name: init for init in model.graph.initializer}
+    names = {node.input[1] for node in model.graph.node
+             if node.op_type in ("Conv", "Gemm", "MatMul") and len(node.input) > 1 and node.input[1] in weights}
+    floor = sum(int(numpy_helper.to_array(weights[name]).size) for name in names)
+    if floor <= cfg.dram_bytes:
+        return
+    bigger = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml")
+                    if (c := load_config(p.stem)).is_integer and c.dram_bytes >= floor)
+    hint = f" (built-in configs with enough DRAM: {', '.join(bigger)})" if bigger else ""
+    raise OnnxError(f"{path}: the network's int8 weights alone need at least {floor} bytes of DRAM, more than the "
+                    f"{cfg.dram_bytes} bytes of config {cfg.name!r}; pass --config with a larger "
+                    f"dram.bytes{hint}.")
+
+
 def compile_onnx(path: str | Path, *, batch: int | None = None, random_weights: int | None = None,
                  calibrate: int = DEFAULT_CALIBRATION, cfg: ArchConfig | None = None) -> CompiledNetwork:
     """Import, quantize, plan and compile an ONNX model for the accelerator.
@@ -100,6 +123,7 @@ def compile_onnx(path: str | Path, *, batch: int | None = None, random_weights: 
     t0 = time.perf_counter()
     imported = import_model(path, batch=batch, random_weights=random_weights)
     check_supported(imported.model)
+    _check_weights_fit(path, imported.model, cfg)
     timings["import"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     quantized_here = not is_quantized(imported.model)
