@@ -171,8 +171,10 @@ def read_onnx_layers(path: Path) -> list[Layer]:
             layers.append(Layer("conv2d", tuple(sizes.items()), group, where))
         elif node.op_type in ("Gemm", "MatMul") and len(x) >= 2 and len(w) == 2:
             trans_a, trans_b = int(_attr(node, "transA", 0)), int(_attr(node, "transB", 0))
-            if trans_a or len(x) > 2 and node.op_type == "Gemm":
-                continue  # the front end runs these on the host
+            if len(x) > 2 and node.op_type == "Gemm":
+                continue  # not a valid Gemm: the front end leaves it to the host
+            if trans_a:
+                x = x[::-1]  # A arrives K x M; the front end transposes it for the accelerator
             m = 1
             for dim in x[:-1]:
                 m *= dim

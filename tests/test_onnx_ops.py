@@ -132,8 +132,9 @@ def conv(k: int, kernel: tuple[int, int], *, group: int = 1, strides: tuple[int,
     return tail
 
 
-def gemm(n: int, *, trans_a: int = 0, trans_b: int = 0, alpha: float = 1.0, beta: float = 1.0) -> Tail:
-    """Flatten (or Flatten + Transpose for transA), then Gemm to ``n`` outputs."""
+def gemm(n: int, *, trans_a: int = 0, trans_b: int = 0, alpha: float = 1.0, beta: float = 1.0,
+         bias: bool = True) -> Tail:
+    """Flatten (or Flatten + Transpose for transA), then Gemm to ``n`` outputs (plus a bias C unless ``bias=False``)."""
 
     def tail(x: str, c: int) -> tuple[list[Any], list[Any]]:
         nodes = [_node("GlobalAveragePool", [x], ["g"], "gap"), _node("Flatten", ["g"], ["f"], "flatten")]
@@ -142,9 +143,9 @@ def gemm(n: int, *, trans_a: int = 0, trans_b: int = 0, alpha: float = 1.0, beta
             nodes.append(_node("Transpose", ["f"], ["ft"], "a_t", perm=[1, 0]))
             a = "ft"
         w_shape = (n, c) if trans_b else (c, n)
-        nodes.append(_node("Gemm", [a, "w1", "b1"], ["y"], "op", transA=trans_a, transB=trans_b, alpha=alpha,
-                           beta=beta))
-        return nodes, [_weights("w1", w_shape, c, 1), _bias("b1", n, 1)]
+        nodes.append(_node("Gemm", [a, "w1", *(["b1"] if bias else [])], ["y"], "op", transA=trans_a,
+                           transB=trans_b, alpha=alpha, beta=beta))
+        return nodes, [_weights("w1", w_shape, c, 1), *([_bias("b1", n, 1)] if bias else [])]
 
     return tail
 
@@ -290,8 +291,10 @@ CASES: dict[str, OpCase] = {
     # Gemm / MatMul
     "gemm_transB": OpCase(gemm(10, trans_b=1), "npu", channels=12),
     "gemm_plain": OpCase(gemm(10), "npu", channels=12),
-    "gemm_transA": OpCase(gemm(10, trans_a=1), "host", channels=12),
-    "gemm_alpha_beta": OpCase(gemm(10, trans_b=1, alpha=0.5, beta=2.0), "host", channels=12),
+    "gemm_transA": OpCase(gemm(10, trans_a=1), "npu", channels=12),
+    "gemm_alpha_beta": OpCase(gemm(10, trans_b=1, alpha=0.5, beta=2.0), "npu", channels=12),
+    "gemm_transA_alpha_beta": OpCase(gemm(13, trans_a=1, trans_b=1, alpha=1.7, beta=0.3), "npu", channels=12),
+    "gemm_alpha_no_bias": OpCase(gemm(9, alpha=2.5, bias=False), "npu", channels=12),
     "matmul_weight": OpCase(matmul_weight(20), "npu", stem="matmul", channels=16, hw=(6, 0)),
     "matmul_heads": OpCase(attention(2), "npu", stem="matmul", channels=16, hw=(10, 0)),
     # activations, residuals

@@ -317,8 +317,12 @@ def _layer_step(node: Any, act: Any, qconst: dict[str, tuple[np.ndarray, QParam]
     w, wq = w_hit
     if w.dtype != np.int8 or np.any(wq.zero_point != 0):
         return None
+    alpha, beta = 1.0, 1.0
     if op == "Gemm":
-        if float(a.get("alpha", 1.0)) != 1.0 or float(a.get("beta", 1.0)) != 1.0 or a.get("transA", 0):
+        # alpha folds into the requantization scale and beta into the integer bias (below); a
+        # negative or zero alpha would need a negative multiplier, which vrequant has not.
+        alpha, beta = float(a.get("alpha", 1.0)), float(a.get("beta", 1.0))
+        if alpha <= 0:
             return None
         w_nk = w if a.get("transB", 0) else w.T
         ch_axis = 0 if a.get("transB", 0) else 1
@@ -342,12 +346,16 @@ def _layer_step(node: Any, act: Any, qconst: dict[str, tuple[np.ndarray, QParam]
             return None
         bq, bqp = b_hit
         b_real = (bq.astype(np.float64) - bqp.zero_point.astype(np.float64)) * bqp.scale.astype(np.float64)
-        bias = np.rint(np.broadcast_to(b_real, (n_out,)) / (sx * sw)).astype(np.int64)
+        if b_real.shape not in ((), (1,), (n_out,), (1, 1), (1, n_out)):
+            return None  # a Gemm C that varies along the rows: not one bias per output channel
+        # alpha * (sx sw acc) + beta * C = alpha sx sw (acc + beta C / (alpha sx sw)): one rounding of the bias
+        bias = np.rint(beta * np.broadcast_to(b_real.reshape(-1), (n_out,)) / (alpha * sx * sw)).astype(np.int64)
         if np.any(np.abs(bias) >= 2**31):
             return None
         bias = bias.astype(np.int32)
-    epi = Epilogue.build(real_scale=sx * sw / out_qp.s, bias=bias, zero_point=out_qp.z, lo=lo, hi=hi)
-    attrs: dict[str, Any] = {"epilogue": epi, "activation": activation, "weight_name": node.input[1]}
+    epi = Epilogue.build(real_scale=alpha * sx * sw / out_qp.s, bias=bias, zero_point=out_qp.z, lo=lo, hi=hi)
+    attrs: dict[str, Any] = {"epilogue": epi, "activation": activation, "weight_name": node.input[1],
+                             "trans_a": op == "Gemm" and bool(a.get("transA", 0))}
     if op == "Conv":
         kshape = w.shape
         if len(kshape) != 4:

@@ -243,6 +243,8 @@ def _compile_programs(net: Network, cache: ProgramCache) -> None:
             key = keys[0]
         elif step.kind == "gemm":
             shape = net.shapes[step.inputs[0]]
+            if step.attrs["trans_a"]:
+                shape = shape[::-1]
             n_out = step.attrs["weight"].shape[0]
             key, _ = gemm_program(cache, int(np.prod(shape[:-1])), n_out, shape[-1],
                                   epilogue=epi.channels(n_out).on_accelerator())

@@ -76,9 +76,12 @@ def _run_step(step: Step, env: dict[str, np.ndarray], cache: ProgramCache | None
         return [np.ascontiguousarray(y.transpose(0, 3, 1, 2))]
     if step.kind == "gemm":
         x = env[step.inputs[0]]
+        if a["trans_a"]:  # Gemm's A arrives K x M: the host transposes it (a staged operand, counted)
+            x = np.ascontiguousarray(x.T)
+            run.host_bytes += 2 * x.nbytes
         x2 = x.reshape(-1, x.shape[-1])
-        flat = x.ndim == 2  # a 2-D activation is the GEMM's A (and C) as the image holds it
-        names = (step.name, step.inputs[0] if flat else "", step.outputs[0] if flat else "")
+        flat = x.ndim == 2 and not a["trans_a"]  # a 2-D activation is the GEMM's A (and C) as the image holds it
+        names = (step.name, step.inputs[0] if flat else "", step.outputs[0] if x.ndim == 2 else "")
         y = gemm_layer(x2, a["weight"], a["epilogue"], cache=cache, run=run, image=image, names=names)
         return [y.reshape(*x.shape[:-1], y.shape[-1])]
     if step.kind == "matmul":
