@@ -75,10 +75,13 @@ class TimelineRow:
     end: int
 
 
-def _save(fig: MplFigure, path: Path) -> None:
+def _finish(fig: MplFigure, path: Path, *, title: str, caption: str, data: dict[str, Any]) -> Figure:
+    """Lay out ``fig``, write it to ``path`` (no software tag, so reruns give the same bytes) and describe it."""
+    fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     FigureCanvasAgg(fig)
     fig.savefig(path, dpi=110, metadata={"Software": None})
+    return Figure(name=path.stem, path=path, title=title, caption=caption, data=data)
 
 
 def timeline_rows(timeline: Iterable[Any]) -> list[TimelineRow]:
@@ -196,11 +199,9 @@ def roofline(
     )
     # Outside the axes: with a whole suite, a legend inside would cover the points near the roof.
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    fig.tight_layout()
-    _save(fig, path)
-    return Figure(
-        name=path.stem,
-        path=path,
+    return _finish(
+        fig,
+        path,
         title="Roofline",
         caption=(
             "Each marker is one simulated workload: useful MACs (report `macs`, the workload's own) "
@@ -275,11 +276,9 @@ def unit_breakdown(report: Mapping[str, Any], *, label: str, path: Path) -> Figu
         ncol=min(4, len(causes) + 2),
         frameon=False,
     )
-    fig.tight_layout()
-    _save(fig, path)
-    return Figure(
-        name=path.stem,
-        path=path,
+    return _finish(
+        fig,
+        path,
         title=f"Cycle breakdown per unit: {label}",
         caption=(
             f"For {label}: each unit's `busy_cycles`, its `stall_cycles` by cause, and the rest of the run's "
@@ -382,11 +381,9 @@ def gantt(timeline: Iterable[Any], *, label: str, path: Path, max_bars: int = 50
         fontsize=9,
     )
     ax.grid(True, axis="x", alpha=0.3)
-    fig.tight_layout()
-    _save(fig, path)
-    return Figure(
-        name=path.stem,
-        path=path,
+    return _finish(
+        fig,
+        path,
         title=f"Pipeline timeline: {label}",
         caption=(
             f"Start-to-end bars of each instruction from the simulator's timeline for {label}, between the "
@@ -460,12 +457,10 @@ def traffic(entries: Sequence[tuple[str, Mapping[str, Any]]], *, path: Path) -> 
     # Above the axes, so it can never cover a bar.
     ax.legend(fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False)
     ax.grid(True, axis="x", which="both", alpha=0.3)
-    fig.tight_layout()
-    _save(fig, path)
     kinds = sorted({row["bound_kind"] for row in rows})
-    return Figure(
-        name=path.stem,
-        path=path,
+    return _finish(
+        fig,
+        path,
         title="DRAM traffic",
         caption=(
             "Bytes the simulator moved over the DRAM port (`dram_read_bytes` + `dram_write_bytes`) against "
@@ -514,11 +509,9 @@ def energy(entries: Sequence[tuple[str, Mapping[str, Any]]], *, path: Path) -> F
     ax.set_title("Energy per component (stacked) and energy x delay", fontsize=10, pad=22)
     ax.legend(fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(components), frameon=False)
     ax.grid(True, axis="x", alpha=0.3)
-    fig.tight_layout()
-    _save(fig, path)
-    return Figure(
-        name=path.stem,
-        path=path,
+    return _finish(
+        fig,
+        path,
         title="Energy",
         caption=(
             "`energy_pj` of each run split into its `energy_breakdown_pj` components (MAC array, ALU, each "
@@ -594,11 +587,9 @@ def landscape(
     ax.set_xlabel(f"{x_name} (elements)")
     ax.set_ylabel(f"{y_name} (elements)")
     ax.set_title(f"Tile-size landscape: {label}", fontsize=10)
-    fig.tight_layout()
-    _save(fig, path)
-    return Figure(
-        name=path.stem,
-        path=path,
+    return _finish(
+        fig,
+        path,
         title=f"Tile-size search landscape: {label}",
         caption=(
             f"Cycles of {label} for each ({y_name}, {x_name}) tile size, from {source}; 'n/a' tilings do not "
@@ -649,11 +640,9 @@ def sim_speed(runs: Sequence[Mapping[str, Any]], *, numpy_seconds: float, path: 
     ax.set_xlabel("wall time (s, log scale)")
     ax.set_title("Simulator speed against numpy (same process, same machine)", fontsize=10)
     ax.grid(True, axis="x", which="both", alpha=0.3)
-    fig.tight_layout()
-    _save(fig, path)
-    return Figure(
-        name=path.stem,
-        path=path,
+    return _finish(
+        fig,
+        path,
         title="Simulator speed",
         caption=(
             "Wall time of functional + timing simulation of each program, and numpy's float32 matmul "
