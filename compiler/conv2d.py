@@ -34,7 +34,7 @@ from tinynpu.compiler.compiled import Bounds, Compiled
 from tinynpu.compiler.conv_bounds import conv_best_tiling_bytes, conv_compulsory_bytes, conv_traffic_model
 from tinynpu.compiler.conv_geometry import ConvLayout
 from tinynpu.compiler.conv_lower import IM2COL_OP, conv_auto_tiling, lower_conv2d, resolve_layout_schedule
-from tinynpu.compiler.conv_shape import ConvShape, conv2d_reference, conv_inputs
+from tinynpu.compiler.conv_shape import ConvShape, Pair, Quad, conv2d_reference, conv_inputs
 from tinynpu.compiler.cost import estimate
 from tinynpu.compiler.epilogue import Epilogue
 from tinynpu.compiler.lower import EpilogueRows
@@ -46,8 +46,8 @@ from tinynpu.errors import UsageError
 from tinynpu.isa import ArchConfig, load_isa
 
 
-def compile_conv2d(n: int, c: int, h: int, w: int, k: int, r: int, s: int, *, stride: int = 1, pad: int = 0,
-                   dtype: str = "int8", cfg: ArchConfig | None = None, schedule: str = "auto",
+def compile_conv2d(n: int, c: int, h: int, w: int, k: int, r: int, s: int, *, stride: Pair = 1, pad: Quad = 0,
+                   dilation: Pair = 1, dtype: str = "int8", cfg: ArchConfig | None = None, schedule: str = "auto",
                    layout: str = "auto", out_dtype: str | None = None,
                    input_layout: str = "NHWC", epilogue: Epilogue | None = None) -> Compiled:
     """Compile a 2-D convolution (NHWC input, KRSC weights, NHWC output) by implicit im2col.
@@ -55,8 +55,9 @@ def compile_conv2d(n: int, c: int, h: int, w: int, k: int, r: int, s: int, *, st
     Args:
         n, c, h, w: Input batch, channels, height, width.
         k, r, s: Output channels, kernel height, kernel width.
-        stride: Stride in both directions.
-        pad: Zero padding on every side.
+        stride: Stride in both directions, or ``(height, width)``.
+        pad: Zero padding on every side, or ``(top, left, bottom, right)`` (ONNX's order).
+        dilation: Kernel dilation in both directions, or ``(height, width)``.
         dtype: ``int8`` (int32 output) or ``fp32`` (the fp32 config).
         cfg: Architecture config; by default the one matching ``dtype``.
         schedule: ``auto`` (cost-model choice), ``naive`` (the seed loop's one-tile blocks) or a
@@ -83,7 +84,7 @@ def compile_conv2d(n: int, c: int, h: int, w: int, k: int, r: int, s: int, *, st
     started = time.perf_counter()
     cfg = resolve_config(dtype, cfg)
     isa = load_isa()
-    shape = ConvShape(n=n, c=c, h=h, w=w, k=k, r=r, s=s, stride=stride, pad=pad)
+    shape = ConvShape(n=n, c=c, h=h, w=w, k=k, r=r, s=s, stride=stride, pad=pad, dilation=dilation)
     in_elems = shape.n * shape.h * shape.w * shape.c + shape.k * shape.r * shape.s * shape.c
     need = in_elems * cfg.elem_bytes("a_reg") + shape.gemm_m * shape.gemm_n * cfg.elem_bytes("acc")
     if need > cfg.dram_bytes:  # checked before generating (and calibrating on) data of that size
@@ -123,8 +124,8 @@ def compile_conv2d(n: int, c: int, h: int, w: int, k: int, r: int, s: int, *, st
     shift = 0
     if narrow and epilogue is None:
         x0 = conv_inputs(shape, integer=True, seed=0)
-        shift = calibrate_shift(conv2d_reference(x0["X"], x0["W"], stride=stride, pad=pad,
-                                                 acc_dtype=cfg.dtype("acc")), relu=False)
+        shift = calibrate_shift(conv2d_reference(x0["X"], x0["W"], stride=shape.stride, pad=shape.pad,
+                                                 dilation=shape.dilation, acc_dtype=cfg.dtype("acc")), relu=False)
     if sched is None:
         tiling = conv_auto_tiling(lay, cfg, out_b, bias=param_rows,
                                   alu_ops=epilogue.alu_ops if epilogue is not None else 0)
@@ -164,7 +165,7 @@ def compile_conv2d(n: int, c: int, h: int, w: int, k: int, r: int, s: int, *, st
 
     def reference(inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         # The device's Y is NHWC; an NCHW user gets it transposed on the host (counted, not compared).
-        y = conv2d_reference(*device_order(inputs), stride=shape.stride, pad=shape.pad,
+        y = conv2d_reference(*device_order(inputs), stride=shape.stride, pad=shape.pad, dilation=shape.dilation,
                              acc_dtype=cfg.dtype("acc"))
         if epilogue is not None:
             return {"Y": epilogue.reference(y)}

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from tinynpu.compiler.bounds import least_traffic, pass_traffic
 from tinynpu.compiler.conv_geometry import ConvLayout
 from tinynpu.compiler.conv_shape import ConvShape
@@ -28,13 +30,15 @@ def a_pass_bytes(layout: ConvLayout) -> int:
     sh = layout.shape
     if layout.kind == "rowpack":
         return sh.gemm_m * sh.gemm_k * layout.elem
-    valid = 0
-    for r in range(sh.r):
-        rows = sum(1 for p in range(sh.p) if 0 <= p * sh.stride + r - sh.pad < sh.h)
-        for s in range(sh.s):
-            cols = sum(1 for q in range(sh.q) if 0 <= q * sh.stride + s - sh.pad < sh.w)
-            valid += rows * cols
-    return sh.n * valid * sh.c * layout.elem
+    (pt, pl, _, _), (s_h, s_w), (d_h, d_w) = sh.pads, sh.strides, sh.dilations
+    rows = [_inside(sh.h, sh.p, s_h, r * d_h - pt) for r in range(sh.r)]
+    cols = [_inside(sh.w, sh.q, s_w, s * d_w - pl) for s in range(sh.s)]
+    return sh.n * sum(rows) * sum(cols) * sh.c * layout.elem
+
+
+def _inside(size: int, out: int, stride: int, offset: int) -> int:
+    """Output positions ``o < out`` whose input position ``o*stride + offset`` lies in ``[0, size)``."""
+    return sum(1 for o in range(out) if 0 <= o * stride + offset < size)
 
 
 def b_pass_bytes(layout: ConvLayout) -> int:
@@ -66,11 +70,17 @@ def conv_best_tiling_bytes(layout: ConvLayout, cfg: ArchConfig, out_bytes: int, 
                          conv_traffic_model(layout, cfg, out_bytes, bias=bias), bias=bias)
 
 
-def _touched(size: int, out: int, kernel: int, stride: int, pad: int) -> int:
-    """Input positions along one axis that some output position reads through some kernel tap."""
-    if stride <= kernel:  # the windows overlap or touch: one interval
-        return min(size, (out - 1) * stride - pad + kernel) - max(0, -pad)
-    return sum(max(0, min(size, o * stride - pad + kernel) - max(0, o * stride - pad)) for o in range(out))
+def _touched(size: int, out: int, kernel: int, stride: int, pad: int, dilation: int = 1) -> int:
+    """Input positions along one axis that some output position reads through some kernel tap.
+
+    ``pad`` is the padding before the first input position.
+    """
+    read = np.zeros(size, dtype=bool)
+    starts = np.arange(out) * stride - pad
+    for tap in range(kernel):
+        at = starts + tap * dilation
+        read[at[(at >= 0) & (at < size)]] = True
+    return int(read.sum())
 
 
 def conv_compulsory_bytes(shape: ConvShape, in_bytes: int, out_bytes: int) -> int:
@@ -80,8 +90,9 @@ def conv_compulsory_bytes(shape: ConvShape, in_bytes: int, out_bytes: int) -> in
     stride larger than the kernel, e.g. a 1x1 stride-2 layer, only a quarter
     of the input is), every weight once, and every output written once.
     """
-    rows = _touched(shape.h, shape.p, shape.r, shape.stride, shape.pad)
-    cols = _touched(shape.w, shape.q, shape.s, shape.stride, shape.pad)
+    (pt, pl, _, _), (s_h, s_w), (d_h, d_w) = shape.pads, shape.strides, shape.dilations
+    rows = _touched(shape.h, shape.p, shape.r, s_h, pt, d_h)
+    cols = _touched(shape.w, shape.q, shape.s, s_w, pl, d_w)
     return ((shape.n * rows * cols * shape.c + shape.k * shape.r * shape.s * shape.c) * in_bytes
             + shape.gemm_m * shape.gemm_n * out_bytes)
 

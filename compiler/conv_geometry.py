@@ -6,20 +6,22 @@ Two layouts of the reduction (:class:`ConvLayout`), chosen per shape by
 ``direct``
     Reduction tiles are ``(r, s, c-block)``: ``T`` channels of one kernel tap
     (``T`` the tile edge).  One scratchpad row of an A tile is one output
-    pixel's ``T`` channels at input position ``(p*stride + r - pad, q*stride +
-    s - pad)``, so a run of output pixels ``q..q'`` along one output row is
-    one 2-D DMA with row stride ``stride*C`` elements; pixels whose tap falls
-    in the padding halo become ``zero`` rows; runs crossing output rows split.
+    pixel's ``T`` channels at input position ``(p*stride_h + r*dilation_h -
+    pad_top, q*stride_w + s*dilation_w - pad_left)``, so a run of output pixels
+    ``q..q'`` along one output row is one 2-D DMA with row stride ``stride_w*C``
+    elements; pixels whose tap falls in the padding halo become ``zero`` rows;
+    runs crossing output rows split.
     No host work.  When C is not a multiple of ``T`` the last channel block is
     zero-filled by the load (``cols < T``), which costs MACs: the reduction is
     padded to ``R*S*ceil(C/T)*T``.
 
 ``rowpack``
     For small C (ResNet's first layer has C = 3) the host re-lays the input
-    into ``X'[n][p][x][r][c] = Xpad[n][p*stride + r][x][c]`` (the input padded
-    by ``pad`` on every side, then the R input rows each output row needs,
+    into ``X'[n][p][x][r][c] = Xpad[n][p*stride_h + r*dilation_h][x][c]`` (the
+    input padded as the conv says, then the R input rows each output row needs,
     interleaved), and the weights into ``K x S x R x C``.  For one output pixel
-    the whole reduction in ``(s, r, c)`` order is then contiguous, so it is
+    the whole reduction in ``(s, r, c)`` order is then contiguous (its S taps are
+    adjacent columns: a width dilation of 1 only), so it is
     cut into ``T``-wide tiles with only the last one short: the reduction is
     padded to ``ceil(R*S*C/T)*T`` only.  The re-layout is host work; its
     traffic (read the input, write ``X'``; read and write the weights) is
@@ -91,7 +93,8 @@ class ConvLayout:
     @property
     def padded_width(self) -> int:
         """Row length (pixels) of the host re-laid input ``X'`` in ``rowpack``."""
-        return self.shape.w + 2 * self.shape.pad
+        _, pl, _, pr = self.shape.pads
+        return self.shape.w + pl + pr
 
     # -- DRAM tensors the accelerator reads ---------------------------------
 
@@ -119,8 +122,10 @@ class ConvLayout:
         if self.kind == "direct":
             return np.ascontiguousarray(x_nhwc)
         sh = self.shape
-        xp = np.pad(x_nhwc, ((0, 0), (sh.pad, sh.pad), (sh.pad, sh.pad), (0, 0)))
-        rows = (np.arange(sh.p)[:, None] * sh.stride + np.arange(sh.r)[None, :])  # (P, R) padded input rows
+        pt, pl, pb, pr = sh.pads
+        xp = np.pad(x_nhwc, ((0, 0), (pt, pb), (pl, pr), (0, 0)))
+        # (P, R) padded input rows
+        rows = np.arange(sh.p)[:, None] * sh.strides[0] + np.arange(sh.r)[None, :] * sh.dilations[0]
         # xp[:, rows] is (N, P, R, Wp, C); the program wants (N, P, Wp, R, C).
         return np.ascontiguousarray(xp[:, rows].transpose(0, 1, 3, 2, 4))
 
@@ -149,33 +154,34 @@ class ConvLayout:
         reduction values of tile ``kt``; halo rows become ``zero`` rows.
         """
         sh = self.shape
+        (pt, pl, _, _), (s_h, s_w), (d_h, d_w) = sh.pads, sh.strides, sh.dilations
         out: list[Dma] = []
         for row, n, p, q0, q1 in self._pixel_runs(m0, rows):
             if self.kind == "rowpack":
                 j0 = kt * self.tile
-                base = ((n * sh.p + p) * self.padded_width + q0 * sh.stride) * sh.r * sh.c + j0
+                base = ((n * sh.p + p) * self.padded_width + q0 * s_w) * sh.r * sh.c + j0
                 out.append(Dma(row=row, rows=q1 - q0, dram=x_base + base * self.elem,
-                               stride=sh.stride * sh.r * sh.c * self.elem,
+                               stride=s_w * sh.r * sh.c * self.elem,
                                cols=min(self.tile, sh.gemm_k - j0)))
                 continue
             r, s, cb = self.direct_tap(kt)
             c0 = cb * self.tile
             cols = min(self.tile, sh.c - c0)
-            y = p * sh.stride + r - sh.pad
+            y = p * s_h + r * d_h - pt
             if not 0 <= y < sh.h:
                 out.append(Dma(row=row, rows=q1 - q0, zero=True))
                 continue
-            # Output columns whose tap lands inside the input: 0 <= q*stride + s - pad < W.
-            lo = max(q0, ceil_div(sh.pad - s, sh.stride))
-            hi = min(q1, (sh.w - 1 + sh.pad - s) // sh.stride + 1)
+            # Output columns whose tap lands inside the input: 0 <= q*stride_w + s*dilation_w - pad_left < W.
+            lo = max(q0, ceil_div(pl - s * d_w, s_w))
+            hi = min(q1, (sh.w - 1 + pl - s * d_w) // s_w + 1)
             if hi <= lo:
                 out.append(Dma(row=row, rows=q1 - q0, zero=True))
                 continue
             if lo > q0:
                 out.append(Dma(row=row, rows=lo - q0, zero=True))
-            x = lo * sh.stride + s - sh.pad
+            x = lo * s_w + s * d_w - pl
             addr = x_base + (((n * sh.h + y) * sh.w + x) * sh.c + c0) * self.elem
-            out.append(Dma(row=row + lo - q0, rows=hi - lo, dram=addr, stride=sh.stride * sh.c * self.elem,
+            out.append(Dma(row=row + lo - q0, rows=hi - lo, dram=addr, stride=s_w * sh.c * self.elem,
                            cols=cols))
             if q1 > hi:
                 out.append(Dma(row=row + hi - q0, rows=q1 - hi, zero=True))
@@ -217,14 +223,22 @@ def choose_layout(shape: ConvShape, cfg: ArchConfig) -> ConvLayout:
     """``direct`` unless packing the reduction saves padded MACs (small C), then ``rowpack``.
 
     ``rowpack`` is taken only when its re-laid input (about R/stride times the
-    input) still fits DRAM beside the weights and the output.
+    input) still fits DRAM beside the weights and the output, and the kernel's
+    width is not dilated (its S taps must be adjacent input columns).
     """
     elem = cfg.elem_bytes("a_reg")
     direct = ConvLayout(shape, "direct", cfg.tile, elem)
+    if not rowpack_applies(shape):
+        return direct
     rowpack = ConvLayout(shape, "rowpack", cfg.tile, elem)
     if rowpack.k_tiles < direct.k_tiles and rowpack.dram_bytes(cfg.elem_bytes("acc")) <= cfg.dram_bytes:
         return rowpack
     return direct
 
 
-__all__ = ["LAYOUTS", "ConvLayout", "Dma", "choose_layout"]
+def rowpack_applies(shape: ConvShape) -> bool:
+    """Whether ``rowpack`` can lay the conv out: one output pixel's S taps are adjacent input columns."""
+    return shape.dilations[1] == 1
+
+
+__all__ = ["LAYOUTS", "ConvLayout", "Dma", "choose_layout", "rowpack_applies"]

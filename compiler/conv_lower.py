@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tinynpu.compiler.conv_geometry import LAYOUTS, ConvLayout, Dma, choose_layout
+from tinynpu.compiler.conv_geometry import LAYOUTS, ConvLayout, Dma, choose_layout, rowpack_applies
 from tinynpu.compiler.conv_shape import ConvShape
 from tinynpu.compiler.lower import Bias, EpilogueRows, lower_gemm
 from tinynpu.compiler.operands import Emitter, OutputC
@@ -100,6 +100,9 @@ def resolve_layout_schedule(schedule: str | Schedule, shape: ConvShape, cfg: Arc
         return choose_layout(shape, cfg), sched
     if layout not in LAYOUTS:
         raise UsageError(f"conv2d: layout must be auto or one of {', '.join(LAYOUTS)}, not {layout!r}.")
+    if layout == "rowpack" and not rowpack_applies(shape):
+        raise UsageError(f"{shape}: the rowpack layout needs a kernel width dilation of 1 (its S taps adjacent "
+                         f"input columns), not {shape.dilations[1]}; use the direct layout.")
     return ConvLayout(shape, layout, cfg.tile, cfg.elem_bytes("a_reg")), sched
 
 

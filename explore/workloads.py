@@ -165,6 +165,8 @@ def read_onnx_layers(path: Path) -> list[Layer]:
                      "group": group}
             if conv_on_npu(Step(name, "Conv", "conv", "npu", (), (), attrs), x):
                 continue  # runs on the host in the network, so it is no accelerator workload
+            if len(set(strides)) > 1 or len(set(pads)) > 1 or attrs["dilations"] != [1, 1]:
+                continue  # a sweep's conv2d workload has one stride and one pad (as `tinynpu run conv2d`)
             n, c, h, wd = x
             sizes = {"n": n, "c": c // group, "h": h, "w": wd, "k": w[0] // group, "r": w[2], "s": w[3],
                      "stride": strides[0], "pad": pads[0]}

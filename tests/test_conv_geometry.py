@@ -8,12 +8,15 @@ without needing the simulator.
 
 from __future__ import annotations
 
+import itertools
+from typing import Any
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tinynpu.compiler.conv_geometry import ConvLayout, Dma, choose_layout
+from tinynpu.compiler.conv_geometry import ConvLayout, Dma, choose_layout, rowpack_applies
 from tinynpu.compiler.conv_shape import RESNET50_CONVS, ConvShape, conv2d_reference
 from tinynpu.errors import TinyNpuError, UsageError
 from tinynpu.isa import load_config
@@ -42,12 +45,13 @@ def run_dmas(dmas: list[Dma], dram: bytes, dtype: np.dtype, tile_rows: int) -> n
 
 
 def im2col(x: np.ndarray, sh: ConvShape) -> np.ndarray:
-    """Explicit im2col, columns in (r, s, c) order: M x (R*S*C)."""
-    xp = np.pad(x, ((0, 0), (sh.pad, sh.pad), (sh.pad, sh.pad), (0, 0)))
+    """Explicit im2col, columns in (r, s, c) order: M x (R*S*C), one pixel and tap at a time."""
+    (pt, pl, _, _), (s_h, s_w), (d_h, d_w) = sh.pads, sh.strides, sh.dilations
     cols = np.zeros((sh.n, sh.p, sh.q, sh.r, sh.s, sh.c), dtype=x.dtype)
-    for p in range(sh.p):
-        for q in range(sh.q):
-            cols[:, p, q] = xp[:, p * sh.stride:p * sh.stride + sh.r, q * sh.stride:q * sh.stride + sh.s, :]
+    for p, q, r, s in itertools.product(range(sh.p), range(sh.q), range(sh.r), range(sh.s)):
+        y, xx = p * s_h + r * d_h - pt, q * s_w + s * d_w - pl
+        if 0 <= y < sh.h and 0 <= xx < sh.w:
+            cols[:, p, q, r, s] = x[:, y, xx]
     return cols.reshape(sh.gemm_m, sh.gemm_k)
 
 
@@ -87,6 +91,7 @@ def check_layout(sh: ConvShape, kind: str, seed: int) -> None:
     # The padded GEMM over the gathered operands is the convolution.
     got = (want_a.astype(np.int64) @ want_b.astype(np.int64).T).reshape(sh.n, sh.p, sh.q, sh.k)
     np.testing.assert_array_equal(got.astype(np.int32), conv2d_reference(x, wts, stride=sh.stride, pad=sh.pad,
+                                                                          dilation=sh.dilation,
                                                                           acc_dtype=np.dtype(np.int32)))
 
 
@@ -102,6 +107,39 @@ conv_shapes = st.builds(
 def test_operand_tiles_gather_im2col(t: tuple[int, ...], kind: str) -> None:
     n, c, h, w, k, r, s, stride, pad = t
     check_layout(ConvShape(n=n, c=c, h=h, w=w, k=k, r=r, s=s, stride=stride, pad=pad), kind, seed=sum(t))
+
+
+# Per-axis strides, (top, left, bottom, right) pads and dilations, each drawn independently.
+general_shapes = st.builds(
+    lambda n, c, h, w, k, r, s, stride, pad, dilation: (n, c, h, w, k, r, s, stride, pad, dilation),
+    st.integers(1, 2), st.integers(1, 20), st.integers(1, 9), st.integers(1, 9), st.integers(1, 20),
+    st.integers(1, 4), st.integers(1, 4), st.tuples(st.integers(1, 3), st.integers(1, 3)),
+    st.tuples(*[st.integers(0, 3)] * 4), st.tuples(st.integers(1, 3), st.integers(1, 3)),
+).filter(lambda t: (t[5] - 1) * t[9][0] + 1 <= t[2] + t[8][0] + t[8][2]
+         and (t[6] - 1) * t[9][1] + 1 <= t[3] + t[8][1] + t[8][3])
+
+
+@settings(max_examples=60, deadline=None)
+@given(general_shapes, st.sampled_from(["direct", "rowpack"]))
+def test_operand_tiles_gather_im2col_any_strides_pads_dilations(t: tuple[Any, ...], kind: str) -> None:
+    n, c, h, w, k, r, s, stride, pad, dilation = t
+    sh = ConvShape(n=n, c=c, h=h, w=w, k=k, r=r, s=s, stride=stride, pad=pad, dilation=dilation)
+    if kind == "rowpack" and not rowpack_applies(sh):
+        kind = "direct"
+    check_layout(sh, kind, seed=n + c + h + w + k)
+
+
+def test_general_shape_normalizes_and_names_its_sizes() -> None:
+    sh = ConvShape(n=1, c=2, h=9, w=7, k=3, r=3, s=3, stride=(2, 1), pad=[0, 1, 2, 1], dilation=(2, 1))
+    assert (sh.strides, sh.pads, sh.dilations, sh.extent) == ((2, 1), (0, 1, 2, 1), (2, 1), (5, 3))
+    assert (sh.p, sh.q) == ((9 + 0 + 2 - 5) // 2 + 1, 7)
+    assert str(sh).endswith("stride=(2, 1) pad=(0, 1, 2, 1) dilation=(2, 1)")
+    square = ConvShape(n=1, c=2, h=9, w=7, k=3, r=3, s=3, stride=(2, 2), pad=(1, 1, 1, 1), dilation=[1, 1])
+    assert square == ConvShape(n=1, c=2, h=9, w=7, k=3, r=3, s=3, stride=2, pad=1)
+    assert square.kwargs()["stride"] == 2 and str(square).endswith("stride=2 pad=1")
+    assert not rowpack_applies(ConvShape(n=1, c=2, h=9, w=9, k=3, r=3, s=3, dilation=(1, 2)))
+    assert choose_layout(ConvShape(n=1, c=3, h=9, w=9, k=3, r=3, s=3, dilation=(1, 2)), CFG).kind == "direct"
+    assert choose_layout(ConvShape(n=1, c=3, h=9, w=9, k=3, r=3, s=3, dilation=(2, 1)), CFG).kind == "rowpack"
 
 
 def test_halo_rows_are_zero_dmas() -> None:
@@ -151,6 +189,13 @@ def test_resnet_suite_shapes() -> None:
         ({"n": 1, "c": 1, "h": 2, "w": 2, "k": -3, "r": 1, "s": 1}, "k must be a positive integer, not -3"),
         ({"n": 1, "c": 1, "h": 2, "w": 2, "k": 1, "r": 1, "s": 1, "stride": 0}, "stride must be"),
         ({"n": 1, "c": 1, "h": 2, "w": 2, "k": 1, "r": 1, "s": 1, "pad": -1}, "pad must be a non-negative"),
+        ({"n": 1, "c": 1, "h": 2, "w": 2, "k": 1, "r": 1, "s": 1, "pad": (1, 2)},
+         r"pad must be a non-negative integer or 4 of them, not \(1, 2\)"),
+        ({"n": 1, "c": 1, "h": 2, "w": 2, "k": 1, "r": 1, "s": 1, "stride": (1, 0)},
+         r"stride must be a positive integer or 2 of them, not \(1, 0\)"),
+        ({"n": 1, "c": 1, "h": 2, "w": 2, "k": 1, "r": 1, "s": 1, "dilation": 1.5}, "dilation must be"),
+        ({"n": 1, "c": 1, "h": 5, "w": 9, "k": 1, "r": 3, "s": 1, "dilation": (3, 1)},
+         r"the 7x1 kernel \(r x s\) \(dilation \(3, 1\)\) is larger than the padded input 5x9"),
     ],
 )
 def test_bad_shapes(kwargs: dict[str, int], needle: str) -> None:
@@ -180,13 +225,13 @@ def test_conv_operand_emits_loads_and_zero_rows() -> None:
 
 
 def test_touched_input_positions_match_brute_force() -> None:
-    import itertools
-
     from tinynpu.compiler.conv_bounds import _touched
 
-    for size, kernel, stride, pad in itertools.product(range(1, 9), range(1, 8), range(1, 4), range(4)):
-        if kernel > size + 2 * pad:
+    for size, kernel, stride, pad, after, dil in itertools.product(range(1, 9), range(1, 6), range(1, 4), range(4),
+                                                                    (0, 2), range(1, 4)):
+        extent = (kernel - 1) * dil + 1
+        if extent > size + pad + after:
             continue
-        out = (size + 2 * pad - kernel) // stride + 1
-        want = len({o * stride + f - pad for o in range(out) for f in range(kernel)} & set(range(size)))
-        assert _touched(size, out, kernel, stride, pad) == want, (size, kernel, stride, pad)
+        out = (size + pad + after - extent) // stride + 1
+        want = len({o * stride + f * dil - pad for o in range(out) for f in range(kernel)} & set(range(size)))
+        assert _touched(size, out, kernel, stride, pad, dil) == want, (size, kernel, stride, pad, after, dil)

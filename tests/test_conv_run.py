@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -33,6 +34,38 @@ def test_random_convs_match_numpy(t: tuple[int, ...], dtype: str, layout: str) -
     report = run_compiled(comp, seed=sum(t))  # bit-exact (int8) or rtol=1e-5 (fp32), else it raises
     assert report["verified"] is True
     assert report["dram_bytes"] == comp.model["dram_bytes"]  # the traffic model is exact
+
+
+general_args = st.tuples(
+    st.integers(1, 2), st.integers(1, 12), st.integers(1, 9), st.integers(1, 9), st.integers(1, 20),
+    st.integers(1, 4), st.integers(1, 4), st.tuples(st.integers(1, 3), st.integers(1, 3)),
+    st.tuples(*[st.integers(0, 3)] * 4), st.tuples(st.integers(1, 3), st.integers(1, 3)),
+).filter(lambda t: (t[5] - 1) * t[9][0] + 1 <= t[2] + t[8][0] + t[8][2]
+         and (t[6] - 1) * t[9][1] + 1 <= t[3] + t[8][1] + t[8][3])
+
+
+@settings(max_examples=25, deadline=None)
+@given(general_args, st.sampled_from(["auto", "direct"]))
+def test_per_axis_strides_pads_dilations_match_numpy(t: tuple[Any, ...], layout: str) -> None:
+    n, c, h, w, k, r, s, stride, pad, dilation = t
+    comp = compile_conv2d(n, c, h, w, k, r, s, stride=stride, pad=pad, dilation=dilation, layout=layout)
+    report = run_compiled(comp, seed=n + c + h + w + k)  # bit-exact against conv2d_reference, else it raises
+    assert report["verified"] is True
+    assert report["dram_bytes"] == comp.model["dram_bytes"]  # the traffic model is exact
+    # the compulsory input and weights are a floor of what the program reads
+    assert report["dram_read_bytes"] >= comp.bounds.io_lower_bound_bytes - comp.program.tensor("Y").nbytes
+
+
+def test_dilated_conv_hand_computed() -> None:
+    # 3x3 kernel, dilation 2, no padding, 7x7 input: P = Q = 3, and each output pixel's taps land on
+    # input rows/cols {p, p+2, p+4}: rows and cols 0..6 are all read, so the compulsory input is all of X.
+    comp = compile_conv2d(1, 16, 7, 7, 16, 3, 3, dilation=2)
+    assert comp.workload["p"] == 3 and comp.workload["q"] == 3 and comp.workload["dilation"] == 2
+    assert comp.bounds.io_lower_bound_bytes == 7 * 7 * 16 + 16 * 9 * 16 + 9 * 16 * 4
+    # Every (pixel, tap) pair is inside the input: A reads 9 pixels x 9 taps x 16 channels.
+    assert a_pass_bytes(ConvLayout(ConvShape(n=1, c=16, h=7, w=7, k=16, r=3, s=3, dilation=2), "direct", 16, 1)) \
+        == 9 * 9 * 16
+    assert run_compiled(comp)["verified"] is True
 
 
 @pytest.mark.parametrize("layout", ["direct", "rowpack"])
@@ -121,6 +154,8 @@ def test_naive_schedule_runs() -> None:
         ((1, 1, 2, 2, 1, 1, 1), {"dtype": "fp32", "cfg": load_config("default")}, "not supported by config"),
         ((1, 1, 2, 2, 1, 1, 1), {"dtype": "fp32", "out_dtype": "int8"}, "out_dtype must be float32"),
         ((1, 1, 2, 2, 1, 1, 1), {"layout": "nchw"}, "layout must be auto or one of"),
+        ((1, 3, 9, 9, 4, 3, 3), {"layout": "rowpack", "dilation": (1, 2)},
+         "the rowpack layout needs a kernel width dilation of 1"),
         ((1, 1, 2, 2, 1, 1, 1), {"schedule": "/nonexistent/s.json"}, "is none of these"),
         ((1, 4096, 512, 512, 1, 1, 1), {}, "bytes of DRAM"),
     ],

@@ -236,8 +236,7 @@ def _compile_programs(net: Network, cache: ProgramCache) -> None:
             g = step.attrs["group"]
             k, r, s, cg = wt.shape
             kg = k // g
-            keys = [conv_program(cache, n, cg, h, w, kg, r, s, stride=step.attrs["strides"][0],
-                                 pad=step.attrs["pads"][0],
+            keys = [conv_program(cache, n, cg, h, w, kg, r, s, step=step,
                                  epilogue=epi.channels(k, slice(i * kg, (i + 1) * kg)).on_accelerator())[0]
                     for i in range(g)]
             key = keys[0]

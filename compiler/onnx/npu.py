@@ -66,28 +66,27 @@ class ProgramCache:
 def conv_on_npu(step: Step, shape: tuple[int, ...]) -> str:
     """Why a conv step cannot run on the accelerator ('' when it can)."""
     a = step.attrs
-    pads, strides, dil = a["pads"], a["strides"], a["dilations"]
     c = shape[1]
-    if tuple(dil) != (1, 1):
-        return f"dilation {tuple(dil)}: the implicit-im2col conv lowering supports dilation 1 only"
-    if strides[0] != strides[1]:
-        return f"strides {tuple(strides)}: the conv lowering takes one stride for both axes"
-    if len(set(pads)) != 1:
-        return f"pads {tuple(pads)}: the conv lowering takes one padding on every side"
     if a["group"] > 1 and c // a["group"] < 8:
         return (f"grouped conv with {c // a['group']} input channels per group: one tmm step would use at "
                 f"most {c // a['group']}/16 of the MAC array's reduction")
     return ""
 
 
-def conv_program(cache: ProgramCache, n: int, c: int, h: int, w: int, k: int, r: int, s: int, *, stride: int,
-                 pad: int, epilogue: NpuEpilogue | None) -> tuple[tuple[Any, ...], Compiled]:
-    """The program of one conv shape, by shape and epilogue form (its parameter rows are data)."""
-    from tinynpu.compiler.conv2d import compile_conv2d
+def conv_program(cache: ProgramCache, n: int, c: int, h: int, w: int, k: int, r: int, s: int, *, step: Step,
+                 epilogue: NpuEpilogue | None) -> tuple[tuple[Any, ...], Compiled]:
+    """The program of one conv shape (strides, pads, dilations from ``step``), by shape and epilogue form.
 
-    key = ("conv2d", n, c, h, w, k, r, s, stride, pad, _epilogue_form(epilogue))
-    return key, cache.get(key, lambda: compile_conv2d(n, c, h, w, k, r, s, stride=stride, pad=pad, dtype="int8",
-                                                      cfg=cache.cfg, epilogue=epilogue))
+    The epilogue's parameter rows are data, so layers that differ only in them share the program.
+    """
+    from tinynpu.compiler.conv2d import compile_conv2d
+    from tinynpu.compiler.conv_shape import ConvShape
+
+    shape = ConvShape(n=n, c=c, h=h, w=w, k=k, r=r, s=s, stride=tuple(step.attrs["strides"]),
+                      pad=tuple(step.attrs["pads"]), dilation=tuple(step.attrs["dilations"]))
+    key = ("conv2d", *shape.kwargs().values(), _epilogue_form(epilogue))
+    return key, cache.get(key, lambda: compile_conv2d(**shape.kwargs(), dtype="int8", cfg=cache.cfg,
+                                                      epilogue=epilogue))
 
 
 def gemm_program(cache: ProgramCache, m: int, n: int, k: int, *,
@@ -133,8 +132,7 @@ def conv_layer(step: Step, x_nchw: np.ndarray, *, cache: ProgramCache | None, ru
         npu_epi = part.on_accelerator()
         n, h, wd, c = xg.shape
         k, r, s, _ = wg.shape
-        key, comp = conv_program(cache, n, c, h, wd, k, r, s, stride=a["strides"][0], pad=a["pads"][0],
-                                 epilogue=npu_epi)
+        key, comp = conv_program(cache, n, c, h, wd, k, r, s, step=step, epilogue=npu_epi)
         if image is None:
             run.host_bytes += 2 * xg.nbytes  # NCHW -> NHWC
             y = _simulate(comp, {"X": xg, "W": wg}, "Y", npu_epi, cache.cfg, run)
