@@ -118,11 +118,11 @@ def _load(enabled: str, cc: str | None, cache: str, flags: tuple[str, ...]) -> c
     if not cc:
         return NativeUnavailable("no C compiler found (set CC, or install gcc)")
     try:
-        version = subprocess.run([cc, "--version"], capture_output=True, text=True, check=False).stdout
+        compiler = _identity(cc)
     except OSError as exc:
         return NativeUnavailable(f"cannot run the C compiler {cc}: {exc}")
     source = SOURCE.read_bytes() + b"\0" + HEADER.read_bytes()
-    key = hashlib.sha256(b"\0".join([source, " ".join(flags).encode(), version.encode(), _cpu().encode()]))
+    key = hashlib.sha256(b"\0".join([source, " ".join(flags).encode(), compiler.encode(), _cpu().encode()]))
     path = Path(cache) / f"core-{key.hexdigest()[:16]}.so"
     try:
         damage = _damage(path) if path.exists() else "missing"
@@ -141,6 +141,19 @@ def _load(enabled: str, cc: str | None, cache: str, flags: tuple[str, ...]) -> c
     lib.tinynpu_run.restype = ctypes.c_int
     lib.tinynpu_tmm_kernel.restype = ctypes.c_char_p
     return lib
+
+
+def _identity(cc: str) -> str:
+    """The compiler binary's resolved path, size and modification time: another or an updated compiler
+    builds afresh.  A stat, not ``cc --version``: starting the compiler took 2-10 ms of every process's
+    first run.
+
+    Raises:
+        OSError: the compiler does not exist.
+    """
+    path = os.path.realpath(shutil.which(cc) or cc)
+    st = os.stat(path)
+    return f"{path} {st.st_size} {st.st_mtime_ns}"
 
 
 def tmm_kernel() -> str:
@@ -214,15 +227,16 @@ def unsupported(isa: Isa, cfg: ArchConfig, *, timing: bool) -> str | None:
         return "the native core needs scratchpad scope ids 0..n-1 (at most 8)"
     if len(isa.queued_units) > _MAX_UNITS or len(isa.instructions) > _MAX_OPS or isa.max_operands > _MAX_OPERANDS:
         return "the ISA has more units, opcodes or operands than core.c's limits"
-    if generate_core_header(isa) != _shipped_header():
+    if not _header_matches(isa):
         return (f"{isa.source} declares other instructions or accesses than the ISA the native core is built "
                 f"for ({HEADER}; `tinynpu isa cheader` regenerates it for the built-in ISA)")
     return None
 
 
 @functools.cache
-def _shipped_header() -> str:
-    return HEADER.read_text(encoding="utf-8")
+def _header_matches(isa: Isa) -> bool:
+    """Whether ``isa`` generates the header the core is built with (cached: generating it takes milliseconds)."""
+    return generate_core_header(isa) == HEADER.read_text(encoding="utf-8")
 
 
 def _address(arr: np.ndarray) -> int:
