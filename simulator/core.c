@@ -13,7 +13,7 @@
  * reports a fault's kind and its numbers in `Run.fault`/`Run.fault_args`.
  *
  * Built by native.py with the machine's C compiler (GCC or Clang: it uses unsigned __int128 and, where
- * the CPU has them, AVX-512 VNNI intrinsics; see do_tmm).
+ * the CPU has them, AVX-512 VNNI intrinsics; see tmm_append).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -90,6 +90,19 @@ typedef struct {
   int64_t cap, head, len, prune_at;
 } Log;
 
+/* A run of tmms into the same acc tiles, not yet computed (see tmm_append). */
+#define TMM_PARTS 64
+typedef struct {
+  int64_t a_t, b_t, k, d0; /* d0: its first k in the run's depth */
+} TmmPart;
+
+typedef struct {
+  int64_t acc_t, m, n, accumulate, depth; /* the run's acc tiles, whether its first tmm accumulates, sum of k */
+  int n_parts;
+  TmmPart part[TMM_PARTS];
+  int64_t lo[MAX_RES], hi[MAX_RES]; /* per scope, the hull of the rows the run reads or writes */
+} TmmBatch;
+
 typedef struct {
   Run *R;
   int nq;
@@ -99,8 +112,11 @@ typedef struct {
   int64_t max_e, port_free;
   int64_t clock[MAX_UNITS][MAX_UNITS];
   Log logs[MAX_RES][MAX_UNITS];
-  uint8_t *bpack;  /* tmm's B operand, packed for the VNNI kernel (see do_tmm) */
-  int32_t *colfix; /* per packed column vector: 128 * its column sums */
+  TmmBatch tmm;      /* the pending run of tmms (see tmm_append) */
+  uint8_t *aflip;    /* the VNNI kernel's: the a scratchpad with sign bits flipped, tile by tile as read, */
+  uint8_t *aflip_ok; /* per tile of a, whether its flipped copy is current (loads and zeros clear it), */
+  uint8_t *bpack;    /* the run's B operand, packed, */
+  int32_t *colfix;   /* and per packed column vector, 128 * its column sums */
 } Sim;
 
 /* RaceChecker.access, defined with the race sanitizer below; the generated header's accesses() calls it. */
@@ -197,12 +213,19 @@ static inline void copy_row(uint8_t *dst, const uint8_t *src, int64_t n) {
   }
 }
 
+/* Rows [lo, hi) of scope were written: a tile of a whose flipped copy (Sim.aflip) they touch is stale. */
+static void written(Sim *S, int scope, int64_t lo, int64_t hi) {
+  const int64_t T = S->R->tile;
+  if (scope == S->R->scope_a && hi > lo) memset(S->aflip_ok + lo / T, 0, (hi - 1) / T - lo / T + 1);
+}
+
 static void do_load(Sim *S, const int64_t *x) {
   const Run *R = S->R;
   int scope = (int)x[0];
   int64_t row = x[1], addr = x[2], stride = x[3], rows = x[4], cols = x[5];
   int64_t eb = R->elem_bytes[scope], rb = cols * eb, row_bytes = R->tile * eb;
   uint8_t *dst = sp_row(R, scope, row);
+  written(S, scope, row, row + rows);
   for (int64_t r = 0; r < rows; r++, dst += row_bytes) {
     copy_row(dst, R->dram + addr + r * stride, rb);
     if (rb < row_bytes) memset(dst + rb, 0, row_bytes - rb); /* a short row is zero-filled */
@@ -212,6 +235,7 @@ static void do_load(Sim *S, const int64_t *x) {
 static void do_zero(Sim *S, const int64_t *x) {
   const Run *R = S->R;
   int scope = (int)x[0];
+  written(S, scope, x[1], x[1] + x[2]);
   memset(sp_row(R, scope, x[1]), 0, x[2] * R->tile * R->elem_bytes[scope]);
 }
 
@@ -239,55 +263,117 @@ static void do_store(const Run *R, const int64_t *x) {
 
 /* tmm: acc tile (i, j) (+)= sum over kk of A(i, kk) @ B(j, kk)^T, for every i < m, j < n.
  *
- * Addition modulo 2^32 is associative and commutative, so each output element's whole k * T long dot
- * product is formed first (in wrapping 32-bit lanes) and added into acc once: the same bits as the
- * reference's tile-by-tile accumulation.  int8 x int8 products summed in int32 lanes are exact (modulo
- * 2^32, which is what acc keeps), so no float rounding argument is needed on any path.
+ * Batched.  A tmm's timing comes from the instruction stream alone, so its product need not be formed
+ * when it starts, only before anything reads what it writes or writes what it reads.  A run of tmms
+ * into the same acc tiles (same acc, m, n; every one after the first accumulating) is one product
+ * whose depth is the sum of theirs: acc (+)= [A_1 .. A_p] @ [B_1 .. B_p]^T.  Such a run (the compiler's
+ * k-loop) is kept pending in Sim.tmm and computed at once by tmm_flush: the operands are packed once
+ * and each output vector stays in a register over the whole depth, so acc is read and written once
+ * per run instead of once per tmm (a tmm of the tuned 1024^3 is only 16 deep: acc traffic was half its
+ * time).  tmm_flush runs before any other instruction that writes rows the pending tmms read or reads or
+ * writes rows they write (tmm_conflicts), before a tmm that does not continue the run, and at the end of
+ * every run, faulted or not; so every store, ALU instruction, later load and the final state see the
+ * values of executing each tmm when it starts.
+ *
+ * Addition modulo 2^32 is associative and commutative, so each output element's whole dot product is
+ * formed first (in wrapping 32-bit lanes) and added into acc once: the same bits as the reference's
+ * tile-by-tile accumulation.  int8 x int8 products summed in int32 lanes are exact (modulo 2^32, which
+ * is what acc keeps), so no float rounding argument is needed on any path.
  *
  * Two kernels, chosen when the library is built (native.py builds with -march=native, cached per CPU):
  *
  * - AVX-512 VNNI (tile edges that are multiples of 16): vpdpbusd multiplies 64 unsigned x signed byte
  *   pairs and adds them, four at a time, into 16 int32 lanes: one instruction per 64 multiply-adds, the
- *   machine's integer multiply-add rate.  B is packed once per tmm (signed) in the operand layout the
- *   instruction wants: for 16 output columns, four consecutive k of each.  A is broadcast four bytes at
- *   a time straight from its scratchpad row and made unsigned by flipping its sign bits (a ^ 0x80 =
- *   a + 128), so the products are (a + 128) * b and 128 * (the column sum of B) is subtracted once per
- *   output vector (computed by the same instruction on the packed B).  A block of 4 rows x 64 columns
- *   (or 8 rows x 16 columns when a tmm's output is one tile wide, as the compiler's are) stays in
- *   registers for the whole dot product.  Only AVX-512 is used for it: the 256-bit AVX-VNNI form does
- *   half the work per instruction, and the portable kernel below serves every CPU without AVX-512 VNNI.
- * - Portable C (any CPU and compiler, and tile edges 4 and 8): the same dot products in uint32
- *   arithmetic, a loop the compiler vectorizes as far as the target allows.  Defining TINYNPU_PORTABLE
- *   forces it (the tests build the core that way and compare it with the Python core too).
+ *   machine's integer multiply-add rate.  B is packed (signed) in the operand layout the instruction
+ *   wants: for 16 output columns, four consecutive k of each.  A is read from a copy of the a
+ *   scratchpad with its sign bits flipped (a ^ 0x80 = a + 128, unsigned; each tile flipped once per
+ *   write to it, see tmm_vnni), so four of its bytes are broadcast straight from memory by the
+ *   instruction itself; the products are (a + 128) * b, and 128 * (the column sum of B) is subtracted
+ *   once per output vector (computed by the same instruction on the packed B).  A register block
+ *   of 4 rows x 64 columns (or 8 rows x 16 columns when the output is one tile wide, as the compiler's
+ *   are) stays in registers for the whole depth.  Only AVX-512 is used for it: the 256-bit AVX-VNNI
+ *   form does half the work per instruction, and the portable kernel below serves every CPU without
+ *   AVX-512 VNNI.
+ * - Portable C (any CPU and compiler, and tile edges 4 and 8): each pending tmm in turn, as the
+ *   reference does, in uint32 arithmetic, a loop the compiler vectorizes as far as the target allows.
+ *   Defining TINYNPU_PORTABLE forces it (the tests build the core that way and compare it with the
+ *   Python core too).
  */
+
+/* Whether instruction (kind, x) touches rows the pending tmms use: it writes rows they read or write,
+ * or reads rows they write.  Anything not listed (the ALU, whose rows are all in acc) counts as touching:
+ * flushing early is only slower. */
+static int tmm_conflicts(const Sim *S, int kind, const int64_t *x) {
+  const TmmBatch *t = &S->tmm;
+  int scope;
+  int64_t lo, hi;
+  switch (kind) {
+    case K_HALT: case K_SYNC: return 0;
+    case K_LOAD: scope = (int)x[0], lo = x[1], hi = x[1] + x[4]; break;
+    case K_ZERO: scope = (int)x[0], lo = x[1], hi = x[1] + x[2]; break;
+    case K_STORE: scope = S->R->scope_acc, lo = x[0], hi = x[0] + x[3]; break;
+    default: return 1;
+  }
+  return lo < t->hi[scope] && t->lo[scope] < hi;
+}
+
+static void tmm_extend(TmmBatch *t, int scope, int64_t lo, int64_t hi) {
+  if (lo < t->lo[scope]) t->lo[scope] = lo;
+  if (hi > t->hi[scope]) t->hi[scope] = hi;
+}
+
+static void tmm_flush(Sim *S);
+
+/* Execute a tmm: add it to the pending run, or flush the run and start another with it. */
+static void tmm_append(Sim *S, const int64_t *x) {
+  const Run *R = S->R;
+  TmmBatch *t = &S->tmm;
+  const int64_t T = R->tile, acc_t = x[0], a_t = x[1], b_t = x[2], m = x[3], n = x[4], k = x[5];
+  /* a run's packed B fits in a buffer the size of the b scratchpad (one tmm's does) */
+  int continues = t->n_parts && t->n_parts < TMM_PARTS && acc_t == t->acc_t && m == t->m && n == t->n && x[6] &&
+                  n * (t->depth + k) * T <= R->sp_rows[R->scope_b];
+  if (!continues) {
+    tmm_flush(S);
+    t->acc_t = acc_t, t->m = m, t->n = n, t->accumulate = x[6];
+    tmm_extend(t, R->scope_acc, acc_t * T, (acc_t + m * n) * T);
+  }
+  t->part[t->n_parts++] = (TmmPart){.a_t = a_t, .b_t = b_t, .k = k, .d0 = t->depth};
+  t->depth += k;
+  tmm_extend(t, R->scope_a, a_t * T, (a_t + m * k) * T);
+  tmm_extend(t, R->scope_b, b_t * T, (b_t + n * k) * T);
+}
+
 #if defined(__AVX512F__) && defined(__AVX512VNNI__) && !defined(TINYNPU_PORTABLE)
 #include <immintrin.h>
 #define TMM_VNNI 1
 #define VNNI_MAX_R 8 /* output rows per register block */
 #define VNNI_MAX_V 4 /* 16-column vectors per register block */
 
-/* One register block: rows [r0, r0 + R) of A's tile row i, output column vectors [cv, cv + V); R, V are
- * constants after inlining, so acc[][] lives in registers. */
-static inline __attribute__((always_inline)) void vnni_block(Sim *S, const int64_t *x, int64_t i, int64_t r0,
-                                                             int64_t cv, const int R, const int V) {
+/* One register block: rows [r0, r0 + R) of tile row i, output column vectors [cv, cv + V), over the
+ * run's whole depth; R, V are constants after inlining, so acc[][] lives in registers and each
+ * broadcast of the flipped A is a memory operand of vpdpbusd. */
+static inline __attribute__((always_inline)) void vnni_block(Sim *S, int64_t i, int64_t r0, int64_t cv,
+                                                             const int R, const int V) {
   const Run *Rn = S->R;
-  const int64_t T = Rn->tile, acc_t = x[0], a_t = x[1], n = x[4], k = x[5], accumulate = x[6];
-  const int64_t groups = k * T / 4, per_tile = T / 16;
-  const uint8_t *a0 = Rn->sp[Rn->scope_a] + ((a_t + i * k) * T + r0) * T;
-  const __m512i flip = _mm512_set1_epi32((int32_t)0x80808080u);
+  const TmmBatch *t = &S->tmm;
+  const int64_t T = Rn->tile, G = t->depth * T / 4, per_tile = T / 16;
   __m512i acc[VNNI_MAX_R][VNNI_MAX_V];
   for (int r = 0; r < R; r++)
     for (int v = 0; v < V; v++) acc[r][v] = _mm512_setzero_si512();
-  for (int64_t kk = 0; kk < k; kk++) {
-    const uint8_t *a = a0 + kk * T * T;
-    for (int64_t g = 0; g < T / 4; g++) {
-      __m512i b[VNNI_MAX_V];
-      for (int v = 0; v < V; v++) b[v] = _mm512_loadu_si512(S->bpack + ((cv + v) * groups + kk * T / 4 + g) * 64);
-      for (int r = 0; r < R; r++) {
-        int32_t w;
-        memcpy(&w, a + r * T + 4 * g, 4);
-        __m512i aw = _mm512_xor_si512(_mm512_set1_epi32(w), flip);
-        for (int v = 0; v < V; v++) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], aw, b[v]);
+  for (int p = 0; p < t->n_parts; p++) {
+    const TmmPart *part = &t->part[p];
+    for (int64_t kk = 0; kk < part->k; kk++) {
+      const uint8_t *a = S->aflip + ((part->a_t + i * part->k + kk) * T + r0) * T;
+      const uint8_t *b0 = S->bpack + (part->d0 + kk) * T / 4 * 64;
+      for (int64_t g = 0; g < T / 4; g++) {
+        __m512i b[VNNI_MAX_V];
+        for (int v = 0; v < V; v++) b[v] = _mm512_loadu_si512(b0 + ((cv + v) * G + g) * 64);
+        for (int r = 0; r < R; r++) {
+          int32_t w;
+          memcpy(&w, a + r * T + 4 * g, 4);
+          __m512i aw = _mm512_set1_epi32(w);
+          for (int v = 0; v < V; v++) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], aw, b[v]);
+        }
       }
     }
   }
@@ -296,43 +382,83 @@ static inline __attribute__((always_inline)) void vnni_block(Sim *S, const int64
     int64_t j = (cv + v) / per_tile, c0 = (cv + v) % per_tile * 16;
     __m512i fix = _mm512_loadu_si512(S->colfix + (cv + v) * 16);
     for (int r = 0; r < R; r++) {
-      int32_t *out = C + ((acc_t + i * n + j) * T + r0 + r) * T + c0;
+      int32_t *out = C + ((t->acc_t + i * t->n + j) * T + r0 + r) * T + c0;
       __m512i sum = _mm512_sub_epi32(acc[r][v], fix);
-      if (accumulate) sum = _mm512_add_epi32(sum, _mm512_loadu_si512(out));
+      if (t->accumulate) sum = _mm512_add_epi32(sum, _mm512_loadu_si512(out));
       _mm512_storeu_si512(out, sum);
     }
   }
 }
 
-static void tmm_vnni(Sim *S, const int64_t *x) {
+/* Four rows of 16 bytes, `stride` bytes apart, as one vector. */
+static inline __m512i load_4x16(const uint8_t *row, int64_t stride) {
+  if (stride == 16) return _mm512_loadu_si512(row);
+  __m512i z = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)row));
+  z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(row + stride)), 1);
+  z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(row + 2 * stride)), 2);
+  return _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(row + 3 * stride)), 3);
+}
+
+/* Pack one B tile (T rows = output columns, T bytes of k each) at group g0 of the run's depth: for each
+ * 16 columns, four consecutive k of each column per 64-byte vector.  That is a transpose of 4-byte
+ * words, 16 columns x 4 words at a time: each 4 x 4 block of words within a vector, then the vectors'
+ * 16-byte lanes. */
+static void pack_b_tile(Sim *S, const uint8_t *tile, int64_t col_vector0, int64_t g0, int64_t G) {
+  const int64_t T = S->R->tile;
+  const __m512i words = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  for (int64_t c0 = 0; c0 < T; c0 += 16)
+    for (int64_t w0 = 0; w0 < T / 4; w0 += 4) {
+      __m512i z[4];
+      for (int q = 0; q < 4; q++)
+        z[q] = _mm512_permutexvar_epi32(words, load_4x16(tile + (c0 + 4 * q) * T + 4 * w0, T));
+      __m512i t0 = _mm512_shuffle_i32x4(z[0], z[1], 0x44), t1 = _mm512_shuffle_i32x4(z[0], z[1], 0xEE);
+      __m512i t2 = _mm512_shuffle_i32x4(z[2], z[3], 0x44), t3 = _mm512_shuffle_i32x4(z[2], z[3], 0xEE);
+      uint8_t *dst = S->bpack + ((col_vector0 + c0 / 16) * G + g0 + w0) * 64;
+      _mm512_storeu_si512(dst, _mm512_shuffle_i32x4(t0, t2, 0x88));
+      _mm512_storeu_si512(dst + 64, _mm512_shuffle_i32x4(t0, t2, 0xDD));
+      _mm512_storeu_si512(dst + 128, _mm512_shuffle_i32x4(t1, t3, 0x88));
+      _mm512_storeu_si512(dst + 192, _mm512_shuffle_i32x4(t1, t3, 0xDD));
+    }
+}
+
+/* The run on AVX-512 VNNI.  A's tiles are read from aflip, the a scratchpad with its sign bits flipped,
+ * each tile flipped when a tmm first reads it after it was written (the tuned 1024^3 reads each A tile
+ * of a 128-wide block eight times, once per output tile column). */
+static void tmm_vnni(Sim *S) {
   const Run *R = S->R;
-  const int64_t T = R->tile, b_t = x[2], m = x[3], n = x[4], k = x[5];
-  const int64_t groups = k * T / 4, per_tile = T / 16, vectors = n * per_tile;
-  const uint8_t *B = R->sp[R->scope_b];
-  for (int64_t j = 0; j < n; j++) /* pack B: for each 16 output columns, k in fours */
-    for (int64_t kk = 0; kk < k; kk++)
-      for (int64_t c = 0; c < T; c++) {
-        const uint8_t *src = B + ((b_t + j * k + kk) * T + c) * T;
-        uint8_t *dst = S->bpack + ((j * per_tile + c / 16) * groups + kk * T / 4) * 64 + c % 16 * 4;
-        for (int64_t g = 0; g < T / 4; g++) memcpy(dst + g * 64, src + 4 * g, 4);
+  const TmmBatch *t = &S->tmm;
+  const int64_t T = R->tile, m = t->m, n = t->n, G = t->depth * T / 4, per_tile = T / 16, vectors = n * per_tile;
+  const uint8_t *A = R->sp[R->scope_a], *B = R->sp[R->scope_b];
+  const __m512i flip = _mm512_set1_epi32((int32_t)0x80808080u);
+  for (int p = 0; p < t->n_parts; p++) {
+    const TmmPart *part = &t->part[p];
+    for (int64_t tile = part->a_t; tile < part->a_t + m * part->k; tile++)
+      if (!S->aflip_ok[tile]) {
+        for (int64_t q = 0; q < T * T; q += 64)
+          _mm512_storeu_si512(S->aflip + tile * T * T + q, _mm512_xor_si512(_mm512_loadu_si512(A + tile * T * T + q), flip));
+        S->aflip_ok[tile] = 1;
       }
-  const __m512i bias = _mm512_set1_epi32((int32_t)0x80808080u);
+    for (int64_t j = 0; j < n; j++)
+      for (int64_t kk = 0; kk < part->k; kk++)
+        pack_b_tile(S, B + (part->b_t + j * part->k + kk) * T * T, j * per_tile, (part->d0 + kk) * T / 4, G);
+  }
   for (int64_t cv = 0; cv < vectors; cv++) { /* 128 * column sums of B: the bias the flipped A adds */
     __m512i fix = _mm512_setzero_si512();
-    for (int64_t g = 0; g < groups; g++)
-      fix = _mm512_dpbusd_epi32(fix, bias, _mm512_loadu_si512(S->bpack + (cv * groups + g) * 64));
+    for (int64_t g = 0; g < G; g++)
+      fix = _mm512_dpbusd_epi32(fix, flip, _mm512_loadu_si512(S->bpack + (cv * G + g) * 64));
     _mm512_storeu_si512(S->colfix + cv * 16, fix);
   }
   for (int64_t i = 0; i < m; i++) {
     int64_t cv = 0;
     for (; cv + VNNI_MAX_V <= vectors; cv += VNNI_MAX_V)
-      for (int64_t r0 = 0; r0 < T; r0 += 4) vnni_block(S, x, i, r0, cv, 4, VNNI_MAX_V);
+      for (int64_t r0 = 0; r0 < T; r0 += 4) vnni_block(S, i, r0, cv, 4, VNNI_MAX_V);
     for (; cv < vectors; cv++)
-      for (int64_t r0 = 0; r0 < T; r0 += VNNI_MAX_R) vnni_block(S, x, i, r0, cv, VNNI_MAX_R, 1);
+      for (int64_t r0 = 0; r0 < T; r0 += VNNI_MAX_R) vnni_block(S, i, r0, cv, VNNI_MAX_R, 1);
   }
 }
 #endif
 
+/* One tmm (operands acc, a, b, m, n, k, accumulate), as the reference computes it. */
 static void tmm_portable(const Run *R, const int64_t *x) {
   const int64_t T = R->tile, acc_t = x[0], a_t = x[1], b_t = x[2], m = x[3], n = x[4], k = x[5], accumulate = x[6];
   const int8_t *A = (const int8_t *)R->sp[R->scope_a], *B = (const int8_t *)R->sp[R->scope_b];
@@ -351,14 +477,20 @@ static void tmm_portable(const Run *R, const int64_t *x) {
         }
 }
 
-static void do_tmm(Sim *S, const int64_t *x) {
+/* Compute the pending run of tmms (see above) and empty it. */
+static void tmm_flush(Sim *S) {
+  TmmBatch *t = &S->tmm;
+  if (!t->n_parts) return;
 #ifdef TMM_VNNI
-  if (S->R->tile % 16 == 0) {
-    tmm_vnni(S, x);
-    return;
-  }
+  if (S->R->tile % 16 == 0) tmm_vnni(S);
+  else
 #endif
-  tmm_portable(S->R, x);
+    for (int p = 0; p < t->n_parts; p++) {
+      const int64_t x[7] = {t->acc_t, t->part[p].a_t, t->part[p].b_t, t->m, t->n, t->part[p].k, p ? 1 : t->accumulate};
+      tmm_portable(S->R, x);
+    }
+  t->n_parts = 0, t->depth = 0;
+  for (int s = 0; s < MAX_RES; s++) t->lo[s] = INT64_MAX, t->hi[s] = INT64_MIN;
 }
 
 /* Which tmm kernel this build uses (native.py reports it; the tests check the forced fallback). */
@@ -419,11 +551,12 @@ static void do_alu(const Run *R, enum Kind kind, const int64_t *x) {
 /* Every kind has a case (the build uses -Werror=switch): a new instruction without C semantics does
  * not compile, and `tinynpu isa check` names it. */
 static void execute(Sim *S, int kind, const int64_t *x) {
+  if (kind != K_TMM && S->tmm.n_parts && tmm_conflicts(S, kind, x)) tmm_flush(S);
   switch ((enum Kind)kind) {
     case K_LOAD: do_load(S, x); break;
     case K_ZERO: do_zero(S, x); break;
     case K_STORE: do_store(S->R, x); break;
-    case K_TMM: do_tmm(S, x); break;
+    case K_TMM: tmm_append(S, x); break;
     case K_VADD: case K_VADDROW: case K_VMAX: case K_VMIN: case K_VMUL: case K_VSHR: case K_VREQUANT:
       do_alu(S->R, (enum Kind)kind, x);
       break;
@@ -706,12 +839,15 @@ int tinynpu_run(Run *R) {
   R->fault = F_NONE;
   int64_t con_cap = 1;
   while (con_cap < (int64_t)R->max_tok + 1) con_cap *= 2;
-  /* a tmm's operands lie inside their scratchpads (decode checks): B packed is at most all of b */
+  /* a run's packed B is at most the size of the b scratchpad (tmm_append) */
+  S->aflip = malloc(R->sp_rows[R->scope_a] * R->tile);
+  S->aflip_ok = calloc(R->sp_rows[R->scope_a] / R->tile, 1);
   S->bpack = malloc(R->sp_rows[R->scope_b] * R->tile);
   S->colfix = malloc(R->sp_rows[R->scope_b] * sizeof *S->colfix);
   S->pend = malloc(R->nq * R->depth * sizeof *S->pend);
   S->starts = calloc(R->nq * R->depth, sizeof *S->starts);
-  int ok = S->pend && S->starts && S->bpack && S->colfix;
+  int ok = S->pend && S->starts && S->aflip && S->aflip_ok && S->bpack && S->colfix;
+  for (int s = 0; s < MAX_RES; s++) S->tmm.lo[s] = INT64_MAX, S->tmm.hi[s] = INT64_MIN;
   for (int v = 0; v < R->nq; v++)
     for (int u = 0; u < R->nq; u++) {
       Channel *c = &S->chan[v][u];
@@ -723,6 +859,7 @@ int tinynpu_run(Run *R) {
   for (int r = 0; r < MAX_RES; r++)
     for (int u = 0; u < MAX_UNITS; u++) S->logs[r][u].prune_at = PRUNE_AT;
   int result = ok ? schedule(S) : fault(R, F_NO_MEMORY, 0, 0, 0, 0, 0, 0);
+  if (ok) tmm_flush(S); /* the pending tmms, also after a fault: the state is that of every executed instruction */
   for (int v = 0; v < R->nq; v++)
     for (int u = 0; u < R->nq; u++) {
       Channel *c = &S->chan[v][u];
@@ -730,6 +867,6 @@ int tinynpu_run(Run *R) {
     }
   for (int r = 0; r < MAX_RES; r++)
     for (int u = 0; u < MAX_UNITS; u++) free(S->logs[r][u].a);
-  free(S->pend), free(S->starts), free(S->bpack), free(S->colfix), free(S);
+  free(S->pend), free(S->starts), free(S->aflip), free(S->aflip_ok), free(S->bpack), free(S->colfix), free(S);
   return result;
 }

@@ -24,7 +24,7 @@ from test_sim_support import DEFAULT, FP32, HALT, ISA, SYNC, load, machine, nati
 
 from tinynpu.assembler.image import Program
 from tinynpu.errors import UsageError
-from tinynpu.isa import ArchConfig
+from tinynpu.isa import ArchConfig, load_config
 from tinynpu.simulator import Machine, SimFault, native
 from tinynpu.simulator.native import NativeUnavailable
 
@@ -93,14 +93,14 @@ def _both(prog: Program, **kw: Any) -> tuple:
     return py
 
 
-def _initial(seed: int) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+def _initial(seed: int, cfg: ArchConfig = DEFAULT) -> tuple[np.ndarray, dict[int, np.ndarray]]:
     rng = np.random.default_rng(seed)
     dram = rng.integers(0, 256, WINDOW, dtype=np.uint8)
     sp = {}
     for s in ISA.scopes:
-        dt = np.dtype(DEFAULT.dtype(s.config_key))
+        dt = np.dtype(cfg.dtype(s.config_key))
         info = np.iinfo(dt)
-        shape = (DEFAULT.rows(s.config_key), T)
+        shape = (cfg.rows(s.config_key), cfg.tile)
         sp[s.id] = rng.integers(info.min, int(info.max) + 1, shape, dtype=dt)
     return dram, sp
 
@@ -531,6 +531,62 @@ def test_ordered_programs_agree_on_either_kernel(kernel: str, seed: int) -> None
     instrs = _ordered(p, 300)
     dram, sp = _initial(seed)
     assert _both(program(instrs + [HALT]), dram=dram, sp=sp)[0] == "ok"
+
+
+# --- runs of tmms into the same acc tiles (the native core computes each run as one product) -----------
+def _tmm_runs(rng: random.Random, cfg: ArchConfig) -> list[tuple[str, dict[str, Any]]]:
+    """Runs of tmms into the same acc tiles (some longer than the native core's 64-tmm runs, some with
+    more depth than its packed-B buffer holds), and between their tmms loads, zeros, stores and ALU
+    instructions on rows the run reads or writes, ordered between two of its tmms by tokens or not
+    ordered at all (the race sanitizer is off: both cores must still agree)."""
+    t = cfg.tile
+    tensor = units("tensor")
+    out: list[tuple[str, dict[str, Any]]] = []
+    waits = 0  # the units the next tmm waits for
+    for _ in range(rng.randint(3, 5)):
+        acc, m, n = rng.randint(0, 3), rng.randint(1, 2), rng.randint(1, 2)
+        for step in range(rng.choice([1, 6, 70, 130])):
+            k = rng.randint(1, 3)
+            out.append(("tmm", {"acc": acc, "a": rng.randint(0, 6), "b": rng.randint(0, 6), "m": m, "n": n, "k": k,
+                                "accumulate": int(step > 0 or rng.random() < 0.5), "wait": waits}))
+            waits = 0
+            if rng.random() > 0.15:
+                continue
+            what = rng.choice(["load", "load", "zero", "store", "vmax"])
+            sc = rng.choice(["a", "b"])
+            row, rows = rng.randint(0, 8 * t), rng.randint(1, t)
+            if what == "load":
+                addr = rng.randint(0, (WINDOW - rows * t) // t) * t
+                instr = ("load", {"scope": scope(sc), "sp_row": row, "dram": addr, "stride": t, "rows": rows,
+                                  "cols": rng.choice([t, rng.randint(1, t)])})
+            elif what == "zero":
+                instr = ("zero", {"scope": scope(sc), "sp_row": row, "rows": rows})
+            elif what == "store":
+                instr = ("store", {"sp_row": rng.randint(0, 4 * t), "dram": 0, "stride": t * ACC_EB, "rows": t,
+                                   "cols": t, "narrow": 0, "relu": 0, "shift": 0})
+            else:
+                instr = ("vmax", {"dst": rng.randint(0, 4 * t), "imm": rng.randint(-1000, 1000), "rows": rows})
+            if rng.random() < 0.5:  # after this tmm and before the next: executed inside the run
+                out[-1][1]["signal"] = units(UNIT[instr[0]])
+                instr[1].update(wait=tensor, signal=tensor)
+                waits = units(UNIT[instr[0]])
+            out.append(instr)
+    return [*out, HALT]
+
+
+@needs_native
+@pytest.mark.parametrize("config", ["default", "t32", "t8"])
+@pytest.mark.parametrize("seed", range(3))
+def test_tmm_runs_agree(kernel: str, config: str, seed: int) -> None:
+    """Both kernels, tile edges 16, 32 (the VNNI kernel's packing of wider tiles) and 8 (the portable one
+    only), and a cycle limit that faults in the middle of the program, with a run pending."""
+    cfg = load_config(config)
+    prog = program(_tmm_runs(random.Random(seed), cfg), cfg)
+    dram, sp = _initial(seed, cfg)
+    out = _both(prog, dram=dram, sp=sp, cfg=cfg, check_races=False)
+    assert out[0] == "ok", out[1]
+    cycles = json.loads(out[1])["cycles"]
+    assert _both(prog, dram=dram, sp=sp, cfg=cfg, check_races=False, max_cycles=cycles // 2)[0] == "fault"
 
 
 # --- long, well-synchronized random programs ----------------------------------------------------------
