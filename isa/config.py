@@ -19,14 +19,13 @@ from typing import Any
 import numpy as np
 
 from tinynpu.errors import SpecError
-from tinynpu.isa.spec import ISA_DIR, Isa, _fail, _schema_check, load_isa
+from tinynpu.isa.spec import ISA_DIR, TILES, Isa, _fail, _schema_check, load_isa
 from tinynpu.isa.yamlsrc import KeyPath, YamlSource, format_key_path, load_yaml
 
 CONFIG_DIR = ISA_DIR / "configs"
 
 _DTYPE_BYTES = {"int8": 1, "int32": 4, "float32": 4}
 _SCOPE_KEYS = ("a_reg", "b_reg", "acc")
-TILES = tuple(1 << e for e in range(2, 8))  # every supported tile edge: powers of two from 4 to 128
 BUFFERS_PER_SCOPE = 2  # double buffering: every scratchpad holds at least one tile per buffer
 
 # Every action the energy table must price: key path under the config's top level -> what it means.
@@ -289,4 +288,4 @@ def build_hash(isa: Isa, cfg: ArchConfig) -> bytes:
     return hashlib.sha256(f"{isa.digest}:{cfg.digest}".encode()).digest()[:16]
 
 
-__all__ = ["CONFIG_DIR", "ENERGY_ACTIONS", "ArchConfig", "EnergyTable", "build_hash", "load_config"]
+__all__ = ["CONFIG_DIR", "ENERGY_ACTIONS", "TILES", "ArchConfig", "EnergyTable", "build_hash", "load_config"]

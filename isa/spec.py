@@ -39,6 +39,7 @@ from tinynpu.isa.yamlsrc import KeyPath, YamlSource, format_key_path, load_yaml
 
 ISA_DIR = Path(__file__).resolve().parent
 DEFAULT_ISA_PATH = ISA_DIR / "isa.yaml"
+TILES = tuple(1 << e for e in range(2, 8))  # every supported tile edge: powers of two from 4 to 128
 
 
 @dataclass(frozen=True)
@@ -236,6 +237,7 @@ def load_isa(path: Path = DEFAULT_ISA_PATH) -> Isa:
             _check_instruction(src, at, word_bits, mnemonic, fields, fixed, accesses,
                                _checks(src, at, raw, fields, scopes), scope_names, raw))
     _check_overlaps(src, instructions)
+    _check_scope_reach(src, instructions)
     digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
     return Isa(
         name=data["name"],
@@ -400,6 +402,40 @@ def _check_overlaps(src: YamlSource, instructions: list[Instruction]) -> None:
                 )
 
 
+def _check_scope_reach(src: YamlSource, instructions: list[Instruction]) -> None:
+    """Row counts and tile addresses reach every row the widest ``sp_row`` field can address.
+
+    The largest scratchpad a config may have is the one the ``sp_row`` fields address
+    (the config loader refuses a larger one), so that is what every ``rows`` count must
+    hold whole, and what every ``sp_tile`` field must address tile by tile at the
+    smallest tile edge: a field narrower than that would refuse a config the rest of
+    the ISA accepts.
+    """
+    row_fields = [f for instr in instructions for f in instr.fields if f.kind == "sp_row"]
+    if not row_fields:
+        return
+    row_bits = max(f.width for f in row_fields)
+    scope_rows = 1 << row_bits
+    for instr in instructions:
+        for j, f in enumerate(instr.fields):
+            if f.kind == "count" and f.name == "rows":
+                need, what = scope_rows, f"a whole scratchpad of {scope_rows} rows"
+            elif f.kind == "sp_tile":
+                need = scope_rows // TILES[0] - 1
+                what = f"the last tile ({need}) of a {scope_rows}-row scratchpad at the smallest tile edge {TILES[0]}"
+            else:
+                continue
+            if f.hi < need:
+                fix = (f"widen it to {need.bit_length()} bits" if f.width < need.bit_length()
+                       else f"raise its max ({f.max}) to {need}")
+                raise _fail(
+                    src, ("instructions", instr.index, "fields", j),
+                    f"{instr.mnemonic}: field {f.name!r} (bits {f.lsb}..{f.msb}, {f.width} bits) holds at most "
+                    f"{f.hi} but must hold {what} (the {row_bits}-bit sp_row fields address {scope_rows} rows): "
+                    f"{fix}.",
+                )
+
+
 def _bit_ranges(bits: list[int]) -> str:
     out: list[str] = []
     start = prev = bits[0]
@@ -416,6 +452,7 @@ __all__ = [
     "DRAM_SPACE",
     "STATS_CLASSES",
     "STATS_OPERANDS",
+    "TILES",
     "Access",
     "Check",
     "FixedBits",

@@ -43,7 +43,7 @@ CASES = [
     ("zero a[0], rows=1, rows=2", "t.s:1:20", ["given twice"]),
     ("zero a[0]", "t.s:1:1", ["zero needs rows=", "no default"]),
     # value out of range (the range is named)
-    ("load a[0], [0], rows=0", "t.s:1:22", ["rows=0 is out of range", "1..4095"]),
+    ("load a[0], [0], rows=0", "t.s:1:22", ["rows=0 is out of range", "1..32767"]),
     ("load a[0], [0], rows=1, cols=17", "t.s:1:30", ["cols=17", "1..16"]),
     ("vmax acc[0], 1 << 31, rows=1", "t.s:1:14", ["imm=2147483648", "-2147483648..2147483647"]),
     ("vshr acc[0], 32, rows=1", "t.s:1:14", ["shift=32", "0..31"]),

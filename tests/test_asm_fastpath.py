@@ -124,7 +124,7 @@ FAST_BUT_WRONG = [
     "zero a[0], rows=1, signal=load+1",  # sum in a unit mask
     "zero a[0], rows=1, signal=0x0",  # 0 written in hex (the full parser accepts it)
     "zero a[0], rows=1, signal=bogus",
-    "zero a[0], rows=4096",  # out of range
+    "zero a[0], rows=32768",  # out of range
     "tmm acc[8], a[0], b[0]",  # misaligned tile
     "nope a[0]",  # unknown mnemonic
     "halt 3",

@@ -50,6 +50,6 @@ def test_hand_encoded_words() -> None:
     assert words[0] == 0                                       # opcode 0, all reserved bits zero
     assert words[1] == 1                                       # opcode 1
     assert words[2] == 3 | 2 << 16 | 16 << 88                  # opcode 3, scope acc=2, rows at 88
-    assert words[3] == 5 | 2 << 16 | 1 << 26 | 3 << 36 | 2 << 46 | 3 << 53 | 4 << 60  # tiles = row / 16
+    assert words[3] == 5 | 2 << 16 | 1 << 28 | 3 << 40 | 2 << 52 | 3 << 59 | 4 << 66  # tiles = row / 16
     assert words[4] == 6 | 2 << 4 | 1 << 9 | 5 << 18 | 0xFFFFFFFF << 32 | 2 << 88   # funct 2, wait bit 1
-    assert words[5] == 2 | (1 << 1) << 12 | 1 << 16 | 16 << 18 | 0x2010 << 32 | 64 << 64 | 16 << 88 | 8 << 100
+    assert words[5] == 2 | (1 << 1) << 12 | 1 << 16 | 16 << 18 | 0x2010 << 32 | 64 << 64 | 16 << 88 | 8 << 103

@@ -39,7 +39,7 @@ def test_columns_take_defaults_and_scalars() -> None:
 
 def test_column_errors_name_field_range_and_instruction() -> None:
     vmax = ISA.by_mnemonic["vmax"]
-    with pytest.raises(SpecError, match=r"vmax field 'rows' must be in 1\.\.4095, not 0 \(instruction 2 of"):
+    with pytest.raises(SpecError, match=r"vmax field 'rows' must be in 1\.\.32767, not 0 \(instruction 2 of"):
         encoding.encode_columns(vmax, {"dst": 0, "imm": 0, "rows": np.array([1, 1, 0, 5])}, 4)
     with pytest.raises(SpecError, match="vmax needs a value for field 'dst'"):
         encoding.encode_columns(vmax, {"imm": 0, "rows": 1}, 1)

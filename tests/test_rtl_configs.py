@@ -15,10 +15,12 @@ import dataclasses
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 from test_rtl_cosim import require_simulator
 
+from tinynpu.assembler.image import Program, Tensor
 from tinynpu.errors import UsageError
 from tinynpu.isa import ArchConfig, load_config, load_isa
 from tinynpu.isa.gen_verilog import RTL_HEADER_PATH, RTL_TILES, generate_verilog
@@ -149,6 +151,54 @@ def test_a_changed_config_agrees_with_the_simulator(tmp_path: Path) -> None:
     require_simulator("icarus")
     cfg = variant(tmp_path, "small_scopes_narrow_dram")
     assert_agree(cfg, random_cases(cfg, 3))
+
+
+def test_row_counts_and_tile_addresses_of_a_whole_largest_scope_agree(tmp_path: Path) -> None:
+    """T = 8 with a 16,384-row a_reg (the most sp_row addresses): counts past 12 bits, tiles past 10 bits.
+
+    The program zeroes all of a_reg in one instruction, loads and stores 4,104 rows at once, adds
+    4,104 accumulator rows and runs a tmm whose A tile (1,536) needs more than 10 bits, so every
+    row counter and tile register of the RTL must be as wide as the ISA's fields.
+    """
+    require_simulator("icarus")
+    data = yaml.safe_load((DEFAULT.source.parent / "t8.yaml").read_text(encoding="utf-8"))
+    data["name"] = "t8_whole_scope"
+    data["scopes"] = {"a_reg": {"rows": 16384}, "b_reg": {"rows": 16}, "acc": {"rows": 8192}}
+    data["dram"]["bytes_per_cycle"] = 32  # one beat per row: the test's time goes to the long counts
+    path = tmp_path / "t8_whole_scope.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    cfg = load_config(path, ISA)
+    t, rows, a_row = cfg.tile, 4104, 16384 - 4104
+    assert rows > 4095 and a_row // t > 1023 and a_row % t == 0
+    rng = np.random.default_rng(13)
+    x = rng.integers(-128, 128, (rows, t), dtype=np.int8)
+    w = rng.integers(-128, 128, (t, t), dtype=np.int8)
+    y = rng.integers(-(2**20), 2**20, (rows, t), dtype=np.int32)
+    tensors = [Tensor("X", 0, x.shape, "int8"), Tensor("W", 1 << 16, w.shape, "int8"),
+               Tensor("Y", 1 << 17, y.shape, "int32"), Tensor("S", 1 << 19, y.shape, "int32", "output"),
+               Tensor("C", 1 << 20, (t, t), "int32", "output")]
+    by = {tensor.name: tensor.addr for tensor in tensors}
+    a, b, acc = (ISA.scope_by_name[n].id for n in ("a", "b", "acc"))
+    unit = {u.name: 1 << u.id for u in ISA.units}
+    words = [ISA.encode(mn, f, tile=t) for mn, f in [
+        ("zero", {"scope": a, "sp_row": 0, "rows": 16384}),
+        ("load", {"scope": a, "sp_row": a_row, "dram": by["X"], "stride": t, "rows": rows}),
+        ("load", {"scope": b, "sp_row": 0, "dram": by["W"], "stride": t, "rows": t}),
+        ("load", {"scope": acc, "sp_row": 0, "dram": by["Y"], "stride": 4 * t, "rows": rows,
+                  "signal": unit["tensor"] | unit["alu"]}),
+        ("tmm", {"acc": rows // t + 1, "a": a_row // t + 1, "b": 0, "accumulate": 0, "wait": unit["load"],
+                 "signal": unit["store"]}),
+        ("vadd", {"dst": 0, "src": 0, "rows": rows, "wait": unit["load"], "signal": unit["store"]}),
+        ("store", {"sp_row": 0, "dram": by["S"], "stride": 4 * t, "rows": rows, "wait": unit["alu"]}),
+        ("store", {"sp_row": (rows // t + 1) * t, "dram": by["C"], "stride": 4 * t, "rows": t,
+                   "wait": unit["tensor"]}),
+        ("halt", {}),
+    ]]
+    case = CosimCase("whole_scope", Program.build(ISA, cfg, words, tensors), {"X": x, "W": w, "Y": y})
+    (report,) = cosimulate(ISA, cfg, [case])
+    assert report.agree, report.to_json()
+    np.testing.assert_array_equal(report.outputs["S"], 2 * y)
+    np.testing.assert_array_equal(report.outputs["C"], x[t:2 * t].astype(np.int32) @ w.astype(np.int32).T)
 
 
 @pytest.mark.slow

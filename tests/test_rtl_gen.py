@@ -84,3 +84,4 @@ def test_shared_field_positions_the_rtl_relies_on() -> None:
     # The dispatcher reads sp_row and rows of store/ALU ops at load's positions.
     assert by["store"].field_map["sp_row"] == by["load"].field_map["sp_row"]
     assert by["vadd"].field_map["dst"] == by["load"].field_map["sp_row"]
+    assert by["vadd"].field_map["rows"] == by["load"].field_map["rows"]

@@ -206,15 +206,15 @@ def test_bad_tile_config(tmp_path: Path, old: str, new: str, needle: str, words:
 
 def test_field_too_narrow_for_the_tile(tmp_path: Path) -> None:
     isa_text = DEFAULT_ISA_PATH.read_text(encoding="utf-8")
-    narrow = isa_text.replace("{name: cols,   lsb: 100, msb: 107,", "{name: cols,   lsb: 100, msb: 104,")
-    narrow = narrow.replace("{name: reserved, lsb: 108, msb: 127, value: 0}",
-                            "{name: reserved, lsb: 105, msb: 127, value: 0}")
-    narrow = narrow.replace("{name: narrow, lsb: 108, msb: 108,", "{name: narrow, lsb: 105, msb: 105,")
-    narrow = narrow.replace("{name: relu,   lsb: 109, msb: 109,", "{name: relu,   lsb: 106, msb: 106,")
-    narrow = narrow.replace("{name: shift,  lsb: 110, msb: 114,", "{name: shift,  lsb: 107, msb: 111,")
-    narrow = narrow.replace("{name: reserved_hi, lsb: 115, msb: 127, value: 0}",
-                            "{name: reserved_hi, lsb: 112, msb: 127, value: 0}")
-    assert narrow.count("msb: 104") == 2, "the shipped cols fields moved; update this test"
+    narrow = isa_text.replace("{name: cols,   lsb: 103, msb: 110,", "{name: cols,   lsb: 103, msb: 107,")
+    narrow = narrow.replace("{name: reserved, lsb: 111, msb: 127, value: 0}",
+                            "{name: reserved, lsb: 108, msb: 127, value: 0}")
+    narrow = narrow.replace("{name: narrow, lsb: 111, msb: 111,", "{name: narrow, lsb: 108, msb: 108,")
+    narrow = narrow.replace("{name: relu,   lsb: 112, msb: 112,", "{name: relu,   lsb: 109, msb: 109,")
+    narrow = narrow.replace("{name: shift,  lsb: 113, msb: 117,", "{name: shift,  lsb: 110, msb: 114,")
+    narrow = narrow.replace("{name: reserved_hi, lsb: 118, msb: 127, value: 0}",
+                            "{name: reserved_hi, lsb: 115, msb: 127, value: 0}")
+    assert narrow.count("msb: 107,") == 2, "the shipped cols fields moved; update this test"
     isa_path = tmp_path / "isa.yaml"
     isa_path.write_text(narrow, encoding="utf-8")
     from tinynpu.isa import load_isa

@@ -10,20 +10,20 @@
 start:
     halt                                                                                             ; => 0x00000000000000000000000000000000
     sync                                                                                             ; => 0x00000000000000000000000000000001
-    load a[0], [X], rows=16, stride=64                                                               ; => 0x00000100100000400000100000000002
-    load b[16], [W + 0x10], rows=TILE, cols=8, stride=64, wait=tensor                                ; => 0x00000080100000400000201000410202
-    load acc[1008], [BIAS], rows=1, signal=alu                                                       ; => 0x0000010001000000000030000fc24002
-    load a[2032], [0x3fff000], rows=16, stride=0x100, wait=tensor|alu, signal=tensor                 ; => 0x000001001000010003fff0001fc02602
+    load a[0], [X], rows=16, stride=64                                                               ; => 0x00000800100000400000100000000002
+    load b[16], [W + 0x10], rows=TILE, cols=8, stride=64, wait=tensor                                ; => 0x00000400100000400000201000410202
+    load acc[1008], [BIAS], rows=1, signal=alu                                                       ; => 0x0000080001000000000030000fc24002
+    load a[2032], [0x3fff000], rows=16, stride=0x100, wait=tensor|alu, signal=tensor                 ; => 0x000008001000010003fff0001fc02602
     zero acc[0], rows=16                                                                             ; => 0x00000000100000000000000000020003
     zero a[0], rows=ROWS, wait=tensor, signal=tensor                                                 ; => 0x00000000200000000000000000002203
     zero b[2047], rows=1                                                                             ; => 0x0000000001000000000000001ffd0003
-    tmm acc[0], a[0], b[0]                                                                           ; => 0x00000000000000081020400000000005
-    tmm acc[0], a[0], b[0], m=1, n=1, k=1, accumulate=1                                              ; => 0x00000000000000081020400000000005
-    tmm acc[32], a[16], b[48], m=2, n=3, k=4, accumulate=0, wait=load, signal=load|alu|store         ; => 0x0000000000000000406080300402d105
-    tmm acc[1008], a[2032], b[2032], m=127 / 127, wait=load|alu|store                                ; => 0x0000000000000008102047f1fc3f0d05
-    store [OUT], acc[0], rows=16, stride=64, narrow=1, shift=7, relu=1, wait=tensor|alu, signal=load ; => 0x0001f100100000400000400000001604
-    store [0x8000], acc[0], rows=16, cols=16, stride=128, wait=tensor                                ; => 0x00000100100000800000800000000204
-    store [0x3fffff0], acc[1023], rows=1, cols=4, relu=1                                             ; => 0x000020400100000003fffff00ffc0004
+    tmm acc[0], a[0], b[0]                                                                           ; => 0x00000000000002040810000000000005
+    tmm acc[0], a[0], b[0], m=1, n=1, k=1, accumulate=1                                              ; => 0x00000000000002040810000000000005
+    tmm acc[32], a[16], b[48], m=2, n=3, k=4, accumulate=0, wait=load, signal=load|alu|store         ; => 0x0000000000000010182003001002d105
+    tmm acc[1008], a[2032], b[2032], m=127 / 127, wait=load|alu|store                                ; => 0x000000000000020408107f07f03f0d05
+    store [OUT], acc[0], rows=16, stride=64, narrow=1, shift=7, relu=1, wait=tensor|alu, signal=load ; => 0x000f8800100000400000400000001604
+    store [0x8000], acc[0], rows=16, cols=16, stride=128, wait=tensor                                ; => 0x00000800100000800000800000000204
+    store [0x3fffff0], acc[1023], rows=1, cols=4, relu=1                                             ; => 0x000102000100000003fffff00ffc0004
     vadd acc[0], acc[16], rows=16, wait=tensor, signal=store                                         ; => 0x00000000100000000000001000008206
     vadd acc[0], acc[0], rows=1024                                                                   ; => 0x00000004000000000000000000000006
     vaddrow acc[0], acc[1008], rows=16, wait=load|tensor                                             ; => 0x0000000010000000000003f000000316
