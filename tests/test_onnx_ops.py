@@ -25,6 +25,7 @@ pytest.importorskip("onnxruntime")
 from onnx_models import _init, save  # noqa: E402
 
 from tinynpu.compiler.onnx import compile_onnx, run_network  # noqa: E402
+from tinynpu.intmath import round_up  # noqa: E402
 
 Tail = Callable[[str, int], tuple[list[Any], list[Any]]]  # (input name, channels) -> (nodes, initializers)
 
@@ -285,10 +286,14 @@ CASES: dict[str, OpCase] = {
     "conv_stride_1x3_dilation_1x2": OpCase(conv(12, (2, 3), strides=(1, 3), dilations=(1, 2), pads=(1, 2, 0, 1)),
                                            "npu", channels=3, hw=(10, 14)),
     "conv_groups2": OpCase(conv(16, (3, 3), group=2, pads=(1, 1, 1, 1)), "npu", channels=16),
-    "conv_groups4_small": OpCase(conv(8, (3, 3), group=4, pads=(1, 1, 1, 1)), "host"),
-    "conv_depthwise": OpCase(conv(8, (3, 3), group=8, pads=(1, 1, 1, 1)), "host"),
-    "conv_depthwise_stride2": OpCase(conv(16, (3, 3), group=16, strides=(2, 2), pads=(1, 1, 1, 1)), "host",
+    "conv_groups4_small": OpCase(conv(8, (3, 3), group=4, pads=(1, 1, 1, 1)), "npu"),
+    "conv_depthwise": OpCase(conv(8, (3, 3), group=8, pads=(1, 1, 1, 1)), "npu"),
+    "conv_depthwise_stride2": OpCase(conv(16, (3, 3), group=16, strides=(2, 2), pads=(1, 1, 1, 1)), "npu",
                                      channels=16),
+    "conv_depthwise_40ch_pads": OpCase(conv(40, (3, 3), group=40, pads=(0, 1, 2, 1)), "npu", channels=40),
+    "conv_depthwise_multiplier2": OpCase(conv(24, (3, 3), group=12, pads=(1, 1, 1, 1)), "npu", channels=12),
+    "conv_groups3_5ch_dilated": OpCase(conv(9, (3, 3), group=3, dilations=(2, 2), pads=(2, 2, 2, 2)), "npu",
+                                       channels=15),
     "conv_no_relu": OpCase(conv(8, (3, 3), pads=(1, 1, 1, 1), relu=False), "npu"),
     "clip_relu6": OpCase(clip(0.0, 0.6), "npu"),
     # Gemm / MatMul
@@ -345,3 +350,45 @@ def test_op_against_onnxruntime(name: str, tmp_path: Path) -> None:
     assert q["max_abs_lsb"] <= case.max_lsb, q
     assert q["within_1lsb_fraction"] >= 0.99, q
     assert f["cosine"] >= case.min_cosine, f
+
+
+def test_groups_per_program_packs_whole_groups_into_one_reduction_tile() -> None:
+    from tinynpu.compiler.onnx.npu import groups_per_program
+
+    assert groups_per_program(240, 1, 16) == 16  # depthwise: 16 channels, one per lane
+    assert groups_per_program(40, 1, 16) == 10  # the largest divisor of the group count that fits
+    assert groups_per_program(4, 6, 16) == 2
+    assert groups_per_program(3, 60, 16) == 1  # one group already fills the tile
+    assert groups_per_program(7, 3, 16) == 1  # 7 is prime and 7 groups of 3 do not fit
+
+
+def test_block_diagonal_kernel_is_the_grouped_conv() -> None:
+    from tinynpu.compiler.onnx.intops import conv_int32_general
+    from tinynpu.compiler.onnx.npu import block_diagonal
+
+    rng = np.random.default_rng(3)
+    groups, c_per, k_per = 6, 2, 3
+    x = rng.integers(-128, 128, size=(1, 5, 6, groups * c_per), dtype=np.int8)
+    w = rng.integers(-128, 128, size=(groups * k_per, 3, 3, c_per), dtype=np.int8)
+    args = ((1, 1, 1, 1), (1, 1), (1, 1))
+    want = np.concatenate([conv_int32_general(x[..., g * c_per:(g + 1) * c_per], w[g * k_per:(g + 1) * k_per], *args)
+                           for g in range(groups)], axis=3)
+    for i in range(2):  # 2 programs of 3 groups each
+        packed = block_diagonal(w, groups, 3, i)
+        assert packed.shape == (9, 3, 3, 6) and np.count_nonzero(packed[:3, :, :, 2:]) == 0
+        got = conv_int32_general(x[..., i * 6:(i + 1) * 6], packed, *args)
+        np.testing.assert_array_equal(got, want[..., i * 9:(i + 1) * 9])
+
+
+def test_depthwise_utilization_is_reported_against_its_real_macs(tmp_path: Path) -> None:
+    # 40 channels, depthwise 3x3 on 9x11 (pads 0,1,2,1: P = 9, Q = 11): 10 groups per program, 4 programs.
+    cn = compile_onnx(build(CASES["conv_depthwise_40ch_pads"], tmp_path / "dw.onnx"))
+    r = run_network(cn)
+    layer = next(e for e in r["layers"] if e["name"] == "op")
+    assert layer["where"] == "npu" and layer["programs"] == 4
+    assert layer["macs"] == 9 * 11 * 40 * 9  # the layer's own MACs, not the zeros of the packed kernel
+    # 10 channels in a program: the rowpack layout lays 9 taps x 10 channels = 90 lanes into 6 tiles (96), where
+    # direct would zero-fill 6 of 16 lanes at each of 9 taps (144); output channels pad 10 -> 16
+    issued = 4 * round_up(99, 16) * 16 * round_up(9 * 10, 16)
+    assert layer["padding_ceiling"] == pytest.approx(layer["macs"] / issued, rel=1e-12)
+    assert "10 groups per program" in layer["note"]

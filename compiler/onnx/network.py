@@ -31,7 +31,13 @@ from tinynpu.compiler.onnx.image import DramImage
 from tinynpu.compiler.onnx.importer import Imported, OnnxError, import_model, input_specs, seeded_inputs
 from tinynpu.compiler.onnx.intops import Epilogue
 from tinynpu.compiler.onnx.memory import ALIGN, MemoryPlan, plan_memory
-from tinynpu.compiler.onnx.npu import LayerRun, ProgramCache, conv_on_npu, conv_program, gemm_program
+from tinynpu.compiler.onnx.npu import (
+    LayerRun,
+    ProgramCache,
+    conv_program,
+    gemm_program,
+    groups_per_program,
+)
 from tinynpu.compiler.onnx.runtime import Execution, execute, reference_step
 from tinynpu.errors import TinyNpuError
 from tinynpu.intmath import round_up
@@ -155,12 +161,8 @@ def compile_onnx(path: str | Path, *, batch: int | None = None, random_weights: 
 def _place(net: Network) -> None:
     """Move accelerator steps the lowering cannot take to the host, with the reason."""
     for step in net.steps:
-        if step.kind != "conv":
-            continue
-        shape = net.shapes.get(step.inputs[0])
-        why = conv_on_npu(step, shape) if shape else "input shape unknown"
-        if why:
-            step.where, step.reason = HOST, why
+        if step.kind == "conv" and step.inputs[0] not in net.shapes:
+            step.where, step.reason = HOST, "input shape unknown"
 
 
 def _tensor_bytes(net: Network, name: str) -> int:
@@ -177,10 +179,12 @@ def _plan(net: Network, tile: int) -> MemoryPlan:
         if step.where == NPU and "weight" in step.attrs:
             w = step.attrs["weight"]
             groups = step.attrs.get("group", 1)
-            per_group = w.shape[0] // groups
-            # each group's weights and its parameter rows (bias, M, S, zero point per column tile), aligned
-            weight_bytes += groups * (round_up(w.nbytes // groups, ALIGN) + round_up(4 * round_up(per_group, tile) * 4,
-                                                                                     ALIGN))
+            per = groups_per_program(groups, w.shape[3], tile) if step.kind == "conv" else 1
+            programs, k_part = groups // per, w.shape[0] // groups * per
+            # each program's (block-diagonal) weights and its parameter rows (bias, M, S, zero point
+            # per column tile), aligned
+            weight_bytes += programs * (round_up(w.nbytes // programs * per, ALIGN)
+                                        + round_up(4 * round_up(k_part, tile) * 4, ALIGN))
     lifetimes: dict[str, tuple[int, int]] = {}
     for i, step in enumerate(net.steps):
         for name in step.outputs:
@@ -235,10 +239,11 @@ def _compile_programs(net: Network, cache: ProgramCache) -> None:
             wt = step.attrs["weight"]
             g = step.attrs["group"]
             k, r, s, cg = wt.shape
-            kg = k // g
-            keys = [conv_program(cache, n, cg, h, w, kg, r, s, step=step,
-                                 epilogue=epi.channels(k, slice(i * kg, (i + 1) * kg)).on_accelerator())[0]
-                    for i in range(g)]
+            per = groups_per_program(g, cg, cache.cfg.tile)
+            kp = k // g * per
+            keys = [conv_program(cache, n, cg * per, h, w, kp, r, s, step=step,
+                                 epilogue=epi.channels(k, slice(i * kp, (i + 1) * kp)).on_accelerator())[0]
+                    for i in range(g // per)]
             key = keys[0]
         elif step.kind == "gemm":
             shape = net.shapes[step.inputs[0]]
@@ -453,11 +458,16 @@ def run_network(cn: CompiledNetwork, *, feeds: dict[str, np.ndarray] | None = No
     }) | {"ort_quantized": q_cmp, "ort_float": f_cmp, "inputs_compared": len(feeds_list)}
 
 
-def _epilogue_note(run: LayerRun) -> str:
+def _npu_note(run: LayerRun) -> str:
     if run.host_epilogues:
-        return (f"epilogue on the host in {run.host_epilogues} of {run.programs} programs: a requantization "
+        note = (f"epilogue on the host in {run.host_epilogues} of {run.programs} programs: a requantization "
                 "scale of 1 or more (negative shift) that vrequant cannot take")
-    return "epilogue on the accelerator (bias, vrequant, zero point, clamp; int8 store)"
+    else:
+        note = "epilogue on the accelerator (bias, vrequant, zero point, clamp; int8 store)"
+    if run.groups_per_program > 1:
+        note += (f"; {run.groups_per_program} groups per program, their kernels block-diagonal (each output "
+                 f"channel uses 1/{run.groups_per_program} of the reduction lanes)")
+    return note
 
 
 def _report(cn: CompiledNetwork, ex: Execution, times: dict[str, float]) -> dict[str, Any]:
@@ -478,7 +488,7 @@ def _report(cn: CompiledNetwork, ex: Execution, times: dict[str, float]) -> dict
             "compulsory_bytes": run.compulsory_bytes, "macs": run.macs, "host_bytes": run.host_bytes,
             "programs": run.programs, "host_seconds": ex.host_seconds[step.name],
             "epilogue": "" if not npu else "host" if run.host_epilogues else "npu",
-            "note": step.reason if not npu else _epilogue_note(run),
+            "note": step.reason if not npu else _npu_note(run),
         })
         npu_cycles += run.cycles
         macs += run.macs

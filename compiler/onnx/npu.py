@@ -42,6 +42,7 @@ class LayerRun:
     programs: int = 0
     host_epilogues: int = 0  # programs whose epilogue ran on the host (a scale vrequant cannot take)
     output_in_image: bool = False  # the program stored the step's output at its place in the DRAM image
+    groups_per_program: int = 1  # a grouped conv's groups one program runs (block-diagonal kernel)
     sim_seconds: float = 0.0
 
 
@@ -63,14 +64,31 @@ class ProgramCache:
         return hit
 
 
-def conv_on_npu(step: Step, shape: tuple[int, ...]) -> str:
-    """Why a conv step cannot run on the accelerator ('' when it can)."""
-    a = step.attrs
-    c = shape[1]
-    if a["group"] > 1 and c // a["group"] < 8:
-        return (f"grouped conv with {c // a['group']} input channels per group: one tmm step would use at "
-                f"most {c // a['group']}/16 of the MAC array's reduction")
-    return ""
+def groups_per_program(groups: int, c_per_group: int, tile: int) -> int:
+    """How many of a grouped conv's groups one program runs, their kernels block-diagonal.
+
+    The largest divisor of ``groups`` whose groups' input channels together fit one
+    reduction tile (1 when one group alone fills it).  One group alone would leave all but
+    its own channels' reduction lanes zero and, with few output channels, most output
+    columns empty; packed, the lanes and columns fill, and each output channel still uses
+    only its own group's lanes, which is what the report's padding ceiling shows
+    (README, "A network run", argues the choice).
+    """
+    return max(d for d in range(1, groups + 1) if groups % d == 0 and (d == 1 or d * c_per_group <= tile))
+
+
+def block_diagonal(w_krsc: np.ndarray, groups: int, per_program: int, index: int) -> np.ndarray:
+    """The KRSC kernel of program ``index`` of a grouped conv: its ``per_program`` groups' kernels on the diagonal.
+
+    ``w_krsc`` is the layer's ``K x R x S x C/groups`` kernel; the result is dense
+    ``per_program*K/groups x R x S x per_program*C/groups``, zero off the diagonal blocks.
+    """
+    k_per, c_per = w_krsc.shape[0] // groups, w_krsc.shape[3]
+    out = np.zeros((per_program * k_per, *w_krsc.shape[1:3], per_program * c_per), dtype=w_krsc.dtype)
+    for j in range(per_program):
+        g = index * per_program + j
+        out[j * k_per:(j + 1) * k_per, :, :, j * c_per:(j + 1) * c_per] = w_krsc[g * k_per:(g + 1) * k_per]
+    return out
 
 
 def conv_program(cache: ProgramCache, n: int, c: int, h: int, w: int, k: int, r: int, s: int, *, step: Step,
@@ -121,13 +139,18 @@ def conv_layer(step: Step, x_nchw: np.ndarray, *, cache: ProgramCache | None, ru
     epi: Epilogue = a["epilogue"]
     x = np.ascontiguousarray(x_nchw.transpose(0, 2, 3, 1))
     k_per, c_per = w.shape[0] // g, x.shape[3] // g
-    groups = [(x[..., gi * c_per:(gi + 1) * c_per], slice(gi * k_per, (gi + 1) * k_per)) for gi in range(g)]
     if cache is None or step.where != "npu":
-        accs = [conv_int32_general(xg, w[ks], a["pads"], a["strides"], a["dilations"]) for xg, ks in groups]
+        accs = [conv_int32_general(x[..., gi * c_per:(gi + 1) * c_per], w[gi * k_per:(gi + 1) * k_per], a["pads"],
+                                   a["strides"], a["dilations"]) for gi in range(g)]
         return epi.apply(accs[0] if g == 1 else np.concatenate(accs, axis=3))
+    per = groups_per_program(g, c_per, cache.cfg.tile)
+    programs = g // per
+    run.groups_per_program = per
     outs = []
-    for gi, (xg, ks) in enumerate(groups):
-        wg = w[ks]
+    for pi in range(programs):
+        xg = x[..., pi * per * c_per:(pi + 1) * per * c_per]
+        ks = slice(pi * per * k_per, (pi + 1) * per * k_per)
+        wg = block_diagonal(w, g, per, pi) if g > 1 else w
         part = epi.channels(w.shape[0], ks)
         npu_epi = part.on_accelerator()
         n, h, wd, c = xg.shape
@@ -135,15 +158,16 @@ def conv_layer(step: Step, x_nchw: np.ndarray, *, cache: ProgramCache | None, ru
         key, comp = conv_program(cache, n, c, h, wd, k, r, s, step=step, epilogue=npu_epi)
         if image is None:
             run.host_bytes += 2 * xg.nbytes  # NCHW -> NHWC
-            y = _simulate(comp, {"X": xg, "W": wg}, "Y", npu_epi, cache.cfg, run)
+            y = _simulate(comp, {"X": xg, "W": wg}, "Y", npu_epi, cache.cfg, run, packed=per)
         else:
-            y = _conv_in_image(image, step, gi, key, comp, xg, wg, npu_epi, g == 1, run)
+            y = _conv_in_image(image, step, pi, key, comp, xg, wg, npu_epi, programs == 1, run, per)
         outs.append(y if npu_epi is not None else _host_epilogue(part, y, run))
-    return outs[0] if g == 1 else np.concatenate(outs, axis=3)
+    return outs[0] if programs == 1 else np.concatenate(outs, axis=3)
 
 
 def _conv_in_image(image: DramImage, step: Step, gi: int, key: tuple[Any, ...], comp: Compiled, xg: np.ndarray,
-                   wg: np.ndarray, npu_epi: NpuEpilogue | None, single: bool, run: LayerRun) -> np.ndarray:
+                   wg: np.ndarray, npu_epi: NpuEpilogue | None, single: bool, run: LayerRun,
+                   packed: int) -> np.ndarray:
     """One conv program run in the DRAM image: weights once, input and output in place or staged.
 
     A single-group conv reads its input in place in the ``direct`` layout (``rowpack`` reads
@@ -170,7 +194,7 @@ def _conv_in_image(image: DramImage, step: Step, gi: int, key: tuple[Any, ...], 
         bases["Y"] = y_addr
     run.output_in_image = y_addr is not None
     return _simulate(comp, staged, "Y", npu_epi, image.cfg, run, image=image, key=(*key, step.name, gi),
-                     bases=bases)
+                     bases=bases, packed=packed)
 
 
 def gemm_layer(a2d: np.ndarray, w_nk: np.ndarray, epi: Epilogue, *, cache: ProgramCache | None,
@@ -230,11 +254,13 @@ def _host_epilogue(epi: Epilogue, acc: np.ndarray, run: LayerRun) -> np.ndarray:
 
 def _simulate(comp: Compiled, inputs: dict[str, np.ndarray], out: str, epi: NpuEpilogue | None, cfg: ArchConfig,
               run: LayerRun, *, image: DramImage | None = None, key: tuple[Any, ...] = (),
-              bases: dict[str, int] | None = None) -> np.ndarray:
+              bases: dict[str, int] | None = None, packed: int = 1) -> np.ndarray:
     """Run one program: on a fresh machine from the user-layout ``inputs``, or in ``image``.
 
     In the image the program is relocated to ``bases``; a tensor without a base gets room in
     the staging area, and ``inputs`` are then the device-layout tensors the host writes there.
+    ``packed`` groups of a conv run block-diagonal in the program: only one in ``packed`` of
+    its MACs and weight bytes is the layer's own, and only those are counted as useful.
     """
     from tinynpu.simulator import Machine
 
@@ -260,16 +286,19 @@ def _simulate(comp: Compiled, inputs: dict[str, np.ndarray], out: str, epi: NpuE
     stats = machine.run(check_races=False).to_json()
     run.sim_seconds += time.perf_counter() - t0
     run.cycles += int(stats["cycles"])
-    run.macs += comp.bounds.useful_macs
+    run.macs += comp.bounds.useful_macs // packed
     run.issued_macs += comp.bounds.issued_macs
     run.dram_bytes += int(stats["dram_read_bytes"]) + int(stats["dram_write_bytes"])
     y = machine.read_tensor(out)
     run.compulsory_bytes += comp.bounds.io_lower_bound_bytes if comp.bounds.bound_kind == "compulsory" else \
         sum(t.nbytes for t in program.tensors if t.name != "P") + \
         (epi.param_rows * epi.channels * cfg.elem_bytes("acc") if epi is not None else 0)
+    if packed > 1:  # the zero blocks of the kernel are no compulsory traffic
+        run.compulsory_bytes -= program.tensor("W").nbytes * (packed - 1) // packed
     run.host_bytes += comp.host_traffic_bytes if image is None else 0
     run.programs += 1
     return y
 
 
-__all__ = ["LayerRun", "ProgramCache", "conv_layer", "conv_on_npu", "conv_program", "gemm_layer", "gemm_program"]
+__all__ = ["LayerRun", "ProgramCache", "block_diagonal", "conv_layer", "conv_program", "gemm_layer", "gemm_program",
+           "groups_per_program"]
