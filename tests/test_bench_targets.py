@@ -41,17 +41,20 @@ def test_a_quick_run_says_why_a_utilization_target_is_not_met() -> None:
 
 
 def test_simulator_target_lines_say_each_modes_figure_and_verdict() -> None:
-    def run(schedule: str, races: bool, ratio: float, ips: float, peak: float, engine: str = "native") -> dict:
+    def run(schedule: str, races: bool, ratio: float, ips: float, peak: float, engine: str = "native",
+            cpu: float = 1.0) -> dict:
         return {"schedule": schedule, "engine": engine, "races_checked": races, "ratio_to_numpy": ratio,
-                "instructions_per_second": ips, "peak_rss_over_image": peak}
+                "instructions_per_second": ips, "peak_rss_over_image": peak, "cpu_seconds": cpu}
 
-    runs = [run("auto", True, 3.5, 1e6, 1.2), run("auto", False, 1.5, 1e6, 1.1),
-            run("naive", True, 2.0, 5.5e6, 1.3), run("naive", False, 2.0, 4e6, 1.0),
+    runs = [run("auto", True, 3.5, 1e6, 1.2, cpu=1.3), run("auto", False, 1.5, 1e6, 1.1),
+            run("naive", True, 2.0, 5.5e6, 1.3, cpu=1.6), run("naive", False, 2.0, 4e6, 1.0),
             run("loads", True, 2.0, 9e5, 1.0), run("loads", False, 2.0, 2e6, 1.0),
             run("naive", False, 2.0, 1e5, 2.02, engine="python")]
     lines = _summary(runs)
     assert all(LINE_RE.match(line) for line in lines), lines
-    tuned, naive, loads, peak = lines
+    tuned, naive, loads, races, peak = lines
+    assert races == ("target races on <= 1.5x races off (CPU time): tuned 1.30x met; naive 1.60x not met; "
+                     "loads 1.00x met [native core]")
     assert "<= 2x numpy (races off): 1.50x met; <= 3x numpy (races on): 3.50x not met [native core]" in tuned
     assert naive == "target naive >= 5,000,000 instr/s (races on): 5,500,000 met [native core]"
     assert "(races on): 900,000 not met; (races off): 2,000,000 met" in loads
