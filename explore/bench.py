@@ -8,13 +8,29 @@ so every point is computed in both runs.  ``seconds`` is the 2-worker sweep
 from start to end (cluster start, every point, results written): the time a
 user waits for the sweep on this machine.
 
+What explains the speed-up is measured too.  With ``W`` the Dask phase's wall
+time, ``n`` the workers, ``T`` the tasks' summed wall time, ``C`` their summed
+CPU time (each task's own thread), the CPU share ``s = C / T`` (how much of a
+core a task got while it ran) and the worker utilization ``u = T / (n W)``,
+``W = C / (s n u)`` exactly, so::
+
+    speedup = W1 / W2 = (n2 / n1) x (C1 / C2) x (s2 / s1) x (u2 / u1)
+
+``C1 / C2`` above 1 means the 1-worker run did more work for the same points
+(warm-up: imports, the native core's build), ``s2 / s1`` above 1 that its
+tasks waited longer for a core (other jobs), ``u2 / u1`` is Dask's own cost.
+Each run also records the warm-up inside its tasks, the scheduler's task
+stream, the CPU time the whole machine used during its Dask phase (minus the
+tasks': other jobs, Dask and the client) and the load average as it started
+and ended.  Both runs start on warm workers (each has imported the compiler
+and loaded the native core before the clock starts); ``--cold`` leaves that to
+the first task of each worker, as a plain ``tinynpu sweep`` does.
+
 By default the sweep is a small one (18 points, about 15 s in all);
 ``--full`` runs the target sweep: the 8x8, 16x16 and 32x32 arrays (the ``t8``,
 ``default`` and ``t32`` configs) x two accumulator sizes x two DRAM
 bandwidths x two DRAM latencies over ResNet-50's distinct conv layers,
-objectives cycles and energy (several minutes per run).  The load average at
-the start and the end is printed beside the figures: 7 engineers share this
-machine, and a busy one lowers the speed-up.
+objectives cycles and energy (several minutes per run).
 """
 
 from __future__ import annotations
@@ -54,24 +70,51 @@ TARGETS = {"speedup_2_over_1_workers": 1.7, "overhead_fraction": 0.10}
 FULL_SECONDS_TARGET = 300.0
 
 
-def _load() -> float:
-    return os.getloadavg()[0]
+def run_figures(run: SweepSummary) -> dict[str, Any]:
+    """One run's figures: its times, the factors of the speed-up identity and how busy the machine was."""
+    other = None if run.machine_cpu_seconds is None else run.machine_cpu_seconds - run.task_cpu_seconds
+    return {
+        "workers": run.workers,
+        "dask_seconds": run.compute_seconds,
+        "task_seconds": run.task_seconds,
+        "task_cpu_seconds": run.task_cpu_seconds,
+        "warmup_seconds": run.warmup_seconds,
+        "dask_compute_seconds": run.dask_compute_seconds,
+        "cpu_share": run.task_cpu_seconds / run.task_seconds,
+        "worker_utilization": run.task_seconds / (run.workers * run.compute_seconds),
+        "machine_cpu_seconds": run.machine_cpu_seconds,
+        # Cores' worth of CPU the machine spent outside the tasks, on average over the Dask phase.
+        "other_cpu_cores": None if other is None else other / run.compute_seconds,
+        "load_average_start": run.load_average_start,
+        "load_average_end": run.load_average_end,
+    }
 
 
-def run_bench(*, as_json: bool, full: bool = False) -> int:
-    """Run the sweep on 1 and 2 workers and print the figures (or one JSON object)."""
-    load_start = _load()
+def speedup_factors(one: dict[str, Any], two: dict[str, Any]) -> dict[str, float]:
+    """The factors whose product is the speed-up (see the module's docstring)."""
+    return {"workers_ratio": two["workers"] / one["workers"],
+            "cpu_work_ratio": one["task_cpu_seconds"] / two["task_cpu_seconds"],
+            "cpu_share_ratio": two["cpu_share"] / one["cpu_share"],
+            "utilization_ratio": two["worker_utilization"] / one["worker_utilization"]}
+
+
+def run_bench(*, as_json: bool, full: bool = False, warm: bool = True, spec_text: str | None = None) -> int:
+    """Run the sweep on 1 and 2 workers and print the figures (or one JSON object).
+
+    ``spec_text`` replaces the small sweep (for tests); ``warm`` warms every worker before the clock starts.
+    """
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="tinynpu-bench-sweep-") as tmp:
         spec_path = Path(tmp) / "sweep.yaml"
-        spec_path.write_text(FULL_SPEC if full else SMALL_SPEC, encoding="utf-8")
+        spec_path.write_text(spec_text or (FULL_SPEC if full else SMALL_SPEC), encoding="utf-8")
         spec = load_sweep(spec_path)
         runs: dict[int, SweepSummary] = {}
         for workers in (1, 2):
             with step(f"sweep on {workers} worker(s)", quiet=as_json):
                 runs[workers] = run_sweep(spec, Path(tmp) / f"w{workers}", workers=workers, use_cache=False,
-                                          quiet=True)
+                                          quiet=True, warm_workers=warm)
     one, two = runs[1], runs[2]
+    per_run = {str(n): run_figures(run) for n, run in runs.items()}
     targets = {**TARGETS, **({"seconds": FULL_SECONDS_TARGET, "failed": 0} if full else {})}
     figures: dict[str, Any] = {
         "sweep": "full" if full else "small",
@@ -85,9 +128,12 @@ def run_bench(*, as_json: bool, full: bool = False) -> int:
         "seconds_1_worker": one.seconds,
         "dask_seconds_1_worker": one.compute_seconds,
         "dask_seconds_2_workers": two.compute_seconds,
+        "warm_workers": warm,
+        "runs": per_run,
+        "speedup_factors": speedup_factors(per_run["1"], per_run["2"]),
         "bench_seconds": time.perf_counter() - t0,
-        "load_average_start": load_start,
-        "load_average_end": _load(),
+        "load_average_start": one.load_average_start,
+        "load_average_end": two.load_average_end,
     }
     met = {"speedup_2_over_1_workers": figures["speedup_2_over_1_workers"] >= TARGETS["speedup_2_over_1_workers"],
            "overhead_fraction": figures["overhead_fraction"] <= TARGETS["overhead_fraction"]}
@@ -98,13 +144,27 @@ def run_bench(*, as_json: bool, full: bool = False) -> int:
         return 0
     print(f"{figures['sweep']} sweep: {figures['configs']} configs x {len(spec.workloads)} workloads = "
           f"{figures['points']} points, {figures['failed']} failed; {two.seconds:.1f} s on 2 workers, "
-          f"{one.seconds:.1f} s on 1 (cluster start included)")
-    print(f"Dask phase: {one.compute_seconds:.2f} s on 1 worker, {two.compute_seconds:.2f} s on 2; load average "
-          f"{load_start:.2f} at the start, {figures['load_average_end']:.2f} at the end ({os.cpu_count()} cores)")
+          f"{one.seconds:.1f} s on 1 (cluster start included); workers {'warmed' if warm else 'cold'}")
+    print(f"{'':>9} {'Dask s':>8} {'task s':>8} {'CPU s':>8} {'warm-up s':>9} {'CPU share':>9} {'util':>6} "
+          f"{'other cores':>11} {'load start-end':>14}")
+    for n, run in per_run.items():
+        other = "n/a" if run["other_cpu_cores"] is None else f"{run['other_cpu_cores']:.2f}"
+        print(f"{n + ' worker' + ('s' if n != '1' else ''):>9} {run['dask_seconds']:8.2f} {run['task_seconds']:8.2f} "
+              f"{run['task_cpu_seconds']:8.2f} {run['warmup_seconds']:9.2f} {run['cpu_share']:9.3f} "
+              f"{run['worker_utilization']:6.3f} {other:>11} {_load(run['load_average_start'])}-"
+              f"{_load(run['load_average_end'])}".rstrip())
+    factors = figures["speedup_factors"]
+    print(f"speed-up {figures['speedup_2_over_1_workers']:.3f} = workers {factors['workers_ratio']:.0f} x CPU work "
+          f"{factors['cpu_work_ratio']:.3f} x CPU share {factors['cpu_share_ratio']:.3f} x utilization "
+          f"{factors['utilization_ratio']:.3f} ({os.cpu_count()} cores)")
     for name, target in targets.items():
         sign = ">=" if name.startswith("speedup") else ("==" if name == "failed" else "<=")
         print(f"target: {name} {sign} {target}: {figures[name]:.3f}: {'met' if met[name] else 'not met'}")
     return 0
 
 
-__all__ = ["run_bench"]
+def _load(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+__all__ = ["run_bench", "run_figures", "speedup_factors"]

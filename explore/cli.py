@@ -74,12 +74,15 @@ def register_bench(bench_subparsers: argparse._SubParsersAction) -> None:  # typ
                    help="the target sweep: 8x8/16x16/32x32 x 2 acc sizes x 2 DRAM bandwidths x 2 latencies over "
                         "ResNet-50's conv layers, several minutes per run (default: a small 18-point sweep, "
                         "about 15 s)")
+    p.add_argument("--cold", action="store_true",
+                   help="leave imports and the native core's load to each worker's first task, inside the timed "
+                        "phase, as a plain sweep does (default: every worker warmed before the clock starts)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
     def handler(args: argparse.Namespace) -> int:
         from tinynpu.explore.bench import run_bench
 
-        return run_bench(as_json=args.json, full=args.full)
+        return run_bench(as_json=args.json, full=args.full, warm=not args.cold)
 
     p.set_defaults(handler=handler)
 

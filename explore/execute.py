@@ -29,8 +29,9 @@ from typing import Any
 
 import tinynpu
 from tinynpu.errors import UsageError
+from tinynpu.explore import machine
 from tinynpu.explore.spec import DesignPoint, SweepSpec, Workload, design_points
-from tinynpu.explore.task import area_identity, evaluate, synth_area
+from tinynpu.explore.task import area_identity, evaluate, synth_area, warm_up
 from tinynpu.fsio import check_output_dir, read_text, write_atomic
 from tinynpu.progress import progress, say
 
@@ -54,6 +55,12 @@ class SweepSummary:
     seconds: float
     compute_seconds: float
     task_seconds: float  # sum over computed tasks of their own wall time, on the workers
+    task_cpu_seconds: float  # sum over computed points of their thread's CPU time
+    warmup_seconds: float  # the part of task_seconds spent importing and loading the native core
+    dask_compute_seconds: float  # the scheduler's task stream: sum of the tasks' compute time
+    machine_cpu_seconds: float | None  # CPU seconds of every process on the machine in the Dask phase (Linux)
+    load_average_start: float | None  # the 1-minute load average as the Dask phase starts and ends
+    load_average_end: float | None
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -137,8 +144,11 @@ def dask_client(workers: int | None, scheduler: str | None) -> Iterator[Any]:
 
 def run_sweep(spec: SweepSpec, out: Path, *, workers: int | None = None, scheduler: str | None = None,
               resume: bool = False, force: bool = False, use_cache: bool = True,
-              quiet: bool = False) -> SweepSummary:
+              quiet: bool = False, warm_workers: bool = False) -> SweepSummary:
     """Run every (config, workload) of ``spec`` not yet done and write ``out/results.csv``.
+
+    With ``warm_workers``, every worker imports the compiler and loads the native core before the Dask
+    phase's clock starts, so ``compute_seconds`` holds no warm-up (``tinynpu bench sweep`` compares runs).
 
     Raises:
         UsageError: ``out`` cannot be written, or holds results and neither ``resume`` nor ``force`` is given.
@@ -194,57 +204,70 @@ def run_sweep(spec: SweepSpec, out: Path, *, workers: int | None = None, schedul
         else:
             todo.append(key)
     _write_results(results_path, columns, rows)
-    task_seconds = compute_seconds = 0.0
+    task_seconds = compute_seconds = task_cpu_seconds = warmup_seconds = dask_compute_seconds = 0.0
     n_workers = 0
+    before = after = machine.MachineSample(None, None)
     if todo or area_todo:
-        from dask.distributed import as_completed
+        from dask.distributed import as_completed, get_task_stream
 
         with dask_client(workers, scheduler) as client:
             n_workers = len(client.scheduler_info()["workers"])
-            t0 = time.perf_counter()
-            futures: dict[Any, tuple[str, str]] = {}
-            for ident, point in area_todo.items():  # first: a synthesis takes a minute or more
-                future = client.submit(synth_area, point.config_text, point.digest, ident,
-                                       key=f"tinynpu-area-{area_key(ident)}", pure=False)
-                futures[future] = ("area", ident)
-            for key in todo:
-                point, workload = tasks[key]
-                future = client.submit(evaluate, point.config_text, point.digest, workload.kind,
-                                       dict(workload.sizes), key=f"tinynpu-point-{key}", pure=False)
-                futures[future] = ("point", key)
-            for future in progress(as_completed(futures), total=len(futures), desc="sweep tasks",
-                                   quiet=quiet, unit="task"):
-                what, key = futures[future]
-                try:
-                    result = future.result()
-                except Exception as exc:  # noqa: BLE001 - e.g. a worker died: the task fails, the sweep goes on
-                    result = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
-                else:  # a success, or a point's own error, is what a rerun would compute: cache it
-                    if use_cache and (result["status"] == "ok" or result.get("cacheable")):
-                        name = f"{key if what == 'point' else area_key(key)}.json"
-                        cache_dir().mkdir(parents=True, exist_ok=True)
-                        write_atomic(cache_dir() / name, json.dumps(result), what="sweep cache")
-                task_seconds += float(result.get("seconds") or 0.0)
-                if what == "area":
-                    areas[key] = result
-                    for row_key, row in rows.items():
-                        if identity[tasks[row_key][0].digest] == key:
-                            row.update(_area_columns(result))
-                    if result["status"] != "ok":
-                        say(f"failed: the area of {area_todo[key].config.name} (and every config with the "
-                            f"same RTL): {result['error']}", quiet=quiet)
-                else:
+            if warm_workers:
+                client.run(warm_up)
+            with get_task_stream(client) as stream:
+                before = machine.sample()
+                t0 = time.perf_counter()
+                futures: dict[Any, tuple[str, str]] = {}
+                for ident, point in area_todo.items():  # first: a synthesis takes a minute or more
+                    future = client.submit(synth_area, point.config_text, point.digest, ident,
+                                           key=f"tinynpu-area-{area_key(ident)}", pure=False)
+                    futures[future] = ("area", ident)
+                for key in todo:
                     point, workload = tasks[key]
-                    rows[key] = _row(spec, point, workload, result, config_dir, area_of(point))
-                    if result["status"] != "ok":
-                        say(f"failed: {point.config.name} {workload.key}: {result['error']}", quiet=quiet)
-                _write_results(results_path, columns, rows)
-            compute_seconds = time.perf_counter() - t0
+                    future = client.submit(evaluate, point.config_text, point.digest, workload.kind,
+                                           dict(workload.sizes), key=f"tinynpu-point-{key}", pure=False)
+                    futures[future] = ("point", key)
+                for future in progress(as_completed(futures), total=len(futures), desc="sweep tasks",
+                                       quiet=quiet, unit="task"):
+                    what, key = futures[future]
+                    try:
+                        result = future.result()
+                    except Exception as exc:  # noqa: BLE001 - e.g. a worker died: the task fails, the sweep goes on
+                        result = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+                    else:  # a success, or a point's own error, is what a rerun would compute: cache it
+                        if use_cache and (result["status"] == "ok" or result.get("cacheable")):
+                            name = f"{key if what == 'point' else area_key(key)}.json"
+                            cache_dir().mkdir(parents=True, exist_ok=True)
+                            write_atomic(cache_dir() / name, json.dumps(result), what="sweep cache")
+                    task_seconds += float(result.get("seconds") or 0.0)
+                    task_cpu_seconds += float(result.get("cpu_seconds") or 0.0)
+                    warmup_seconds += float(result.get("warmup_seconds") or 0.0)
+                    if what == "area":
+                        areas[key] = result
+                        for row_key, row in rows.items():
+                            if identity[tasks[row_key][0].digest] == key:
+                                row.update(_area_columns(result))
+                        if result["status"] != "ok":
+                            say(f"failed: the area of {area_todo[key].config.name} (and every config with the "
+                                f"same RTL): {result['error']}", quiet=quiet)
+                    else:
+                        point, workload = tasks[key]
+                        rows[key] = _row(spec, point, workload, result, config_dir, area_of(point))
+                        if result["status"] != "ok":
+                            say(f"failed: {point.config.name} {workload.key}: {result['error']}", quiet=quiet)
+                    _write_results(results_path, columns, rows)
+                compute_seconds = time.perf_counter() - t0
+                after = machine.sample()
+        dask_compute_seconds = sum(part["stop"] - part["start"] for record in stream.data
+                                   for part in record["startstops"] if part["action"] == "compute")
     failed = sum(r["status"] != "ok" for r in rows.values()) + sum(a["status"] != "ok" for a in areas.values())
     return SweepSummary(points=len(tasks), failed=failed, computed=len(todo), cached=cached, resumed=resumed,
                         syntheses=len(area_todo), workers=n_workers, seconds=time.perf_counter() - t_start,
-                        compute_seconds=compute_seconds,
-                        task_seconds=task_seconds)
+                        compute_seconds=compute_seconds, task_seconds=task_seconds,
+                        task_cpu_seconds=task_cpu_seconds, warmup_seconds=warmup_seconds,
+                        dask_compute_seconds=dask_compute_seconds,
+                        machine_cpu_seconds=machine.busy_between(before, after),
+                        load_average_start=before.load_average, load_average_end=after.load_average)
 
 
 __all__ = ["AREA", "RESULTS", "SweepSummary", "area_key", "cache_dir", "dask_client", "point_key", "read_results",
