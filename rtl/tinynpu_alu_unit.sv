@@ -3,7 +3,10 @@
 // rows + alu.latency_cycles cycles (not pipelined across instructions); its
 // completion pulse is in the last of them, cycle s + rows + latency - 1.
 // vrequant reads its shift row through the source port in cycle s (the unit
-// is otherwise idle then) and its multiplier row in every row cycle.
+// is otherwise idle then) and its multiplier row in every row cycle; vrequantf
+// reads its scale row in every row cycle.  Each lane has one signed 32 x 32
+// multiplier, shared by vmul (x * imm), vrequant (x * M) and vrequantf (the
+// 24 x 24 significand product of tinynpu_requantf).
 `timescale 1ns / 1ps
 `default_nettype none
 `include "tinynpu_isa.vh"
@@ -77,22 +80,40 @@ module tinynpu_alu_unit import tinynpu_isa_pkg::*; #(
     assign sx   = {x[TNPU_ACC_BITS-1], x};
     assign src_shifts[l*ShiftW +: ShiftW] = src_rdata_i[l*TNPU_ACC_BITS +: ShiftW];
     assign half = $signed(((TNPU_ACC_BITS + 1)'(1) << shift_q) >> 1);
+    // The lane's multiplier: x * imm (vmul), x * M (vrequant), the significands (vrequantf).
+    logic signed [TNPU_ACC_BITS-1:0] mul_a, mul_b;
+    logic signed [WideW-1:0]         prod;
+    logic [23:0]                     rqf_mant_a, rqf_mant_b;
+    logic [TNPU_ACC_BITS-1:0]        rqf;
+    assign mul_a = (funct_q == TNPU_FUNCT_W'(TNPU_VREQUANTF_FUNCT)) ? TNPU_ACC_BITS'(rqf_mant_a) : x;
+    assign mul_b = (funct_q == TNPU_FUNCT_W'(TNPU_VREQUANTF_FUNCT)) ? TNPU_ACC_BITS'(rqf_mant_b)
+                 : (funct_q == TNPU_FUNCT_W'(TNPU_VMUL_FUNCT)) ? imm : y;
+    assign prod  = mul_a * mul_b;
+    tinynpu_requantf u_requantf (
+      .x_i     (x),
+      .scale_i (y),
+      .mant_a_o(rqf_mant_a),
+      .mant_b_o(rqf_mant_b),
+      .prod_i  (prod[47:0]),
+      .y_o     (rqf)
+    );
     // vrequant: (x * M + 2^(30+S)) >>> (31+S), exact in WideW bits, saturated to the acc width.
     logic signed [WideW-1:0]         rq;
     logic [ShiftW-1:0]               rq_s;
     logic                            rq_fits;
     logic signed [TNPU_ACC_BITS-1:0] rq_sat;
     assign rq_s    = rq_shift_q[l*ShiftW +: ShiftW];
-    assign rq      = (WideW'(x) * WideW'(y) + (WideW'(1) <<< (30 + int'(rq_s)))) >>> (31 + int'(rq_s));
+    assign rq      = (prod + (WideW'(1) <<< (30 + int'(rq_s)))) >>> (31 + int'(rq_s));
     assign rq_fits = (rq[WideW-1:TNPU_ACC_BITS-1] == '0) || (rq[WideW-1:TNPU_ACC_BITS-1] == '1);
     assign rq_sat  = rq_fits ? rq[TNPU_ACC_BITS-1:0] : {rq[WideW-1], {(TNPU_ACC_BITS-1){~rq[WideW-1]}}};
     // A continuous assign: Icarus evaluates it faster than an always_comb per lane.
     assign res = (funct_q == TNPU_FUNCT_W'(TNPU_VADD_FUNCT) || funct_q == TNPU_FUNCT_W'(TNPU_VADDROW_FUNCT)) ? x + y
                : (funct_q == TNPU_FUNCT_W'(TNPU_VMAX_FUNCT)) ? ((x > imm) ? x : imm)
                : (funct_q == TNPU_FUNCT_W'(TNPU_VMIN_FUNCT)) ? ((x < imm) ? x : imm)
-               : (funct_q == TNPU_FUNCT_W'(TNPU_VMUL_FUNCT)) ? x * imm
+               : (funct_q == TNPU_FUNCT_W'(TNPU_VMUL_FUNCT)) ? prod[TNPU_ACC_BITS-1:0]
                : (funct_q == TNPU_FUNCT_W'(TNPU_VSHR_FUNCT)) ? TNPU_ACC_BITS'((sx + half) >>> shift_q)
                : (funct_q == TNPU_FUNCT_W'(TNPU_VREQUANT_FUNCT)) ? rq_sat
+               : (funct_q == TNPU_FUNCT_W'(TNPU_VREQUANTF_FUNCT)) ? $signed(rqf)
                : x;
     assign dst_wdata_o[l*TNPU_ACC_BITS +: TNPU_ACC_BITS] = res;
   end
@@ -114,8 +135,9 @@ module tinynpu_alu_unit import tinynpu_isa_pkg::*; #(
     if (left_q != '0) begin
       left_d = left_q - 1'b1;
       dst_d  = dst_q + 1'b1;
-      // vaddrow and vrequant broadcast one source row; vadd walks the source range.
-      if (funct_q != TNPU_FUNCT_W'(TNPU_VADDROW_FUNCT) && funct_q != TNPU_FUNCT_W'(TNPU_VREQUANT_FUNCT)) begin
+      // vaddrow, vrequant and vrequantf broadcast one source row; vadd walks the source range.
+      if (funct_q != TNPU_FUNCT_W'(TNPU_VADDROW_FUNCT) && funct_q != TNPU_FUNCT_W'(TNPU_VREQUANT_FUNCT)
+          && funct_q != TNPU_FUNCT_W'(TNPU_VREQUANTF_FUNCT)) begin
         src_d = src_q + 1'b1;
       end
     end

@@ -72,6 +72,7 @@ module tinynpu_dispatch import tinynpu_isa_pkg::*; #(
   endfunction
 
   logic is_halt, is_sync, is_load, is_zero, is_store, is_tmm, is_alu, is_vadd, is_vaddrow, is_vrequant;
+  logic is_vrequantf;
   assign is_halt    = word_is(w, TNPU_HALT_MASK, TNPU_HALT_MATCH);
   assign is_sync    = word_is(w, TNPU_SYNC_MASK, TNPU_SYNC_MATCH);
   assign is_load    = word_is(w, TNPU_LOAD_MASK, TNPU_LOAD_MATCH);
@@ -82,6 +83,7 @@ module tinynpu_dispatch import tinynpu_isa_pkg::*; #(
   assign is_vadd    = word_is(w, TNPU_VADD_MASK, TNPU_VADD_MATCH);
   assign is_vaddrow = word_is(w, TNPU_VADDROW_MASK, TNPU_VADDROW_MATCH);
   assign is_vrequant = word_is(w, TNPU_VREQUANT_MASK, TNPU_VREQUANT_MATCH);
+  assign is_vrequantf = word_is(w, TNPU_VREQUANTF_MASK, TNPU_VREQUANTF_MATCH);
 
   // ---- operand fields (positions shared by every instruction that has them) ----
   logic [TNPU_LOAD_SCOPE_W-1:0]  scope;
@@ -143,8 +145,10 @@ module tinynpu_dispatch import tinynpu_isa_pkg::*; #(
     if (is_vadd && (32'(alu_src) + 32'(rows) > TNPU_ACC_ROWS
                     || (alu_src != sp_row && 32'(alu_src) + 32'(rows) > 32'(sp_row)
                         && 32'(sp_row) + 32'(rows) > 32'(alu_src)))) bad_spad = 1'b1;
-    if (is_vaddrow && (32'(alu_src) >= TNPU_ACC_ROWS
-                       || (alu_src >= sp_row && 32'(alu_src) < 32'(sp_row) + 32'(rows)))) bad_spad = 1'b1;
+    // vaddrow's broadcast row and vrequantf's scale row lie in acc and outside the destination rows
+    if ((is_vaddrow || is_vrequantf) && (32'(alu_src) >= TNPU_ACC_ROWS
+                                         || (alu_src >= sp_row && 32'(alu_src) < 32'(sp_row) + 32'(rows))))
+      bad_spad = 1'b1;
     // vrequant's two parameter rows (multiplier, shift) lie in acc and outside the destination rows
     if (is_vrequant && (32'(alu_src) + 32'd2 > TNPU_ACC_ROWS
                         || (32'(alu_src) + 32'd1 >= 32'(sp_row) && 32'(alu_src) < 32'(sp_row) + 32'(rows))))

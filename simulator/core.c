@@ -15,9 +15,14 @@
  * Built by native.py with the machine's C compiler (GCC or Clang: it uses unsigned __int128 and, where
  * the CPU has them, AVX-512 VNNI intrinsics; see tmm_append).
  */
+#include <float.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#if FLT_EVAL_METHOD != 0
+#error "vrequantf needs binary32 arithmetic without wider intermediates (FLT_EVAL_METHOD 0)"
+#endif
 
 #define MAX_UNITS 8       /* queued units (ids 0..nq-1) */
 #define MAX_OPS 64        /* opcode indices */
@@ -502,6 +507,27 @@ const char *tinynpu_tmm_kernel(void) {
 #endif
 }
 
+/* semantics.requantize_float (vrequantf): rint(float(float(x) * s)), saturated to int32.  Exact as
+ * written: the int32 -> float conversion and the float product each round once to nearest, ties to
+ * even (IEEE 754 binary32 in the default rounding mode; FLT_EVAL_METHOD 0, so no wider intermediate;
+ * nothing is added to the product, so it cannot be contracted into an FMA); the product is then
+ * rounded to an integer from its exact double value, half to even, without libm. */
+static inline int32_t requant_float(int32_t x, int32_t bits) {
+  float s;
+  memcpy(&s, &bits, sizeof s);
+  if (x == 0) return 0;                                            /* also 0 * inf */
+  if (s != s) s = bits < 0 ? -__builtin_inff() : __builtin_inff(); /* NaN: the infinity of its sign */
+  float p = (float)x * s;
+  if (p >= 2147483648.0f) return INT32_MAX;
+  if (p <= -2147483648.0f) return INT32_MIN;
+  double d = p;
+  int64_t t = (int64_t)d; /* toward zero; d - t is exact, |d - t| < 1 */
+  double f = d - (double)t;
+  if (f > 0.5 || (f == 0.5 && (t & 1))) t++;
+  else if (f < -0.5 || (f == -0.5 && (t & 1))) t--;
+  return (int32_t)t;
+}
+
 static void do_alu(const Run *R, enum Kind kind, const int64_t *x) {
   const int64_t T = R->tile;
   int32_t *acc = (int32_t *)R->sp[R->scope_acc];
@@ -544,6 +570,11 @@ static void do_alu(const Run *R, enum Kind kind, const int64_t *x) {
       }
       break;
     }
+    case K_VREQUANTF: {
+      const int32_t *scale = acc + x[1] * T;
+      for (int64_t e = 0; e < count; e++) dst[e] = requant_float(dst[e], scale[e % T]);
+      break;
+    }
     default: break; /* not an ALU kind: execute() does not send it here */
   }
 }
@@ -558,6 +589,7 @@ static void execute(Sim *S, int kind, const int64_t *x) {
     case K_STORE: do_store(S->R, x); break;
     case K_TMM: tmm_append(S, x); break;
     case K_VADD: case K_VADDROW: case K_VMAX: case K_VMIN: case K_VMUL: case K_VSHR: case K_VREQUANT:
+    case K_VREQUANTF:
       do_alu(S->R, (enum Kind)kind, x);
       break;
     case K_HALT: case K_SYNC: case N_KINDS: break;

@@ -44,6 +44,25 @@ def requantize(x: np.ndarray, multiplier: np.ndarray, shift: np.ndarray) -> np.n
     return np.clip(y, -(1 << 31), (1 << 31) - 1).astype(np.int32)
 
 
+def requantize_float(x: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """``vrequantf``'s arithmetic: ``rint(float32(float32(x) * scale))``, saturated to int32.
+
+    Every rounding is to nearest, ties to even (numpy's float32 conversion and product, and
+    ``np.rint``), as onnxruntime's integer kernels requantize.  ``scale`` holds binary32 values
+    (a float32 array, or the int32 bit patterns of a parameter row), one per column; an
+    infinite or NaN scale is the infinity of its sign, and ``0 * inf`` is 0.  This is the one
+    definition of the rule: the ONNX integer reference imports it.
+    """
+    s = np.asarray(scale)
+    s = s.view(np.float32) if s.dtype == np.int32 else s.astype(np.float32)
+    s = np.where(np.isnan(s), np.copysign(np.float32(np.inf), s), s)
+    xi = np.asarray(x, dtype=np.int32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        p = (xi.astype(np.float32) * s).astype(np.float64)
+    p = np.where(xi == 0, 0.0, p)
+    return np.clip(np.rint(p), -(2.0**31), 2.0**31 - 1).astype(np.int32)
+
+
 class State:
     """Scratchpads and DRAM, plus one handler per mnemonic."""
 
@@ -197,5 +216,10 @@ class State:
         dst, src, rows = x[:3]
         self.acc[dst:dst + rows] = requantize(self.acc[dst:dst + rows], self.acc[src], self.acc[src + 1])
 
+    @semantics
+    def vrequantf(self, x: list[int]) -> None:
+        dst, src, rows = x[:3]
+        self.acc[dst:dst + rows] = requantize_float(self.acc[dst:dst + rows], self.acc[src])
 
-__all__ = ["SEMANTICS", "Handler", "State", "requantize", "semantics"]
+
+__all__ = ["SEMANTICS", "Handler", "State", "requantize", "requantize_float", "semantics"]

@@ -74,7 +74,8 @@ def valid_instruction(draw: Any, cfg: ArchConfig) -> tuple[Instruction, dict[str
             scope = fld.scope or ISA.scope_by_id[values[scope_field.name]].name  # type: ignore[index]
             scope_of_field[fld.name] = scope
             cap = cfg.rows(ISA.scope_by_name[scope].config_key)
-            extent = {("vaddrow", "src"): 1, ("vrequant", "src"): 2}.get((instr.mnemonic, fld.name), rows)
+            extent = {("vaddrow", "src"): 1, ("vrequantf", "src"): 1,
+                      ("vrequant", "src"): 2}.get((instr.mnemonic, fld.name), rows)
             values[fld.name] = draw(st.integers(0, cap - extent))
         elif fld.kind == "sp_tile":
             assert fld.scope is not None
@@ -97,7 +98,7 @@ def valid_instruction(draw: Any, cfg: ArchConfig) -> tuple[Instruction, dict[str
         values["src"] = (values["dst"] + rows) % (cfg.rows("acc") - rows + 1)
         if values["src"] < values["dst"] + rows and values["dst"] < values["src"] + rows:
             values["src"] = values["dst"]
-    if instr.mnemonic == "vaddrow" and values["dst"] <= values["src"] < values["dst"] + rows:
+    if instr.mnemonic in ("vaddrow", "vrequantf") and values["dst"] <= values["src"] < values["dst"] + rows:
         values["src"] = values["dst"] + rows if values["dst"] + rows < cfg.rows("acc") else values["dst"] - 1
     if instr.mnemonic == "vrequant" and values["src"] + 1 >= values["dst"] and values["src"] < values["dst"] + rows:
         values["src"] = values["dst"] + rows if values["dst"] + rows + 2 <= cfg.rows("acc") else values["dst"] - 2

@@ -1,4 +1,4 @@
-"""Module-level cocotb benches of the MAC array and the requantizer (numpy is the reference)."""
+"""Module-level cocotb benches of the MAC array, the requantizer and a vrequantf lane (numpy is the reference)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from tinynpu.rtl.cosim import run_unit_benches
 pytestmark = pytest.mark.rtl
 
 
-def test_mac_array_and_requantizer_benches_pass() -> None:
+def test_mac_array_requantizer_and_requantf_lane_benches_pass() -> None:
     require_rtl()
     total, failed, log = run_unit_benches(ISA, CFG)
-    assert total == 2, log
+    assert total == 3, log
     assert failed == 0, log

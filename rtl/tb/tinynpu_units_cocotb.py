@@ -1,4 +1,4 @@
-"""Module-level cocotb benches: the MAC array and the requantizer against numpy."""
+"""Module-level cocotb benches: the MAC array, the requantizer and a vrequantf lane against numpy."""
 
 from __future__ import annotations
 
@@ -70,3 +70,23 @@ async def requantizer_matches_numpy(dut: Any) -> None:
             want = v
             got = unpack(int(dut.rq_out.value), TILE, 32)
         assert np.array_equal(got, want), f"trial {trial} shift {shift} relu {relu}: {got} != {want}"
+
+
+@cocotb.test()
+async def requantf_lane_matches_numpy(dut: Any) -> None:
+    """vrequantf's lane: every special x with every special scale, exact product ties, random operands."""
+    from tinynpu.rtl.tb.requantf_cases import cases
+    from tinynpu.simulator.semantics import requantize_float
+
+    xs, scales = cases(np.random.default_rng(3))
+    want = requantize_float(xs, scales)
+    bad = []
+    for x, s, w in zip(xs.tolist(), scales.tolist(), want.tolist(), strict=True):
+        dut.rqf_x.value = x & 0xFFFFFFFF
+        dut.rqf_scale.value = s & 0xFFFFFFFF
+        await Timer(1, "ns")
+        got = int(dut.rqf_y.value)
+        got -= (got >> 31) << 32
+        if got != w:
+            bad.append(f"x={x} scale=0x{s & 0xFFFFFFFF:08x}: {got} != {w}")
+    assert not bad, f"{len(bad)} of {len(xs)} differ: " + "; ".join(bad[:8])

@@ -1,5 +1,6 @@
-// Module-level bench wrapper: the combinational MAC array and requantizer,
-// driven and checked against numpy by rtl/tb/tinynpu_units_cocotb.py.
+// Module-level bench wrapper: the combinational MAC array, requantizer and one
+// vrequantf lane (with a multiplier standing in for the ALU lane's), driven and
+// checked against numpy by rtl/tb/tinynpu_units_cocotb.py.
 `timescale 1ns / 1ps
 `default_nettype none
 `include "tinynpu_isa.vh"
@@ -27,6 +28,19 @@ module tinynpu_units_tb import tinynpu_isa_pkg::*;;
     .relu_i  (relu),
     .shift_i (shift),
     .data_o  (rq_out)
+  );
+
+  logic [31:0] rqf_x, rqf_scale, rqf_y;
+  logic [23:0] rqf_mant_a, rqf_mant_b;
+  logic [47:0] rqf_prod;
+  assign rqf_prod = 48'(rqf_mant_a) * 48'(rqf_mant_b);
+  tinynpu_requantf u_requantf (
+    .x_i     (rqf_x),
+    .scale_i (rqf_scale),
+    .mant_a_o(rqf_mant_a),
+    .mant_b_o(rqf_mant_b),
+    .prod_i  (rqf_prod),
+    .y_o     (rqf_y)
   );
 endmodule
 /* verilator lint_on UNUSEDSIGNAL */

@@ -2,7 +2,7 @@
 /* Included by simulator/core.c once Run, Sim and access() are declared. */
 
 /* One kind per instruction, in isa.yaml order: an instruction's kind is its opcode index. */
-enum Kind { K_HALT, K_SYNC, K_LOAD, K_ZERO, K_STORE, K_TMM, K_VADD, K_VADDROW, K_VMAX, K_VMIN, K_VMUL, K_VSHR, K_VREQUANT, N_KINDS };
+enum Kind { K_HALT, K_SYNC, K_LOAD, K_ZERO, K_STORE, K_TMM, K_VADD, K_VADDROW, K_VMAX, K_VMIN, K_VMUL, K_VSHR, K_VREQUANT, K_VREQUANTF, N_KINDS };
 
 /* hazards.access_functions in C: the rows and bytes one instruction reads and writes (isa.yaml
  * `accesses`).  Returns 0 when access() reported a race or ran out of memory. */
@@ -76,6 +76,12 @@ static int accesses(Sim *S, int u, int64_t i, int kind, const int64_t *x) {
     case K_VREQUANT: {
       const int64_t v_dst = x[0], v_src = x[1], v_rows = x[2];
       if (!access(S, u, i, 2, v_src, (v_src + INT64_C(2)), 0, NULL)) return 0;
+      if (!access(S, u, i, 2, v_dst, (v_dst + v_rows), 1, NULL)) return 0;
+      return 1;
+    }
+    case K_VREQUANTF: {
+      const int64_t v_dst = x[0], v_src = x[1], v_rows = x[2];
+      if (!access(S, u, i, 2, v_src, (v_src + INT64_C(1)), 0, NULL)) return 0;
       if (!access(S, u, i, 2, v_dst, (v_dst + v_rows), 1, NULL)) return 0;
       return 1;
     }

@@ -37,4 +37,6 @@ start:
     vshr acc[0], 31, rows=16                                                                         ; => 0x00000000100000000000001f00000056
     vrequant acc[32], acc[1000], rows=16, wait=tensor, signal=store                                  ; => 0x0000000010000000000003e800808266
     vrequant acc[0], acc[2], rows=1                                                                  ; => 0x00000000010000000000000200000066
+    vrequantf acc[32], acc[1000], rows=16, wait=tensor, signal=store                                 ; => 0x0000000010000000000003e800808276
+    vrequantf acc[0], acc[1], rows=1                                                                 ; => 0x00000000010000000000000100000076
 next: halt                                                                                           ; => 0x00000000000000000000000000000000
