@@ -3,36 +3,50 @@
 After a conv or GEMM layer's ``tmm`` steps, a quantized network applies, per
 output column (channel) ``c``::
 
-    y = clamp(vrequant(acc + bias[c], M[c], S[c]) + zero_point, lo, hi)     -> int8
+    y = clamp(requantize(acc + bias[c]) + zero_point, lo, hi)     -> int8
+
+with one of two requantizers (:attr:`Epilogue.requantizer`):
+
+``"binary32"``: ``vrequantf`` with one binary32 scale per channel,
+    ``rint(float32(float32(x) * scale[c]))``, every rounding half to even: the
+    arithmetic of onnxruntime's integer kernels, so an ONNX network agrees with
+    them bit for bit.
+``"q31"``: ``vrequant`` with a Q31 multiplier ``M[c]`` and shift ``S[c]``,
+    ``round(x * M * 2^-(31+S))``, one exact rounding, ties toward +infinity
+    (fixed-point, TFLite-style models; :func:`quantize_multiplier`).
 
 :class:`Epilogue` is that record; :meth:`Epilogue.reference` its numpy
-reference (the ``vrequant`` arithmetic of the simulator, so the comparison is
-bit for bit); :meth:`Epilogue.param_table` the accumulator parameter rows the
-program loads into ``acc`` (``load acc[...]``) once per output block.  Per
-output column tile the table holds :attr:`Epilogue.param_rows` rows: the bias
-row (if any), the multiplier row ``M``, the shift row ``S`` (adjacent, as
-``vrequant`` reads them) and the zero-point row (if nonzero).  The lowering
-then emits, per output column tile, :attr:`Epilogue.alu_ops` vector-ALU
-instructions: ``vaddrow`` bias, ``vrequant``, ``vaddrow`` zero point,
-``vmax``/``vmin`` for a clamp the store cannot do, and stores with
-``narrow=1`` (saturating to int8; ``relu=1`` when the clamp is relu at zero).
+reference (the simulator's own arithmetic, so the comparison is bit for bit);
+:meth:`Epilogue.param_table` the accumulator parameter rows the program loads
+into ``acc`` (``load acc[...]``) once per output block.  Per output column tile
+the table holds :attr:`Epilogue.param_rows` rows: the bias row (if any), the
+requantizer's rows (the scale row; or the multiplier row ``M`` and the shift
+row ``S``, adjacent, as ``vrequant`` reads them) and the zero-point row (if
+nonzero).  The lowering then emits, per output column tile,
+:attr:`Epilogue.alu_ops` vector-ALU instructions: ``vaddrow`` bias, the
+requantizer, ``vaddrow`` zero point, ``vmax``/``vmin`` for a clamp the store
+cannot do, and stores with ``narrow=1`` (saturating to int8; ``relu=1`` when
+the clamp is relu at zero).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from tinynpu.errors import UsageError
 from tinynpu.intmath import ceil_div
-from tinynpu.simulator.semantics import requantize as vrequant
+from tinynpu.simulator.semantics import requantize, requantize_float
 
 INT8_MIN = -128
 INT8_MAX = 127
 MAX_SHIFT = 31  # vrequant reads the low 5 bits of the shift row
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
+#: requantizer -> (its instruction, its parameter rows per column tile)
+REQUANTIZERS = {"binary32": ("vrequantf", 1), "q31": ("vrequant", 2)}
 
 
 def _vector(name: str, value: object, lo: int, hi: int) -> np.ndarray:
@@ -47,54 +61,104 @@ def _vector(name: str, value: object, lo: int, hi: int) -> np.ndarray:
     return arr.astype(np.int32)
 
 
+def _scale_vector(value: object) -> np.ndarray:
+    arr = np.asarray(value)
+    if arr.ndim != 1 or arr.size == 0 or arr.dtype != np.float32:
+        raise UsageError(f"epilogue: scale must be a non-empty 1-D float32 array (one binary32 scale per output "
+                         f"channel), not {arr.dtype} of shape {arr.shape}.")
+    bad = np.flatnonzero(~(np.isfinite(arr) & (arr > 0)))
+    if bad.size:
+        i = int(bad[0])
+        raise UsageError(f"epilogue: scale[{i}] must be a positive finite binary32 value, not {float(arr[i])!r}.")
+    return arr
+
+
 @dataclass(frozen=True, init=False, eq=False)
 class Epilogue:
     """Bias, per-channel requantization, zero point and clamp of a layer, run on the accelerator.
 
     Attributes:
-        multiplier: int32 ``M`` per output channel (``vrequant``'s Q31 multiplier).
-        shift: ``S`` per output channel, 0..31.
+        requantizer: ``"binary32"`` (``vrequantf``, :attr:`scale`) or ``"q31"`` (``vrequant``,
+            :attr:`multiplier` and :attr:`shift`).
+        scale: float32 per output channel (binary32 requantizer), else None.
+        multiplier: int32 ``M`` per output channel (Q31 requantizer), else None.
+        shift: ``S`` per output channel, 0..31 (Q31 requantizer), else None.
         bias: int32 per output channel, or None.
         zero_point: The output's zero point, -128..127.
         lo, hi: The clamp in the output's integers (relu: ``lo = zero_point``), -128 <= lo <= hi <= 127.
     """
 
-    multiplier: np.ndarray
-    shift: np.ndarray
+    requantizer: str
+    scale: np.ndarray | None
+    multiplier: np.ndarray | None
+    shift: np.ndarray | None
     bias: np.ndarray | None
     zero_point: int
     lo: int
     hi: int
 
-    def __init__(self, *, multiplier: object, shift: object, bias: object | None = None, zero_point: int = 0,
+    def __init__(self, *, requantizer: str = "q31", scale: object | None = None, multiplier: object | None = None,
+                 shift: object | None = None, bias: object | None = None, zero_point: int = 0,
                  lo: int = INT8_MIN, hi: int = INT8_MAX) -> None:
-        m = _vector("multiplier", multiplier, INT32_MIN, INT32_MAX)
-        s = _vector("shift", shift, 0, MAX_SHIFT)
-        if s.size != m.size:
-            raise UsageError(f"epilogue: shift has {s.size} channels, multiplier {m.size}; one each per "
-                             "output channel.")
+        sc = m = s = None
+        if requantizer == "binary32":
+            if scale is None or multiplier is not None or shift is not None:
+                raise UsageError("epilogue: the binary32 requantizer takes scale (one float32 per output "
+                                 "channel), not multiplier or shift.")
+            sc = _scale_vector(scale)
+            n = sc.size
+        elif requantizer == "q31":
+            if multiplier is None or shift is None or scale is not None:
+                raise UsageError("epilogue: the q31 requantizer takes multiplier and shift (one each per output "
+                                 "channel), not scale.")
+            m = _vector("multiplier", multiplier, INT32_MIN, INT32_MAX)
+            s = _vector("shift", shift, 0, MAX_SHIFT)
+            if s.size != m.size:
+                raise UsageError(f"epilogue: shift has {s.size} channels, multiplier {m.size}; one each per "
+                                 "output channel.")
+            n = m.size
+        else:
+            raise UsageError(f"epilogue: requantizer must be one of {', '.join(map(repr, REQUANTIZERS))}, not "
+                             f"{requantizer!r}.")
         b = None if bias is None else _vector("bias", bias, INT32_MIN, INT32_MAX)
-        if b is not None and b.size != m.size:
-            raise UsageError(f"epilogue: bias has {b.size} channels, multiplier {m.size}; one each per "
+        if b is not None and b.size != n:
+            raise UsageError(f"epilogue: bias has {b.size} channels, the requantization {n}; one each per "
                              "output channel.")
         if not INT8_MIN <= zero_point <= INT8_MAX:
             raise UsageError(f"epilogue: zero_point must be in {INT8_MIN}..{INT8_MAX}, not {zero_point}.")
         if not INT8_MIN <= lo <= hi <= INT8_MAX:
             raise UsageError(f"epilogue: the clamp must satisfy {INT8_MIN} <= lo <= hi <= {INT8_MAX}, not "
                              f"lo={lo}, hi={hi}.")
-        for name, value in (("multiplier", m), ("shift", s), ("bias", b), ("zero_point", int(zero_point)),
-                            ("lo", int(lo)), ("hi", int(hi))):
+        for name, value in (("requantizer", requantizer), ("scale", sc), ("multiplier", m), ("shift", s),
+                            ("bias", b), ("zero_point", int(zero_point)), ("lo", int(lo)), ("hi", int(hi))):
             object.__setattr__(self, name, value)
 
     @property
     def channels(self) -> int:
         """Output channels (columns of the layer's GEMM)."""
-        return int(self.multiplier.size)
+        return int(self._requant_table_rows()[0].size)
+
+    @property
+    def requant_mnemonic(self) -> str:
+        """The requantizer's instruction: ``vrequantf`` or ``vrequant``."""
+        return REQUANTIZERS[self.requantizer][0]
+
+    @property
+    def requant_rows(self) -> int:
+        """The requantizer's parameter rows per output column tile (scale; or M and S)."""
+        return REQUANTIZERS[self.requantizer][1]
+
+    def _requant_table_rows(self) -> list[np.ndarray]:
+        """The requantizer's parameter rows as int32 (a binary32 scale as its bit pattern)."""
+        if self.scale is not None:
+            return [self.scale.view(np.int32)]
+        assert self.multiplier is not None and self.shift is not None
+        return [self.multiplier, self.shift]
 
     @property
     def param_rows(self) -> int:
-        """Accumulator rows per output column tile: bias, M, S, zero point."""
-        return (self.bias is not None) + 2 + (self.zero_point != 0)
+        """Accumulator rows per output column tile: bias, the requantizer's, zero point."""
+        return (self.bias is not None) + self.requant_rows + (self.zero_point != 0)
 
     @property
     def store_relu(self) -> bool:
@@ -112,16 +176,20 @@ class Epilogue:
         x = np.asarray(acc, dtype=np.int64)
         if self.bias is not None:  # vaddrow: int32 wraparound
             x = (x + self.bias.astype(np.int64)).astype(np.uint32).view(np.int32)
-        y = vrequant(x, self.multiplier, self.shift).astype(np.int64) + self.zero_point
+        if self.scale is not None:
+            y = requantize_float(x, self.scale).astype(np.int64)
+        else:
+            y = requantize(x, *self._requant_table_rows()).astype(np.int64)
+        y += self.zero_point
         return np.clip(y, self.lo, self.hi).astype(np.int8)
 
     def param_table(self, tile: int) -> np.ndarray:
         """The parameter rows in DRAM: ``param_rows`` rows of ``tile`` int32 per output column tile.
 
-        Columns past the last channel are zero (``M = 0``: their outputs are never stored).
+        Columns past the last channel are zero (scale or ``M`` 0: their outputs are never stored).
         """
         tiles = ceil_div(self.channels, tile)
-        rows = [r for r in (self.bias, self.multiplier, self.shift) if r is not None]
+        rows = ([] if self.bias is None else [self.bias]) + self._requant_table_rows()
         if self.zero_point:
             rows.append(np.full(self.channels, self.zero_point, dtype=np.int32))
         table = np.zeros((len(rows), tiles * tile), dtype=np.int32)
@@ -133,8 +201,38 @@ class Epilogue:
 
     def describe(self) -> dict[str, object]:
         """JSON-ready summary (for a program's workload record)."""
-        return {"channels": self.channels, "bias": self.bias is not None, "zero_point": self.zero_point,
+        return {"channels": self.channels, "requantizer": self.requantizer, "bias": self.bias is not None,
+                "zero_point": self.zero_point,
                 "clamp": [self.lo, self.hi], "param_rows": self.param_rows, "alu_ops": self.alu_ops}
 
 
-__all__ = ["Epilogue"]
+def quantize_multiplier(real: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The q31 requantizer's ``(M, S)`` with ``M * 2^-(31+S)`` closest to each positive ``real`` scale below 1.
+
+    ``M`` is in [2^30, 2^31) unless the scale is below ``2^-32`` (then ``S`` is 31 and ``M``
+    smaller).
+
+    Raises:
+        UsageError: a scale that is not positive and finite, or not below 1 (``S`` would be negative).
+    """
+    r = np.atleast_1d(np.asarray(real, dtype=np.float64))
+    ms = np.zeros(r.shape, dtype=np.int64)
+    ss = np.zeros(r.shape, dtype=np.int64)
+    for i, v in enumerate(r.flat):
+        if not (math.isfinite(v) and 0.0 < v < 1.0):
+            raise UsageError(f"epilogue: a q31 requantization scale must be positive and below 1, not {v!r} "
+                             f"(channel {i}).")
+        _, exp = math.frexp(v)  # v = mant * 2^exp, mant in [0.5, 1)
+        s = min(-exp, MAX_SHIFT)
+        m = round(v * 2.0 ** (31 + s))
+        if m == 2**31:  # mant rounded up to 1.0
+            if s > 0:
+                s -= 1
+                m = round(v * 2.0 ** (31 + s))
+            else:  # a scale within 2^-32 of 1
+                m = 2**31 - 1
+        ms.flat[i], ss.flat[i] = m, s
+    return ms.astype(np.int32), ss.astype(np.int32)
+
+
+__all__ = ["REQUANTIZERS", "Epilogue", "quantize_multiplier"]

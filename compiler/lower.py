@@ -252,9 +252,9 @@ def _emit_epilogue(emit: Emitter, epi: Epilogue, dst: int, rows: int, params: in
     if epi.bias is not None:
         emit.alu("vaddrow", dst, rows=rows, src=row, comment="+ bias")
         row += 1
-    emit.alu("vrequant", dst, rows=rows, src=row, comment="requantize per channel")
+    emit.alu(epi.requant_mnemonic, dst, rows=rows, src=row, comment="requantize per channel")
     if epi.zero_point:
-        emit.alu("vaddrow", dst, rows=rows, src=row + 2, comment="+ zero point")
+        emit.alu("vaddrow", dst, rows=rows, src=row + epi.requant_rows, comment="+ zero point")
     if epi.lo not in (INT8_MIN, 0):  # 0 is the store's relu, -128 its saturation
         emit.alu("vmax", dst, rows=rows, imm=epi.lo, comment=f"clamp >= {epi.lo}")
     if epi.hi != INT8_MAX:

@@ -201,12 +201,12 @@ class Emitter:
 
     def alu(self, mnemonic: str, dst: int, *, rows: int, src: int | None = None, imm: int | None = None,
             shift: int | None = None, comment: str = "") -> None:
-        """A vector ALU op on accumulator rows (vadd, vaddrow, vmax, vmin, vmul, vshr, vrequant)."""
+        """A vector ALU op on accumulator rows (vadd, vaddrow, vmax, vmin, vmul, vshr, vrequant, vrequantf)."""
         fields: dict[str, int] = {"dst": dst, "rows": rows}
         access = [("acc", dst, rows, False)]
         if src is not None:
             fields["src"] = src
-            access.append(("acc", src, {"vaddrow": 1, "vrequant": 2}.get(mnemonic, rows), False))
+            access.append(("acc", src, {"vaddrow": 1, "vrequantf": 1, "vrequant": 2}.get(mnemonic, rows), False))
         if imm is not None:
             fields["imm"] = imm
         if shift is not None:

@@ -1,4 +1,4 @@
-"""A layer's epilogue (bias, per-channel vrequant, zero point, clamp) compiled into conv2d and matmul programs."""
+"""A layer's epilogue (bias, vrequantf or vrequant per channel, zero point, clamp) in conv2d and matmul programs."""
 
 from __future__ import annotations
 
@@ -10,21 +10,26 @@ import pytest
 from tinynpu.compiler.compiled import Compiled
 from tinynpu.compiler.conv2d import compile_conv2d
 from tinynpu.compiler.cost import estimate
-from tinynpu.compiler.epilogue import Epilogue
+from tinynpu.compiler.epilogue import Epilogue, quantize_multiplier
 from tinynpu.compiler.matmul import compile_matmul
-from tinynpu.compiler.onnx.requant import quantize_multiplier
 from tinynpu.compiler.run import run_compiled_with_stats
 from tinynpu.compiler.schedule import Tiling, buffer_rows
 from tinynpu.errors import UsageError
 from tinynpu.isa import load_config
 
 
-def _epilogue(n: int, seed: int, *, bias: bool = True, zero_point: int = 0, lo: int = -128,
-              hi: int = 127) -> Epilogue:
+def _epilogue(n: int, seed: int, *, requantizer: str = "q31", bias: bool = True, zero_point: int = 0,
+              lo: int = -128, hi: int = 127) -> Epilogue:
     """Scales that spread int8 x int8 sums of depth ~100 over the int8 range, per channel."""
     rng = np.random.default_rng(seed)
-    m, s = quantize_multiplier(rng.uniform(2e-5, 4e-4, n))
-    return Epilogue(multiplier=m, shift=s, bias=rng.integers(-20000, 20000, n, dtype=np.int32) if bias else None,
+    real = rng.uniform(2e-5, 4e-4, n)
+    if requantizer == "binary32":
+        requant: dict[str, Any] = {"scale": real.astype(np.float32)}
+    else:
+        m, s = quantize_multiplier(real)
+        requant = {"multiplier": m, "shift": s}
+    return Epilogue(requantizer=requantizer, **requant,
+                    bias=rng.integers(-20000, 20000, n, dtype=np.int32) if bias else None,
                     zero_point=zero_point, lo=lo, hi=hi)
 
 
@@ -40,6 +45,9 @@ CASES = [
     pytest.param({"zero_point": 7, "lo": 7, "hi": 120}, id="zero-point-relu-clip"),
     pytest.param({"bias": False, "lo": -30, "hi": 60}, id="clip-no-bias"),
     pytest.param({"zero_point": -5}, id="zero-point"),
+    pytest.param({"requantizer": "binary32"}, id="binary32-bias"),
+    pytest.param({"requantizer": "binary32", "zero_point": 7, "lo": 7, "hi": 120}, id="binary32-zero-point-relu-clip"),
+    pytest.param({"requantizer": "binary32", "bias": False, "lo": 0}, id="binary32-relu-no-bias"),
 ]
 
 
@@ -56,7 +64,7 @@ def test_conv2d_epilogue_is_bit_exact(shape: tuple[int, ...], form: dict[str, An
     assert y.min() >= epi.lo and y.max() <= epi.hi
     assert len(np.unique(y)) > 20  # the scales spread the outputs: a check that can fail
     words = comp.asm()
-    assert words.count("vrequant") > 0 and ("vmax" in words) == (epi.lo not in (-128, 0))
+    assert words.count(f"{epi.requant_mnemonic} ") > 0 and ("vmax" in words) == (epi.lo not in (-128, 0))
 
 
 @pytest.mark.parametrize("form", CASES)
@@ -82,6 +90,18 @@ def test_epilogue_reference_is_the_integer_arithmetic() -> None:
     assert table[:, :2].tolist() == [[1, -2], [2**30, 2**30], [0, 1], [3, 3]] and not table[:, 2:].any()
 
 
+def test_binary32_epilogue_reference_and_parameter_rows() -> None:
+    epi = Epilogue(requantizer="binary32", scale=np.array([0.5, 0.25], np.float32), bias=np.array([1, -2]),
+                   zero_point=3, lo=0, hi=10)
+    acc = np.array([[-9, 4], [2, 40], [4, 12]], dtype=np.int32)
+    # (acc + bias) * scale rounded half to even (1.5 -> 2, 2.5 -> 2), + 3, clamped to 0..10
+    assert epi.reference(acc).tolist() == [[0, 3], [5, 10], [5, 5]]
+    assert (epi.param_rows, epi.requant_rows, epi.requant_mnemonic) == (3, 1, "vrequantf")
+    table = epi.param_table(tile=4)
+    assert table.shape == (3, 4)  # bias, scale (its binary32 bits), zero point rows of the one column tile
+    assert table[:, :2].tolist() == [[1, -2], np.array([0.5, 0.25], np.float32).view(np.int32).tolist(), [3, 3]]
+
+
 def test_parameter_rows_take_accumulator_rows_and_alu_time() -> None:
     cfg = load_config("default")
     t = Tiling(bm=2, bn=3, bk=1)
@@ -97,7 +117,10 @@ def test_epilogue_adds_its_alu_instructions_per_column_tile() -> None:
                           schedule="naive")
     asm = comp.asm()
     # three column tiles, each: vaddrow bias, vrequant, vaddrow zero point, vmax 2, vmin 100
-    assert [asm.count(op) for op in ("vrequant", "vaddrow", "vmax", "vmin")] == [3, 6, 3, 3]
+    assert [asm.count(op) for op in ("vrequant ", "vaddrow", "vmax", "vmin")] == [3, 6, 3, 3]
+    binary32 = compile_matmul(16, 48, 16, epilogue=_epilogue(48, seed=1, requantizer="binary32", zero_point=2),
+                              schedule="naive").asm()
+    assert [binary32.count(op) for op in ("vrequantf ", "vrequant ", "vaddrow")] == [3, 0, 6]
     # relu at 0 is the store's flag, no vmax
     relu = compile_matmul(16, 48, 16, epilogue=_epilogue(48, seed=1, lo=0), schedule="naive").asm()
     assert "vmax" not in relu and "relu=1" in relu
@@ -107,10 +130,20 @@ def test_epilogue_adds_its_alu_instructions_per_column_tile() -> None:
     ({"multiplier": [1, 2], "shift": [0, 32]}, r"shift\[1\] must be in 0..31, not 32"),
     ({"multiplier": [1, 2], "shift": [0]}, "shift has 1 channels, multiplier 2"),
     ({"multiplier": [1.5], "shift": [0]}, "multiplier must be a non-empty 1-D integer array"),
-    ({"multiplier": [1], "shift": [0], "bias": [1, 2]}, "bias has 2 channels, multiplier 1"),
+    ({"multiplier": [1], "shift": [0], "bias": [1, 2]}, "bias has 2 channels, the requantization 1"),
     ({"multiplier": [1], "shift": [0], "zero_point": 200}, "zero_point must be in -128..127, not 200"),
     ({"multiplier": [1], "shift": [0], "lo": 5, "hi": 4}, "lo <= hi"),
     ({"multiplier": [2**31], "shift": [0]}, r"multiplier\[0\] must be in"),
+    ({"multiplier": [1], "shift": [0], "scale": np.ones(1, np.float32)}, "q31 requantizer takes multiplier and shift"),
+    ({"requantizer": "binary32", "multiplier": [1], "shift": [0]}, "binary32 requantizer takes scale"),
+    ({"requantizer": "binary32", "scale": [0.5]}, "scale must be a non-empty 1-D float32 array"),
+    ({"requantizer": "binary32", "scale": np.array([0.5, -1.0], np.float32)},
+     r"scale\[1\] must be a positive finite binary32 value, not -1.0"),
+    ({"requantizer": "binary32", "scale": np.array([np.inf], np.float32)}, r"scale\[0\] must be a positive finite"),
+    ({"requantizer": "binary32", "scale": np.ones(2, np.float32), "bias": [1]},
+     "bias has 1 channels, the requantization 2"),
+    ({"requantizer": "float", "scale": np.ones(1, np.float32)},
+     "requantizer must be one of 'binary32', 'q31', not 'float'"),
 ])
 def test_epilogue_rejects_bad_parameters(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(UsageError, match=message):

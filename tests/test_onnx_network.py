@@ -100,8 +100,8 @@ def test_compile_onnx_writes_programs(cnn: Path, tmp_path: Path, capsys: pytest.
     capsys.readouterr()
 
 
-def test_a_scale_of_one_or_more_runs_its_epilogue_on_the_host() -> None:
-    """vrequant's shift cannot be negative: such a layer stores int32 and requantizes on the host, counted."""
+def test_any_scale_runs_its_epilogue_on_the_accelerator() -> None:
+    """vrequantf takes any binary32 scale: a scale of 1 or more stays in the program too."""
     from tinynpu.compiler.onnx.intops import Epilogue
     from tinynpu.compiler.onnx.npu import LayerRun, ProgramCache, gemm_layer
     from tinynpu.isa import load_config
@@ -110,14 +110,13 @@ def test_a_scale_of_one_or_more_runs_its_epilogue_on_the_host() -> None:
     a = rng.integers(-128, 128, (8, 40), dtype=np.int8)
     w = rng.integers(-128, 128, (20, 40), dtype=np.int8)
     cache = ProgramCache(load_config("default"))
-    for scale, on_npu in ((1e-4, True), (3.0, False)):
-        epi = Epilogue.build(real_scale=np.full(20, scale), bias=None, zero_point=0, lo=-128, hi=127)
-        assert (epi.on_accelerator() is not None) is on_npu
+    for scale in (1e-4, 3.0):
+        epi = Epilogue(scale=np.full(20, scale, np.float32), bias=None, zero_point=0, lo=-128, hi=127)
         run = LayerRun()
         got = gemm_layer(a, w, epi, cache=cache, run=run)
         assert np.array_equal(got, gemm_layer(a, w, epi, cache=None, run=LayerRun()))
-        assert run.programs == 1 and run.host_epilogues == (0 if on_npu else 1)
-    assert sorted(key[-1] for key in cache.programs) == ["int32", "int8_clamp-128to127"]
+        assert run.programs == 1 and run.host_bytes == 0
+    assert sorted(key[-1] for key in cache.programs) == ["int8_binary32_clamp-128to127"]
 
 
 def test_difference_origins_feed_each_step_onnxruntimes_inputs(cnn: Path) -> None:

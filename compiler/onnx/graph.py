@@ -31,6 +31,7 @@ import numpy as np
 
 from tinynpu.compiler.onnx.importer import OnnxError
 from tinynpu.compiler.onnx.intops import Epilogue
+from tinynpu.compiler.onnx.requant import layer_scale
 
 NPU = "npu"
 HOST = "host"
@@ -308,8 +309,7 @@ def _layer_step(node: Any, act: Any, qconst: dict[str, tuple[np.ndarray, QParam]
         y = act(node.input[1])
         if y is None or y[1].z != 0 or activation is not None:
             return None
-        real = np.array([x[1].s * y[1].s / out_qp.s])
-        epi = Epilogue.build(real_scale=real, bias=None, zero_point=out_qp.z, lo=lo, hi=hi)
+        epi = Epilogue(scale=layer_scale(x[1].s, y[1].s, out_qp.s), bias=None, zero_point=out_qp.z, lo=lo, hi=hi)
         return Step(name=_node_name(node), op=op, kind="matmul", where=NPU, inputs=(x[0], y[0]),
                     outputs=(q.output[0],), attrs={"epilogue": epi, "activation": activation}), absorbed + [q]
     if w_hit is None:
@@ -320,7 +320,7 @@ def _layer_step(node: Any, act: Any, qconst: dict[str, tuple[np.ndarray, QParam]
     alpha, beta = 1.0, 1.0
     if op == "Gemm":
         # alpha folds into the requantization scale and beta into the integer bias (below); a
-        # negative or zero alpha would need a negative multiplier, which vrequant has not.
+        # negative or zero alpha would need a scale that is not positive, which the epilogue refuses.
         alpha, beta = float(a.get("alpha", 1.0)), float(a.get("beta", 1.0))
         if alpha <= 0:
             return None
@@ -353,7 +353,7 @@ def _layer_step(node: Any, act: Any, qconst: dict[str, tuple[np.ndarray, QParam]
         if np.any(np.abs(bias) >= 2**31):
             return None
         bias = bias.astype(np.int32)
-    epi = Epilogue.build(real_scale=alpha * sx * sw / out_qp.s, bias=bias, zero_point=out_qp.z, lo=lo, hi=hi)
+    epi = Epilogue(scale=layer_scale(sx, sw, out_qp.s, alpha=alpha), bias=bias, zero_point=out_qp.z, lo=lo, hi=hi)
     attrs: dict[str, Any] = {"epilogue": epi, "activation": activation, "weight_name": node.input[1],
                              "trans_a": op == "Gemm" and bool(a.get("transA", 0))}
     if op == "Conv":

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tinynpu.compiler.epilogue import Epilogue as NpuEpilogue
-from tinynpu.compiler.onnx.requant import quantize_multiplier, requant_host
+from tinynpu.simulator.semantics import requantize_float
 
 
 def wrap_int32(x: np.ndarray) -> np.ndarray:
@@ -64,52 +64,35 @@ class Epilogue:
 
     Attributes:
         bias: int32 per output channel (or None).
-        multiplier, shift: the per-channel requantization parameters (``M``, ``S``) of ``vrequant``.
+        scale: float32 per output channel: ``vrequantf``'s binary32 scale
+            (:func:`~tinynpu.compiler.onnx.requant.layer_scale`, as onnxruntime computes it).
         zero_point: the output's zero point.
         lo, hi: the clamp (relu: ``lo = zero_point``; Clip: its bounds in the output's integers).
     """
 
     bias: np.ndarray | None
-    multiplier: np.ndarray
-    shift: np.ndarray
+    scale: np.ndarray
     zero_point: int
     lo: int
     hi: int
-
-    @classmethod
-    def build(cls, *, real_scale: np.ndarray, bias: np.ndarray | None, zero_point: int, lo: int,
-              hi: int) -> Epilogue:
-        m, s = quantize_multiplier(np.atleast_1d(np.asarray(real_scale, dtype=np.float64)))
-        return cls(bias=bias, multiplier=m, shift=s, zero_point=zero_point, lo=lo, hi=hi)
-
-    @property
-    def fits_instruction(self) -> bool:
-        """Whether every shift is one the instruction's 5-bit field holds (scales below 1)."""
-        return bool(np.all(self.shift >= 0))
 
     def channels(self, total: int, channels: slice = slice(None)) -> Epilogue:
         """This epilogue for output ``channels`` of a layer with ``total`` (per-tensor values broadcast)."""
         def part(v: np.ndarray) -> np.ndarray:
             return np.broadcast_to(v, (total,))[channels]
 
-        return Epilogue(bias=None if self.bias is None else part(self.bias), multiplier=part(self.multiplier),
-                        shift=part(self.shift), zero_point=self.zero_point, lo=self.lo, hi=self.hi)
+        return Epilogue(bias=None if self.bias is None else part(self.bias), scale=part(self.scale),
+                        zero_point=self.zero_point, lo=self.lo, hi=self.hi)
 
-    def on_accelerator(self) -> NpuEpilogue | None:
-        """This epilogue as the accelerator runs it (None: a shift below 0, a scale ``vrequant`` cannot take).
-
-        The program then stores int8 (:class:`~tinynpu.compiler.epilogue.Epilogue`); an
-        epilogue with a scale of 1 or more runs on the host.
-        """
-        if np.any(self.shift < 0):
-            return None
-        return NpuEpilogue(multiplier=self.multiplier, shift=self.shift, bias=self.bias, zero_point=self.zero_point,
-                           lo=self.lo, hi=self.hi)
+    def on_accelerator(self) -> NpuEpilogue:
+        """This epilogue as the accelerator runs it: ``vrequantf`` (the program stores int8)."""
+        return NpuEpilogue(requantizer="binary32", scale=np.ascontiguousarray(self.scale), bias=self.bias,
+                           zero_point=self.zero_point, lo=self.lo, hi=self.hi)
 
     def apply(self, acc: np.ndarray) -> np.ndarray:
         """int32 accumulators (channel last) -> int8 outputs."""
         x = acc if self.bias is None else wrap_int32(acc.astype(np.int64) + self.bias.astype(np.int64))
-        y = requant_host(x, self.multiplier, self.shift).astype(np.int64) + self.zero_point
+        y = requantize_float(x, self.scale).astype(np.int64) + self.zero_point
         return np.clip(y, self.lo, self.hi).astype(np.int8)
 
 

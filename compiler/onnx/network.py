@@ -274,8 +274,8 @@ def describe(cn: CompiledNetwork) -> tuple[dict[str, Any], dict[str, bytes]]:
             entry["program"] = names[step.attrs["program"]]
         epi = step.attrs.get("epilogue")
         if epi is not None:
-            entry["requant"] = {"multiplier": epi.multiplier.tolist(), "shift": epi.shift.tolist(),
-                                "zero_point": epi.zero_point, "clamp": [epi.lo, epi.hi]}
+            entry["requant"] = {"scale": epi.scale.tolist(), "zero_point": epi.zero_point,
+                                "clamp": [epi.lo, epi.hi]}
         steps.append(entry)
     doc = {"model": cn.imported.source, "config": cn.cfg.name, "import_notes": list(cn.imported.notes),
            "random_weights": cn.imported.random_weights, "npu_layers": sum(s.where == NPU for s in cn.net.steps),
@@ -459,11 +459,7 @@ def run_network(cn: CompiledNetwork, *, feeds: dict[str, np.ndarray] | None = No
 
 
 def _npu_note(run: LayerRun) -> str:
-    if run.host_epilogues:
-        note = (f"epilogue on the host in {run.host_epilogues} of {run.programs} programs: a requantization "
-                "scale of 1 or more (negative shift) that vrequant cannot take")
-    else:
-        note = "epilogue on the accelerator (bias, vrequant, zero point, clamp; int8 store)"
+    note = "epilogue on the accelerator (bias, vrequantf, zero point, clamp; int8 store)"
     if run.groups_per_program > 1:
         note += (f"; {run.groups_per_program} groups per program, their kernels block-diagonal (each output "
                  f"channel uses 1/{run.groups_per_program} of the reduction lanes)")
@@ -487,7 +483,7 @@ def _report(cn: CompiledNetwork, ex: Execution, times: dict[str, float]) -> dict
             "utilization": util, "padding_ceiling": ceiling, "dram_bytes": run.dram_bytes,
             "compulsory_bytes": run.compulsory_bytes, "macs": run.macs, "host_bytes": run.host_bytes,
             "programs": run.programs, "host_seconds": ex.host_seconds[step.name],
-            "epilogue": "" if not npu else "host" if run.host_epilogues else "npu",
+            "epilogue": "npu" if npu else "",
             "note": step.reason if not npu else _npu_note(run),
         })
         npu_cycles += run.cycles

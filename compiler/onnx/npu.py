@@ -3,13 +3,11 @@
 A network layer is compiled by :func:`~tinynpu.compiler.conv2d.compile_conv2d`
 or :func:`~tinynpu.compiler.matmul.compile_matmul` (int8 operands, int32
 int8 output): no second tiler.  The layer's epilogue (bias, per-channel
-``vrequant``, zero point, relu/clip) runs in the program
-(:class:`~tinynpu.compiler.epilogue.Epilogue`), its parameter rows written
-to DRAM as data, so programs are cached by shape and epilogue form: a shape
-that recurs (ResNet-50 has 53 convolutions of 20 shapes) is compiled once and
-re-run with the next layer's data and parameters.  Only a layer with a scale
-of 1 or more (a negative shift, which ``vrequant`` cannot take) stores int32
-and runs its epilogue on the host, counted as host work.
+``vrequantf`` with onnxruntime's binary32 scale, zero point, relu/clip) runs
+in the program (:class:`~tinynpu.compiler.epilogue.Epilogue`), its parameter
+rows written to DRAM as data, so programs are cached by shape and epilogue
+form: a shape that recurs (ResNet-50 has 53 convolutions of 20 shapes) is
+compiled once and re-run with the next layer's data and parameters.
 """
 
 from __future__ import annotations
@@ -40,7 +38,6 @@ class LayerRun:
     compulsory_bytes: int = 0
     host_bytes: int = 0
     programs: int = 0
-    host_epilogues: int = 0  # programs whose epilogue ran on the host (a scale vrequant cannot take)
     output_in_image: bool = False  # the program stored the step's output at its place in the DRAM image
     groups_per_program: int = 1  # a grouped conv's groups one program runs (block-diagonal kernel)
     sim_seconds: float = 0.0
@@ -92,7 +89,7 @@ def block_diagonal(w_krsc: np.ndarray, groups: int, per_program: int, index: int
 
 
 def conv_program(cache: ProgramCache, n: int, c: int, h: int, w: int, k: int, r: int, s: int, *, step: Step,
-                 epilogue: NpuEpilogue | None) -> tuple[tuple[Any, ...], Compiled]:
+                 epilogue: NpuEpilogue) -> tuple[tuple[Any, ...], Compiled]:
     """The program of one conv shape (strides, pads, dilations from ``step``), by shape and epilogue form.
 
     The epilogue's parameter rows are data, so layers that differ only in them share the program.
@@ -108,7 +105,7 @@ def conv_program(cache: ProgramCache, n: int, c: int, h: int, w: int, k: int, r:
 
 
 def gemm_program(cache: ProgramCache, m: int, n: int, k: int, *,
-                 epilogue: NpuEpilogue | None) -> tuple[tuple[Any, ...], Compiled]:
+                 epilogue: NpuEpilogue) -> tuple[tuple[Any, ...], Compiled]:
     """The program of one GEMM shape, by shape and epilogue form (its parameter rows are data)."""
     from tinynpu.compiler.matmul import compile_matmul
 
@@ -116,11 +113,10 @@ def gemm_program(cache: ProgramCache, m: int, n: int, k: int, *,
     return key, cache.get(key, lambda: compile_matmul(m, n, k, dtype="int8", cfg=cache.cfg, epilogue=epilogue))
 
 
-def _epilogue_form(epi: NpuEpilogue | None) -> str:
+def _epilogue_form(epi: NpuEpilogue) -> str:
     """What of an epilogue the instructions depend on (the rows it loads, the ALU ops it runs), as a name."""
-    if epi is None:
-        return "int32"
-    return "_".join(["int8", *(["bias"] if epi.bias is not None else []), *(["zp"] if epi.zero_point else []),
+    return "_".join(["int8", epi.requantizer, *(["bias"] if epi.bias is not None else []),
+                     *(["zp"] if epi.zero_point else []),
                      f"clamp{epi.lo}to{epi.hi}"])
 
 
@@ -128,8 +124,7 @@ def conv_layer(step: Step, x_nchw: np.ndarray, *, cache: ProgramCache | None, ru
                image: DramImage | None = None) -> np.ndarray:
     """int8 outputs (N, P, Q, K) of a conv step; ``cache`` None = the numpy reference.
 
-    On the accelerator the layer's epilogue runs in its program when every shift fits
-    ``vrequant`` (else on the host, after the int32 program).  With an ``image``, the
+    On the accelerator the layer's epilogue runs in its program.  With an ``image``, the
     program reads its input and writes its output at their planned places in the network's
     DRAM image (a single group in the ``direct`` layout; else through the staging area).
     """
@@ -161,23 +156,23 @@ def conv_layer(step: Step, x_nchw: np.ndarray, *, cache: ProgramCache | None, ru
             y = _simulate(comp, {"X": xg, "W": wg}, "Y", npu_epi, cache.cfg, run, packed=per)
         else:
             y = _conv_in_image(image, step, pi, key, comp, xg, wg, npu_epi, programs == 1, run, per)
-        outs.append(y if npu_epi is not None else _host_epilogue(part, y, run))
+        outs.append(y)
     return outs[0] if programs == 1 else np.concatenate(outs, axis=3)
 
 
 def _conv_in_image(image: DramImage, step: Step, gi: int, key: tuple[Any, ...], comp: Compiled, xg: np.ndarray,
-                   wg: np.ndarray, npu_epi: NpuEpilogue | None, single: bool, run: LayerRun,
+                   wg: np.ndarray, npu_epi: NpuEpilogue, single: bool, run: LayerRun,
                    packed: int) -> np.ndarray:
     """One conv program run in the DRAM image: weights once, input and output in place or staged.
 
     A single-group conv reads its input in place in the ``direct`` layout (``rowpack`` reads
-    the host's re-laid copy) and, with its epilogue on the accelerator, stores its int8
-    output in place; a group's channel slices go through the staging area.
+    the host's re-laid copy) and stores its int8 output in place; a group's channel slices
+    go through the staging area.
     """
     bases: dict[str, int] = {}
     staged: dict[str, np.ndarray] = {}
     x_addr = image.address(step.inputs[0], xg.nbytes) if single and comp.workload["layout"] == "direct" else None
-    y_addr = image.address(step.outputs[0], comp.program.tensor("Y").nbytes) if single and npu_epi else None
+    y_addr = image.address(step.outputs[0], comp.program.tensor("Y").nbytes) if single else None
     w_key = (step.name, f"W{gi}")
     if x_addr is None or w_key not in image.weights:
         device = comp.to_device({"X": xg, "W": wg})
@@ -188,8 +183,7 @@ def _conv_in_image(image: DramImage, step: Step, gi: int, key: tuple[Any, ...], 
     if x_addr is not None:
         bases["X"] = x_addr
     bases["W"] = image.weights[w_key]
-    if npu_epi is not None:
-        bases["P"] = image.weight((step.name, f"P{gi}"), npu_epi.param_table(image.cfg.tile))
+    bases["P"] = image.weight((step.name, f"P{gi}"), npu_epi.param_table(image.cfg.tile))
     if y_addr is not None:
         bases["Y"] = y_addr
     run.output_in_image = y_addr is not None
@@ -215,7 +209,7 @@ def gemm_layer(a2d: np.ndarray, w_nk: np.ndarray, epi: Epilogue, *, cache: Progr
     if image is None:
         y = _simulate(comp, {"A": np.ascontiguousarray(a2d), "B": np.ascontiguousarray(w_nk)}, "C", npu_epi,
                       cache.cfg, run)
-        return y if npu_epi is not None else _host_epilogue(epi, y, run)
+        return y
     staged: dict[str, np.ndarray] = {}
     bases: dict[str, int] = {}
     a_addr = image.address(names[1], a2d.nbytes) if names else None
@@ -230,29 +224,20 @@ def gemm_layer(a2d: np.ndarray, w_nk: np.ndarray, epi: Epilogue, *, cache: Progr
     else:
         staged["B"] = np.ascontiguousarray(w_nk)
         run.host_bytes += 2 * w_nk.nbytes
-    if npu_epi is not None:
-        table = npu_epi.param_table(image.cfg.tile)
-        if names:
-            bases["P"] = image.weight((names[0], "P"), table)
-        else:
-            staged["P"] = table
-    if c_addr is not None and npu_epi is not None:
+    table = npu_epi.param_table(image.cfg.tile)
+    if names:
+        bases["P"] = image.weight((names[0], "P"), table)
+    else:
+        staged["P"] = table
+    if c_addr is not None:
         bases["C"] = c_addr
         run.output_in_image = True
     y = _simulate(comp, staged, "C", npu_epi, image.cfg, run, image=image, key=(*key, *(names or ("",))),
                   bases=bases)
-    return y if npu_epi is not None else _host_epilogue(epi, y, run)
-
-
-def _host_epilogue(epi: Epilogue, acc: np.ndarray, run: LayerRun) -> np.ndarray:
-    """The epilogue on the host (a scale the instruction cannot take), counted as host work."""
-    y = epi.apply(acc)
-    run.host_bytes += acc.nbytes + y.nbytes
-    run.host_epilogues += 1
     return y
 
 
-def _simulate(comp: Compiled, inputs: dict[str, np.ndarray], out: str, epi: NpuEpilogue | None, cfg: ArchConfig,
+def _simulate(comp: Compiled, inputs: dict[str, np.ndarray], out: str, epi: NpuEpilogue, cfg: ArchConfig,
               run: LayerRun, *, image: DramImage | None = None, key: tuple[Any, ...] = (),
               bases: dict[str, int] | None = None, packed: int = 1) -> np.ndarray:
     """Run one program: on a fresh machine from the user-layout ``inputs``, or in ``image``.
@@ -269,8 +254,7 @@ def _simulate(comp: Compiled, inputs: dict[str, np.ndarray], out: str, epi: NpuE
         program = comp.program
         machine.load(program)
         device = comp.to_device(inputs)
-        if epi is not None:  # this layer's parameter rows (the program was compiled for the shape)
-            device["P"] = epi.param_table(cfg.tile)
+        device["P"] = epi.param_table(cfg.tile)  # this layer's parameter rows (the program was compiled for the shape)
     else:
         bases = dict(bases or {})
         for t in comp.program.tensors:
@@ -292,7 +276,7 @@ def _simulate(comp: Compiled, inputs: dict[str, np.ndarray], out: str, epi: NpuE
     y = machine.read_tensor(out)
     run.compulsory_bytes += comp.bounds.io_lower_bound_bytes if comp.bounds.bound_kind == "compulsory" else \
         sum(t.nbytes for t in program.tensors if t.name != "P") + \
-        (epi.param_rows * epi.channels * cfg.elem_bytes("acc") if epi is not None else 0)
+        epi.param_rows * epi.channels * cfg.elem_bytes("acc")
     if packed > 1:  # the zero blocks of the kernel are no compulsory traffic
         run.compulsory_bytes -= program.tensor("W").nbytes * (packed - 1) // packed
     run.host_bytes += comp.host_traffic_bytes if image is None else 0

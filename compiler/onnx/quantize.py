@@ -4,7 +4,7 @@ Choices (and why):
 
 - Weights int8, symmetric, per output channel: zero point 0, so a weight is
   used by ``tmm`` as it is; the per-channel scale goes into the per-column
-  requantization multiplier of the layer's epilogue.
+  binary32 requantization scale of the layer's epilogue.
 - Activations int8, symmetric, per tensor (``ActivationSymmetric``): zero
   point 0.  A convolution's zero padding is then the integer 0 the
   accelerator's halo ``zero`` rows write, and ``(x - zx) * w`` needs no
