@@ -1,11 +1,16 @@
-"""Every fault class ends in a SimFault naming the instruction (index, pc, mnemonic) and the reason."""
+"""Every fault class ends in a SimFault naming the instruction (index, pc, mnemonic) and the reason.
+
+The range faults run on the t8, default and t32 configs (:func:`test_sim_support.over_tiles`):
+scratchpad rows, tiles and DRAM bounds all come from the config.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_sim_support import DEFAULT, FP32, HALT, ISA, SYNC, load, machine, program, scope, units
+from test_sim_support import DEFAULT, FP32, HALT, ISA, SYNC, load, machine, over_tiles, program, scope, units
 
+from tinynpu.isa import ArchConfig
 from tinynpu.simulator import Machine, SimFault
 
 pytestmark = pytest.mark.usefixtures("sim_engine")  # each test runs on both simulator cores
@@ -18,22 +23,28 @@ def _fault(instrs, cfg=DEFAULT, **run):
     return exc.value.message
 
 
-def test_scratchpad_out_of_range() -> None:
-    rows = DEFAULT.rows("a_reg")
-    msg = _fault([load("a", rows - 8, 0), HALT])
+@over_tiles(ci=True)
+def test_scratchpad_out_of_range(cfg: ArchConfig) -> None:
+    rows, t = cfg.rows("a_reg"), cfg.tile
+    msg = _fault([load("a", rows - t // 2, 0, cfg=cfg), HALT], cfg)
     assert "instruction 0 (pc 0x0, load)" in msg
-    assert f"{rows - 8}..{rows + 7}" in msg and f"{rows} rows" in msg
+    assert f"{rows - t // 2}..{rows + t // 2 - 1}" in msg and f"{rows} rows" in msg
+    machine([load("a", rows - t, 0, cfg=cfg), HALT], cfg).run()  # the last whole tile fits
 
 
-def test_tmm_tiles_out_of_range() -> None:
-    tiles = DEFAULT.rows("acc") // DEFAULT.tile
-    msg = _fault([SYNC, ("tmm", {"acc": tiles - 1, "a": 0, "b": 0, "m": 2}), HALT])
+@over_tiles(ci=True)
+def test_tmm_tiles_out_of_range(cfg: ArchConfig) -> None:
+    tiles = cfg.rows("acc") // cfg.tile
+    msg = _fault([SYNC, ("tmm", {"acc": tiles - 1, "a": 0, "b": 0, "m": 2}), HALT], cfg)
     assert "instruction 1 (pc 0x10, tmm)" in msg and "acc tiles" in msg
+    machine([SYNC, ("tmm", {"acc": tiles - 2, "a": 0, "b": 0, "m": 2}), HALT], cfg).run()  # the last two fit
 
 
-def test_dram_out_of_range() -> None:
-    msg = _fault([load("a", 0, DEFAULT.dram_bytes - 8, rows=1), HALT])
+@over_tiles()
+def test_dram_out_of_range(cfg: ArchConfig) -> None:
+    msg = _fault([load("a", 0, cfg.dram_bytes - cfg.tile // 2, rows=1, cfg=cfg), HALT], cfg)
     assert "beyond the" in msg and "load" in msg
+    machine([load("a", 0, cfg.dram_bytes - cfg.tile, rows=1, cfg=cfg), HALT], cfg).run()  # the last row fits
 
 
 def test_misaligned_dram_address() -> None:
@@ -82,12 +93,13 @@ def test_vaddrow_source_inside_destination() -> None:
         "outside them.")
 
 
-def test_source_rows_out_of_range() -> None:
-    rows = DEFAULT.rows("acc")
-    msg = _fault([("vadd", {"dst": 0, "src": rows - 4, "rows": 8}), HALT])
+@over_tiles()
+def test_source_rows_out_of_range(cfg: ArchConfig) -> None:
+    rows = cfg.rows("acc")
+    msg = _fault([("vadd", {"dst": 0, "src": rows - 4, "rows": 8}), HALT], cfg)
     assert msg == (f"instruction 0 (pc 0x0, vadd): src: acc rows {rows - 4}..{rows + 3} are out of range "
                    f"(acc has {rows} rows).")
-    msg = _fault([("vaddrow", {"dst": 0, "src": rows, "rows": 8}), HALT])
+    msg = _fault([("vaddrow", {"dst": 0, "src": rows, "rows": 8}), HALT], cfg)
     assert msg == f"instruction 0 (pc 0x0, vaddrow): src: acc row {rows} is out of range (acc has {rows} rows)."
 
 
@@ -100,9 +112,10 @@ def test_vrequant_parameter_rows_inside_destination() -> None:
              HALT]).run()
 
 
-def test_vrequant_parameter_rows_out_of_range() -> None:
-    last = DEFAULT.rows("acc") - 1
-    msg = _fault([("vrequant", {"dst": 0, "src": last, "rows": 1}), HALT])
+@over_tiles()
+def test_vrequant_parameter_rows_out_of_range(cfg: ArchConfig) -> None:
+    last = cfg.rows("acc") - 1
+    msg = _fault([("vrequant", {"dst": 0, "src": last, "rows": 1}), HALT], cfg)
     assert f"the parameter rows {last}..{last + 1} are out of range (acc has {last + 1} rows)" in msg
 
 
@@ -147,8 +160,9 @@ def test_self_wait() -> None:
     assert "neither wait on nor signal itself" in _fault([load("a", 0, 0, wait=units("load")), HALT])
 
 
-def test_instructions_after_halt_are_not_checked() -> None:
-    stats = machine([HALT, load("a", DEFAULT.rows("a_reg") - 1, 0)]).run()
+@over_tiles()
+def test_instructions_after_halt_are_not_checked(cfg: ArchConfig) -> None:
+    stats = machine([HALT, load("a", cfg.rows("a_reg") - 1, 0, cfg=cfg)], cfg).run()
     assert stats.instructions_total == 1
 
 

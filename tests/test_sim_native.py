@@ -4,7 +4,9 @@ Both cores must give identical results on every program: the same fault (message
 instruction index), or the same statistics (stall dicts in the same key order), the same
 per-instruction timeline, and the same DRAM and scratchpad contents.  The programs come from
 hypothesis (arbitrary, racy, deadlocking and unterminated ones included), from hand-written
-fault cases, from ``rtl.randprog`` and from the matmul compiler.
+fault cases, from ``rtl.randprog`` and from the matmul compiler.  The random programs run on the
+t8, default and t32 configs (their sizes follow the config's tile edge T); T = 8 and 32 take a few
+programs in the default suite and the full count with the slow tests.
 """
 
 from __future__ import annotations
@@ -20,7 +22,21 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_sim_support import DEFAULT, FP32, HALT, ISA, SYNC, load, machine, native_reason, program, scope, units
+from test_sim_support import (
+    DEFAULT,
+    FP32,
+    HALT,
+    ISA,
+    SYNC,
+    TILE_CONFIGS,
+    load,
+    machine,
+    native_reason,
+    over_tiles,
+    program,
+    scope,
+    units,
+)
 
 from tinynpu.assembler.image import Program
 from tinynpu.errors import UsageError
@@ -36,8 +52,7 @@ SP_WINDOW = {"a": 96, "b": 96, "acc": 96}  # rows random programs mostly touch, 
 TILE_WINDOW = 6  # tiles (of each scope) random tmm blocks start in
 QUEUED = [u.name for u in ISA.queued_units]
 UNIT = {i.mnemonic: i.unit for i in ISA.instructions}
-EB = {s.name: DEFAULT.elem_bytes(s.config_key) for s in ISA.scopes}
-ACC_EB = EB["acc"]
+ACC_EB = DEFAULT.elem_bytes("acc")
 SLOW = os.environ.get("TINYNPU_SLOW") == "1"
 
 
@@ -129,9 +144,9 @@ class Pick:
         return [x for x in seq if self.int(0, 1)]
 
 
-def _rows_at(p: Pick, sc: str) -> tuple[int, int]:
+def _rows_at(p: Pick, sc: str, cfg: ArchConfig) -> tuple[int, int]:
     """(first row, rows): mostly small blocks in a small window, sometimes a large one."""
-    total = DEFAULT.rows(ISA.scope_by_name[sc].config_key)
+    total, T = cfg.rows(ISA.scope_by_name[sc].config_key), cfg.tile
     if p.int(0, 9) == 0:
         rows = p.int(1, 3 * T)
         return p.int(0, total - rows), rows
@@ -153,25 +168,27 @@ def _dram_span(p: Pick, rows: int, row_bytes: int, align: int) -> tuple[int, int
     return addr, stride
 
 
-def _instruction(p: Pick) -> tuple[str, dict[str, Any]]:
+def _instruction(p: Pick, cfg: ArchConfig) -> tuple[str, dict[str, Any]]:
+    T = cfg.tile
     kind = p.choice(["load", "load", "zero", "store", "store", "tmm", "tmm", "vadd", "vaddrow",
                                  "vmax", "vmin", "vmul", "vshr", "sync"])
     if kind == "sync":
         return "sync", {}
     if kind in ("load", "zero"):
         sc = p.choice(["a", "b", "acc"])
-        row, rows = _rows_at(p, sc)
+        row, rows = _rows_at(p, sc, cfg)
         if kind == "zero":
             return "zero", {"scope": scope(sc), "sp_row": row, "rows": rows}
         cols = p.choice([1, T, p.int(1, T)])
-        addr, stride = _dram_span(p, rows, cols * EB[sc], EB[sc])
+        eb = cfg.elem_bytes(ISA.scope_by_name[sc].config_key)
+        addr, stride = _dram_span(p, rows, cols * eb, eb)
         return "load", {"scope": scope(sc), "sp_row": row, "dram": addr, "stride": stride, "rows": rows,
                         "cols": cols}
     if kind == "store":
-        row, rows = _rows_at(p, "acc")
+        row, rows = _rows_at(p, "acc", cfg)
         cols = p.choice([1, T, p.int(1, T)])
         narrow = p.int(0, 1)
-        out = 1 if narrow else ACC_EB
+        out = 1 if narrow else cfg.elem_bytes("acc")
         addr, stride = _dram_span(p, rows, cols * out, out)
         return "store", {"sp_row": row, "dram": addr, "stride": stride, "rows": rows, "cols": cols,
                          "narrow": narrow, "relu": p.int(0, 1),
@@ -181,8 +198,8 @@ def _instruction(p: Pick) -> tuple[str, dict[str, Any]]:
         return "tmm", {"acc": p.int(0, TILE_WINDOW), "a": p.int(0, TILE_WINDOW),
                        "b": p.int(0, TILE_WINDOW), "m": m, "n": n, "k": k,
                        "accumulate": p.int(0, 1)}
-    dst, rows = _rows_at(p, "acc")
-    acc_rows = DEFAULT.rows("acc")
+    dst, rows = _rows_at(p, "acc", cfg)
+    acc_rows = cfg.rows("acc")
     if kind == "vadd":
         if p.int(0, 1) == 1:
             src = dst
@@ -202,14 +219,14 @@ def _instruction(p: Pick) -> tuple[str, dict[str, Any]]:
     return kind, {"dst": dst, "imm": imm, "rows": rows}
 
 
-def _program(p: Pick, length: int, wild: bool = True) -> list[tuple[str, dict[str, Any]]]:
+def _program(p: Pick, length: int, wild: bool = True, cfg: ArchConfig = DEFAULT) -> list[tuple[str, dict[str, Any]]]:
     """Any statically valid program: unordered (racy), deadlocking, unterminated ones included.
 
     Each instruction may signal any other queued units.  It mostly waits only on channels an earlier
     instruction signalled (so many programs complete, with or without races), sometimes on any
     channels at all (which may deadlock), sometimes on none.
     """
-    body = [_instruction(p) for _ in range(length)]
+    body = [_instruction(p, cfg) for _ in range(length)]
     pending = {(v, u): 0 for v in QUEUED for u in QUEUED if u != v}  # tokens signalled, not yet awaited
     out: list[tuple[str, dict[str, Any]]] = []
     for mnem, fields in body:
@@ -238,22 +255,24 @@ def _program(p: Pick, length: int, wild: bool = True) -> list[tuple[str, dict[st
 
 
 @st.composite
-def programs(draw: st.DrawFn) -> list[tuple[str, dict[str, Any]]]:
-    return _program(Pick(draw), draw(st.integers(2, 40)))
+def programs(draw: st.DrawFn, cfg: ArchConfig = DEFAULT) -> list[tuple[str, dict[str, Any]]]:
+    return _program(Pick(draw), draw(st.integers(2, 40)), cfg=cfg)
 
 
 @needs_native
+@over_tiles()
 @settings(max_examples=2000 if SLOW else 300, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(programs(), st.integers(0, 2**32 - 1), st.booleans())
-def test_random_programs_agree(prog: list[tuple[str, dict[str, Any]]], seed: int, races: bool) -> None:
-    dram, sp = _initial(seed)
-    _both(program(prog), dram=dram, sp=sp, check_races=races)
+@given(data=st.data(), seed=st.integers(0, 2**32 - 1), races=st.booleans())
+def test_random_programs_agree(cfg: ArchConfig, data: st.DataObject, seed: int, races: bool) -> None:
+    prog = data.draw(programs(cfg), label="program")
+    dram, sp = _initial(seed, cfg)
+    _both(program(prog, cfg), dram=dram, sp=sp, check_races=races, cfg=cfg)
 
 
-def _ordered(p: Pick, length: int) -> list[tuple[str, dict[str, Any]]]:
+def _ordered(p: Pick, length: int, cfg: ArchConfig = DEFAULT) -> list[tuple[str, dict[str, Any]]]:
     """A race-free program: each instruction is ordered after the previous one, so it completes."""
-    body = [_instruction(p) for _ in range(length)]
+    body = [_instruction(p, cfg) for _ in range(length)]
     out: list[tuple[str, dict[str, Any]]] = []
     for mnem, fields in body:
         if out and mnem != "sync" and out[-1][0] != "sync" and UNIT[out[-1][0]] != UNIT[mnem]:
@@ -266,44 +285,54 @@ def _ordered(p: Pick, length: int) -> list[tuple[str, dict[str, Any]]]:
 
 
 @st.composite
-def ordered_programs(draw: st.DrawFn) -> list[tuple[str, dict[str, Any]]]:
-    return _ordered(Pick(draw), draw(st.integers(1, 24)))
+def ordered_programs(draw: st.DrawFn, cfg: ArchConfig = DEFAULT) -> list[tuple[str, dict[str, Any]]]:
+    return _ordered(Pick(draw), draw(st.integers(1, 24)), cfg)
 
 
 @needs_native
+@over_tiles()
 @settings(max_examples=1000 if SLOW else 150, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(ordered_programs(), st.integers(0, 2**32 - 1), st.booleans())
-def test_ordered_programs_agree(prog: list[tuple[str, dict[str, Any]]], seed: int, races: bool) -> None:
-    dram, sp = _initial(seed)
-    _both(program(prog), dram=dram, sp=sp, check_races=races)
+@given(data=st.data(), seed=st.integers(0, 2**32 - 1), races=st.booleans())
+def test_ordered_programs_agree(cfg: ArchConfig, data: st.DataObject, seed: int, races: bool) -> None:
+    prog = data.draw(ordered_programs(cfg), label="program")
+    dram, sp = _initial(seed, cfg)
+    _both(program(prog, cfg), dram=dram, sp=sp, check_races=races, cfg=cfg)
 
 
 @needs_native
+@over_tiles()
 @settings(max_examples=1000 if SLOW else 150, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(st.one_of(programs(), ordered_programs()), st.integers(0, 2**32 - 1),
-       st.one_of(st.integers(0, 1500), st.just(1 << 40)), st.booleans())
-def test_cycle_limit_faults_agree(prog: list[tuple[str, dict[str, Any]]], seed: int, limit: int,
-                                  races: bool) -> None:
-    dram, sp = _initial(seed)
-    _both(program(prog), dram=dram, sp=sp, check_races=races, max_cycles=limit)
+@given(data=st.data(), seed=st.integers(0, 2**32 - 1), limit=st.one_of(st.integers(0, 1500), st.just(1 << 40)),
+       races=st.booleans())
+def test_cycle_limit_faults_agree(cfg: ArchConfig, data: st.DataObject, seed: int, limit: int, races: bool) -> None:
+    prog = data.draw(st.one_of(programs(cfg), ordered_programs(cfg)), label="program")
+    dram, sp = _initial(seed, cfg)
+    _both(program(prog, cfg), dram=dram, sp=sp, check_races=races, max_cycles=limit, cfg=cfg)
+
+
+def _seeds_over_tiles(ci_default: int, ci_other: int, slow: int) -> list[Any]:
+    """(cfg, seed) for every config of :data:`TILE_CONFIGS`: ``ci_default`` seeds on the default
+    config and ``ci_other`` on T = 8 and 32 in the default suite, ``slow`` on each with the slow tests."""
+    return [pytest.param(cfg, seed, id=f"{cfg.name}-{seed}") for cfg in TILE_CONFIGS
+            for seed in range(slow if SLOW else ci_default if cfg is DEFAULT else ci_other)]
 
 
 @needs_native
-@pytest.mark.parametrize("seed", range(24 if SLOW else 8))
-def test_long_random_programs_agree(seed: int) -> None:
+@pytest.mark.parametrize(("cfg", "seed"), _seeds_over_tiles(8, 2, 24))
+def test_long_random_programs_agree(cfg: ArchConfig, seed: int) -> None:
     """Hundreds of instructions: full queues, long race logs (pruned), long token ledgers (trimmed)."""
     p = Pick(rng=random.Random(seed))
     length = 300 + 300 * (seed % 4)
     # odd seeds: race-free; even seeds: racy (waits only on signalled channels, so no deadlock)
-    instrs = _ordered(p, length) if seed % 2 else _program(p, length, wild=False)
+    instrs = _ordered(p, length, cfg) if seed % 2 else _program(p, length, wild=False, cfg=cfg)
     if HALT not in instrs:  # this test wants runs that complete without the sanitizer
         instrs.append(HALT)
-    prog = program(instrs)
-    dram, sp = _initial(seed)
-    checked = _both(prog, dram=dram, sp=sp, check_races=True)
-    unchecked = _both(prog, dram=dram, sp=sp, check_races=False)
+    prog = program(instrs, cfg)
+    dram, sp = _initial(seed, cfg)
+    checked = _both(prog, dram=dram, sp=sp, check_races=True, cfg=cfg)
+    unchecked = _both(prog, dram=dram, sp=sp, check_races=False, cfg=cfg)
     assert unchecked[0] == "ok", unchecked[1]
     if seed % 2:
         assert checked[0] == "ok", checked[1]
@@ -591,12 +620,12 @@ def test_tmm_runs_agree(kernel: str, config: str, seed: int) -> None:
 
 # --- long, well-synchronized random programs ----------------------------------------------------------
 @needs_native
-@pytest.mark.parametrize("seed", range(40 if SLOW else 12))
-def test_randprog_programs_agree(seed: int) -> None:
+@pytest.mark.parametrize(("cfg", "seed"), _seeds_over_tiles(12, 3, 40))
+def test_randprog_programs_agree(cfg: ArchConfig, seed: int) -> None:
     from tinynpu.rtl.randprog import random_program
 
-    prog, inputs = random_program(ISA, DEFAULT, seed, length=120 if seed % 3 else 400)
-    out = _both(prog, dram=None, sp=None, tensors=inputs, window=len(inputs["mem"]))
+    prog, inputs = random_program(ISA, cfg, seed, length=120 if seed % 3 else 400)
+    out = _both(prog, dram=None, sp=None, tensors=inputs, window=len(inputs["mem"]), cfg=cfg)
     assert out[0] == "ok", out[1]
 
 

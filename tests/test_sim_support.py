@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import pytest
 
 from tinynpu.assembler.image import Program, Tensor
 from tinynpu.isa import ArchConfig, load_config, load_isa
@@ -15,6 +16,19 @@ from tinynpu.simulator.native import NativeUnavailable, library
 ISA = load_isa()
 DEFAULT = load_config("default")
 FP32 = load_config("fp32")
+#: The shipped configs of tile edge 8, 16 and 32: the tests whose behaviour depends on T run on each.
+TILE_CONFIGS = (load_config("t8"), DEFAULT, load_config("t32"))
+
+
+def over_tiles(*, ci: bool = False) -> pytest.MarkDecorator:
+    """Parametrize a test's ``cfg`` over :data:`TILE_CONFIGS`.
+
+    ``ci``: all three in the default suite (the representative subset); otherwise the
+    default config there and T = 8 and 32 with the slow tests.
+    """
+    return pytest.mark.parametrize("cfg", [
+        pytest.param(cfg, id=cfg.name, marks=() if ci or cfg is DEFAULT else pytest.mark.slow)
+        for cfg in TILE_CONFIGS])
 
 
 def units(*names: str) -> int:
@@ -28,7 +42,7 @@ def scope(name: str) -> int:
 
 def program(instrs: Sequence[tuple[str, dict[str, Any]]], cfg: ArchConfig = DEFAULT,
             tensors: Sequence[Tensor] = ()) -> Program:
-    return Program.build(ISA, cfg, [ISA.encode(m, f) for m, f in instrs], tensors)
+    return Program.build(ISA, cfg, [ISA.encode(m, f, tile=cfg.tile) for m, f in instrs], tensors)
 
 
 def machine(instrs: Sequence[tuple[str, dict[str, Any]]], cfg: ArchConfig = DEFAULT,
@@ -38,10 +52,13 @@ def machine(instrs: Sequence[tuple[str, dict[str, Any]]], cfg: ArchConfig = DEFA
     return m
 
 
-def load(sc: str, row: int, dram: int, rows: int = 16, cols: int = 16, stride: int | None = None,
-         **kw: int) -> tuple[str, dict[str, Any]]:
+def load(sc: str, row: int, dram: int, rows: int | None = None, cols: int | None = None,
+         stride: int | None = None, *, cfg: ArchConfig = DEFAULT, **kw: int) -> tuple[str, dict[str, Any]]:
+    """A load of ``cfg``: by default one whole tile (T rows of T elements), rows packed in DRAM."""
+    rows = cfg.tile if rows is None else rows
+    cols = cfg.tile if cols is None else cols
     if stride is None:
-        stride = cols * DEFAULT.elem_bytes(ISA.scope_by_name[sc].config_key)
+        stride = cols * cfg.elem_bytes(ISA.scope_by_name[sc].config_key)
     return "load", {"scope": scope(sc), "sp_row": row, "dram": dram, "rows": rows, "cols": cols,
                     "stride": stride, **kw}
 
