@@ -65,3 +65,44 @@ def test_network_runs_in_one_dram_image(cnn: Path) -> None:
     first_weights = dict(image.weights)
     run_network(cn, seed=1)  # a second run reuses the weights and the relocated programs
     assert image.weights == first_weights
+
+
+def test_an_output_stored_at_a_wrong_address_is_caught(cnn: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A program relocated 64 bytes past its output's planned place: the next steps read the planned place."""
+    from tinynpu.compiler.onnx.image import DramImage
+    from tinynpu.compiler.onnx.network import NetworkVerificationError
+
+    cn = compile_onnx(cnn)
+    real = DramImage.program
+    conv1_out = next(s.outputs[0] for s in cn.net.steps if s.name == "conv1")
+
+    def misplaced(self, key, program, bases):  # type: ignore[no-untyped-def]
+        if "conv1" in key and bases.get("Y") == self.address(conv1_out, 0):
+            bases = {**bases, "Y": bases["Y"] + 64}
+        return real(self, key, program, bases)
+
+    monkeypatch.setattr(DramImage, "program", misplaced)
+    with pytest.raises(NetworkVerificationError, match="conv1"):
+        run_network(cn)
+
+
+def test_host_steps_read_their_inputs_from_the_image(cnn: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The residual add's output corrupted in DRAM only: the host step reading it (the pooling) sees it."""
+    from tinynpu.compiler.onnx.image import DramImage
+    from tinynpu.compiler.onnx.network import NetworkVerificationError
+
+    cn = compile_onnx(cnn)
+    residual = next(s for s in cn.net.steps if s.name == "residual")
+    gap = next(s for s in cn.net.steps if residual.outputs[0] in s.inputs)
+    assert gap.where == "host"
+    real = DramImage.publish
+
+    def corrupt(self, name, value):  # type: ignore[no-untyped-def]
+        real(self, name, value)
+        if name == residual.outputs[0]:
+            addr = self.address(name, 0)
+            self.machine.write_dram(addr, bytes([self.machine.read_dram(addr, 1)[0] ^ 0x40]))
+
+    monkeypatch.setattr(DramImage, "publish", corrupt)
+    with pytest.raises(NetworkVerificationError, match=f"step {gap.name!r}"):
+        run_network(cn)

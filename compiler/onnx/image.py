@@ -63,6 +63,14 @@ def image_layout(value: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(value.transpose(0, 2, 3, 1) if value.ndim == 4 else value)
 
 
+def from_image_layout(data: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """The inverse of :func:`image_layout`: ``data`` (flat, the image's bytes as a dtype) as the ``shape`` tensor."""
+    if len(shape) == 4:
+        n, c, h, w = shape
+        return np.ascontiguousarray(data.reshape(n, h, w, c).transpose(0, 3, 1, 2))
+    return data.reshape(shape)
+
+
 @dataclass
 class DramImage:
     """One simulated accelerator whose DRAM holds the whole network (see the module docstring).
@@ -83,6 +91,7 @@ class DramImage:
     staging_bytes: int = 0
     weights: dict[tuple[str, str], int] = field(default_factory=dict)
     programs: dict[tuple[Any, ...], Program] = field(default_factory=dict)
+    held: dict[str, tuple[tuple[int, ...], np.dtype]] = field(default_factory=dict)  # activations in DRAM now
     _addr: dict[str, int] = field(default_factory=dict)
     _size: dict[str, int] = field(default_factory=dict)
     _staged: int = 0
@@ -111,11 +120,46 @@ class DramImage:
 
     def publish(self, name: str, value: np.ndarray) -> None:
         """Write a value the host produced to its planned place (in the image's layout)."""
-        data = image_layout(np.asarray(value))
+        value = np.asarray(value)
+        data = image_layout(value)
         addr = self.address(name, data.nbytes)
         if addr is None:
             return  # not an activation of the plan (a shape tensor), or wider than planned (a host float64)
         self.machine.write_dram(addr, data)
+        self.hold(name, value.shape, value.dtype)
+
+    def hold(self, name: str, shape: tuple[int, ...], dtype: np.dtype) -> None:
+        """Record that activation ``name`` (``shape`` as the network sees it, ``dtype``) is at its planned place.
+
+        A program that stored it there in place says so; :meth:`fetch` then reads it back from there.
+        """
+        self.held[name] = (tuple(shape), np.dtype(dtype))
+
+    def fetch(self, name: str) -> np.ndarray | None:
+        """Activation ``name`` read from its planned place, or None when the image does not hold it.
+
+        The steps after the one that wrote it read it from here, not from a host copy, so a
+        program that stored it anywhere else cannot go unnoticed.
+        """
+        return self.read(name) if name in self.held else None
+
+    def read(self, name: str) -> np.ndarray:
+        """Held activation ``name`` as it is at its planned place now.
+
+        Raises:
+            OnnxError: the image does not hold ``name`` (a bug of the runtime, never the user's).
+        """
+        shape, dtype = self.held.get(name, ((), np.dtype(np.int8)))
+        nbytes = int(np.prod(shape)) * dtype.itemsize
+        addr = self.address(name, nbytes) if name in self.held else None
+        if addr is None:
+            raise OnnxError(f"the DRAM image holds no activation {name!r} of {nbytes} bytes at a planned place.")
+        raw = np.frombuffer(self.machine.read_dram(addr, nbytes), dtype=dtype.newbyteorder("<")).astype(dtype)
+        return from_image_layout(raw, shape)
+
+    def forget(self) -> None:
+        """Start a new run: no activation is held yet (weights and relocated programs stay)."""
+        self.held.clear()
 
     def weight(self, key: tuple[str, str], data: np.ndarray) -> int:
         """The address of a layer's weights (or parameter rows) ``key``, written the first time."""
@@ -164,4 +208,4 @@ class DramImage:
                 "staging_bytes": self.staging_bytes, "weight_base": self.weight_base}
 
 
-__all__ = ["DramImage", "image_layout", "relocate"]
+__all__ = ["DramImage", "from_image_layout", "image_layout", "relocate"]

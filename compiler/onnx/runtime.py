@@ -35,25 +35,33 @@ def execute(net: Network, feeds: dict[str, np.ndarray], *, cache: ProgramCache |
 
     With an ``image`` the accelerator layers run in the network's one DRAM image: the host
     writes its steps' outputs (and the network's inputs) to their planned places, the layers
-    read and write theirs there, and their outputs are read back from it.
+    read and write theirs there, and every step reads its inputs back from the image (a
+    host step as well as the host's re-layout for a staged layer operand), so what a step
+    sees is what is at the planned address, never a copy the host kept.
     """
     env: dict[str, np.ndarray] = dict(net.constants)
     env.update(feeds)
     ex = Execution(values=env)
     if image is not None:
+        image.forget()
         for name, value in feeds.items():
             image.publish(name, value)
     for step in net.steps:
         run = LayerRun()
         t0 = time.perf_counter()
+        view = env
         if image is not None:
             image.reset_staging()
-        outs = _run_step(step, env, cache, run, net, image)
+            view = env | {name: v for name in step.inputs if name and (v := image.fetch(name)) is not None}
+        outs = _run_step(step, view, cache, run, net, image)
         for i, (name, value) in enumerate(zip(step.outputs, outs, strict=False)):
             if name:
-                env[name] = value
-                if image is not None and not (i == 0 and run.output_in_image):
+                if image is not None and i == 0 and run.output_in_image:
+                    image.hold(name, value.shape, value.dtype)
+                    value = image.read(name)  # what the program stored at the planned place
+                elif image is not None:
                     image.publish(name, value)
+                env[name] = value
         if step.where != NPU:
             run.host_bytes += sum(int(np.asarray(env[i]).nbytes) for i in step.inputs if i in env) + \
                 sum(int(np.asarray(v).nbytes) for v in outs)
