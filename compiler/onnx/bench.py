@@ -6,7 +6,8 @@ seconds, the main thread's share and the load average: the machine is
 shared, so wall time includes waiting for a core; onnxruntime's own inference
 time is measured in the same run beside it);
 then the integer reference, which that run showed bit-exact with the
-simulator, is compared against onnxruntime on every seeded input.
+simulator, is compared against onnxruntime on every seeded input, and each
+step on onnxruntime's own inputs (:mod:`~tinynpu.compiler.onnx.origins`).
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ def zoo_path(name: str) -> Path:
 
 def bench_model(name: str, inputs: int) -> dict[str, Any]:
     """One network: end-to-end time, the three checks over ``inputs`` seeded inputs, utilization."""
-    from tinynpu.compiler.onnx.network import compile_onnx, ort_compare, ort_difference_origins, run_network
+    from tinynpu.compiler.onnx.network import compile_onnx, ort_compare, run_network
+    from tinynpu.compiler.onnx.origins import ort_difference_origins
     from tinynpu.compiler.onnx.runtime import execute
 
     path = zoo_path(name)
@@ -122,7 +124,8 @@ def run_bench(*, models: list[str], inputs: int, as_json: bool) -> int:
         origins = "; ".join(f"{kind} {o['differing']:,} of {o['elements']:,} elements (max {o['max_abs_lsb']} LSB)"
                             for kind, o in r["ort_difference_origins"].items())
         print(f"{r['model']}: differences from onnxruntime int8 by origin (each step fed onnxruntime's own "
-              f"int8 inputs): {origins}")
+              f"int8 inputs; 'on' names the onnxruntime operator that computed the step: QLinearConv, QGemm, "
+              f"... integer, Conv, FusedConv, ... float): {origins}")
     print("\n".join(lines))
     return 0
 

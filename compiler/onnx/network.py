@@ -38,7 +38,7 @@ from tinynpu.compiler.onnx.npu import (
     gemm_program,
     groups_per_program,
 )
-from tinynpu.compiler.onnx.runtime import Execution, execute, reference_step
+from tinynpu.compiler.onnx.runtime import Execution, execute
 from tinynpu.errors import TinyNpuError
 from tinynpu.intmath import round_up
 from tinynpu.isa import ArchConfig, load_config
@@ -306,7 +306,12 @@ def check_inputs(cn: CompiledNetwork, feeds: dict[str, np.ndarray]) -> dict[str,
     return out
 
 
-def _session(model: Any, extra: list[str]) -> Any:
+def _session(model: Any, extra: list[str], *, optimize: bool = True, save_optimized: str | None = None) -> Any:
+    """An onnxruntime CPU session of ``model`` with the tensors ``extra`` as further outputs.
+
+    ``optimize=False`` runs the graph as it is (a graph onnxruntime optimized already);
+    ``save_optimized`` writes the graph onnxruntime optimized to that path.
+    """
     import onnx
     import onnxruntime as ort
 
@@ -322,6 +327,10 @@ def _session(model: Any, extra: list[str]) -> Any:
     # machine a spinning thread pool takes cores from the simulator and the other processes.
     opts.intra_op_num_threads = opts.inter_op_num_threads = 1
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if not optimize:
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    if save_optimized is not None:
+        opts.optimized_model_filepath = save_optimized
     return ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
 
 
@@ -387,40 +396,6 @@ def ort_compare(cn: CompiledNetwork, feeds_list: list[dict[str, np.ndarray]],
     n = len(feeds_list)
     return compare_quantized(ours, tq), compare_float(deq, tf), {"ort_quantized_seconds": t_q / n,
                                                                    "ort_float_seconds": t_f / n}
-
-
-def ort_difference_origins(cn: CompiledNetwork, feeds: dict[str, np.ndarray]) -> dict[str, dict[str, int]]:
-    """Where the int8 differences from onnxruntime arise, by step kind.
-
-    Differences compound through a deep network, so comparing each layer's output
-    along the whole run cannot say which step rounds differently.  Here every step
-    is fed onnxruntime's own int8 inputs (its quantized intermediate tensors, made
-    graph outputs) and its int8 output compared with onnxruntime's: what differs
-    then is that step's own arithmetic.
-
-    Returns:
-        ``{kind: {"elements": n, "differing": d, "max_abs_lsb": m}}``.
-    """
-    qouts = [o for s in cn.net.steps for o in s.outputs if o in cn.net.qparams]
-    theirs = dict(zip(qouts, (np.asarray(v) for v in _session(cn.qmodel, qouts).run(qouts, feeds)), strict=True))
-    env: dict[str, np.ndarray] = dict(cn.net.constants)
-    env.update(feeds)
-    origins: dict[str, dict[str, int]] = {}
-    for step in cn.net.steps:
-        if not all(i in env for i in step.inputs if i):
-            continue
-        for name, ours in zip(step.outputs, reference_step(step, env, cn.net), strict=False):
-            if not name:
-                continue
-            if name in theirs:
-                diff = np.abs(ours.astype(np.int64) - theirs[name].astype(np.int64))
-                o = origins.setdefault(step.kind, {"elements": 0, "differing": 0, "max_abs_lsb": 0})
-                o["elements"] += diff.size
-                o["differing"] += int(np.count_nonzero(diff))
-                o["max_abs_lsb"] = max(o["max_abs_lsb"], int(diff.max(initial=0)))
-                ours = theirs[name]
-            env[name] = ours
-    return origins
 
 
 def run_network(cn: CompiledNetwork, *, feeds: dict[str, np.ndarray] | None = None, seed: int = 0,
@@ -524,5 +499,4 @@ def _report(cn: CompiledNetwork, ex: Execution, times: dict[str, float]) -> dict
     }
 
 
-__all__ = ["CompiledNetwork", "NetworkVerificationError", "compile_onnx", "describe", "ort_difference_origins",
-           "run_network"]
+__all__ = ["CompiledNetwork", "NetworkVerificationError", "compile_onnx", "describe", "run_network"]

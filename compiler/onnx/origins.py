@@ -1,0 +1,145 @@
+"""Where a network's int8 differences from onnxruntime arise: each step on onnxruntime's own inputs.
+
+Differences compound through a deep network, so comparing each layer's output
+along the whole run cannot say which step computes differently.  Here every
+step is fed onnxruntime's own int8 inputs and its int8 output compared with
+onnxruntime's: what differs then is that step's own arithmetic.
+
+onnxruntime's intermediate tensors are read from the graph it actually runs.
+Making the QDQ model's quantized tensors graph outputs would change that graph
+(an output between two nodes stops their fusion: every DequantizeLinear ->
+Conv -> QuantizeLinear would run as a float Conv), so the model is optimized
+once as the comparison session optimizes it, and that optimized graph is run
+unchanged with its own tensors added as outputs.  Each quantized tensor is
+found by the names of the QuantizeLinear node that made it, of the
+DequantizeLinear nodes that read it, or of the integer kernel made of its node
+(onnxruntime keeps them; it may have moved int8 tensors to uint8 with zero
+point 128, and a kernel's output to channels-last), and each step is labelled
+with the operator that computed it there: an
+integer kernel (``QLinearConv``, ``QGemm``, ...) or a float one (``Conv``,
+``FusedConv``, ``FusedGemm``, ... between DequantizeLinear and QuantizeLinear).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Any
+
+import numpy as np
+
+from tinynpu.compiler.onnx.network import CompiledNetwork, _session
+from tinynpu.compiler.onnx.runtime import reference_step
+
+#: Operators that only move, retype or re-lay data: the step's kernel is further up.
+_PASS_THROUGH = {"Transpose", "QuantizeLinear", "DequantizeLinear", "ReorderInput", "ReorderOutput", "Reshape",
+                 "Identity", "Cast"}
+
+
+def _optimized_model(cn: CompiledNetwork) -> Any:
+    """The graph onnxruntime runs for the quantized model (same session options as the comparison)."""
+    import onnx
+
+    fd, path = tempfile.mkstemp(suffix=".onnx", prefix="tinynpu-ort-")
+    os.close(fd)
+    try:
+        _session(cn.qmodel, [], save_optimized=path)
+        return onnx.load(path)
+    finally:
+        os.unlink(path)
+
+
+#: onnxruntime's integer kernels and the input index of their output zero point.
+_INTEGER_KERNELS = {"QLinearConv": 7, "QGemm": 8, "QLinearMatMul": 7}
+
+
+def _carriers(cn: CompiledNetwork, opt: Any) -> dict[str, tuple[str, int, str, bool]]:
+    """Each quantized step output -> (tensor in the optimized graph, its zero point, the kernel computing
+    it, whether that tensor is channels-last).
+
+    The tensor is the output of the QuantizeLinear node that made it (onnxruntime keeps its name),
+    or the input of a DequantizeLinear that reads it, or, where both were fused away, the output
+    of the integer kernel onnxruntime made of the step's node (named after it).
+    """
+    from onnx import helper, numpy_helper
+
+    inits = {i.name: numpy_helper.to_array(i) for i in opt.graph.initializer}
+    producer = {o: n for n in opt.graph.node for o in n.output}
+    by_name = {n.name: n for n in opt.graph.node if n.op_type in ("QuantizeLinear", "DequantizeLinear")}
+    kernels = {n.name.split("_token_")[0]: n for n in opt.graph.node if n.op_type in _INTEGER_KERNELS}
+    names: dict[str, list[str]] = {}  # quantized tensor -> its Q node's name, then its DQ readers' names
+    for n in cn.qmodel.graph.node:
+        if n.op_type == "QuantizeLinear":
+            names.setdefault(n.output[0], []).insert(0, n.name)
+        elif n.op_type == "DequantizeLinear":
+            names.setdefault(n.input[0], []).append(n.name)
+
+    def kernel(tensor: str) -> str:
+        node = producer.get(tensor)
+        while node is not None and node.op_type in _PASS_THROUGH:
+            node = producer.get(node.input[0])
+        return "input" if node is None else node.op_type
+
+    def zero_point(node: Any, index: int) -> int:
+        zp = inits.get(node.input[index]) if len(node.input) > index and node.input[index] else None
+        return 0 if zp is None else int(zp.reshape(-1)[0])
+
+    out: dict[str, tuple[str, int, str, bool]] = {}
+    for step in cn.net.steps:
+        for name in step.outputs:
+            if name not in cn.net.qparams:
+                continue
+            node = next((by_name[n] for n in names.get(name, []) if n in by_name), None)
+            if node is not None:
+                tensor = node.output[0] if node.op_type == "QuantizeLinear" else node.input[0]
+                out[name] = (tensor, zero_point(node, 2), kernel(tensor), False)
+            elif step.name in kernels and len(step.outputs) == 1:
+                node = kernels[step.name]
+                last = any(a.name == "channels_last" and helper.get_attribute_value(a) for a in node.attribute)
+                out[name] = (node.output[0], zero_point(node, _INTEGER_KERNELS[node.op_type]), node.op_type, last)
+    return out
+
+
+def ort_difference_origins(cn: CompiledNetwork, feeds: dict[str, np.ndarray]) -> dict[str, dict[str, int]]:
+    """Per step kind and onnxruntime kernel: elements compared, how many differ, by how much.
+
+    Returns:
+        ``{"<kind> on <kernel>": {"elements": n, "differing": d, "max_abs_lsb": m}}`` (``conv on
+        QLinearConv``, ``conv on FusedConv``, ...); quantized step outputs that onnxruntime's
+        graph does not hold (fused away) count as ``"<kind> not observed"`` with 0 differing.
+    """
+    opt = _optimized_model(cn)
+    carriers = _carriers(cn, opt)
+    names = sorted({c[0] for c in carriers.values()})
+    values = dict(zip(names, (np.asarray(v) for v in _session(opt, names, optimize=False).run(names, feeds)),
+                      strict=True))
+    env: dict[str, np.ndarray] = dict(cn.net.constants)
+    env.update(feeds)
+    origins: dict[str, dict[str, int]] = {}
+    for step in cn.net.steps:
+        if not all(i in env for i in step.inputs if i):
+            continue
+        for name, ours in zip(step.outputs, reference_step(step, env, cn.net), strict=False):
+            if not name:
+                continue
+            if name not in cn.net.qparams:
+                env[name] = ours
+                continue
+            if name in carriers:
+                tensor, zp, op, channels_last = carriers[name]
+                theirs = values[tensor].astype(np.int64) - zp + cn.net.qparams[name].z
+                if channels_last:
+                    theirs = np.moveaxis(theirs, -1, 1)
+                diff = np.abs(ours.astype(np.int64) - theirs)
+                group, ours = f"{step.kind} on {op}", theirs.astype(ours.dtype)
+            else:
+                diff, group = np.zeros(ours.size, dtype=np.int64), f"{step.kind} not observed"
+            o = origins.setdefault(group, {"elements": 0, "differing": 0, "max_abs_lsb": 0})
+            o["elements"] += diff.size
+            o["differing"] += int(np.count_nonzero(diff))
+            o["max_abs_lsb"] = max(o["max_abs_lsb"], int(diff.max(initial=0)))
+            env[name] = ours
+    return origins
+
+
+__all__ = ["ort_difference_origins"]
