@@ -159,11 +159,11 @@ CONTROL_CAUSES = ("barrier", "queue_full")  # the dispatcher's: at a sync or hal
 def unit_roles(dec: Decoded, nq: int) -> tuple[list[int], list[int]]:
     """The units that use the DRAM port, and the queued units that hold instructions not using it."""
     ex = slice(0, dec.n_exec)
-    # np.bincount, not np.unique: the first np.unique of a process imports numpy.ma (about 10 ms, most of
-    # a short run's time)
-    uses_port = dec.beats[ex] > 0
-    port_units = np.flatnonzero(np.bincount(dec.unit[ex][uses_port])).tolist()
-    free_units = [u for u in np.flatnonzero(np.bincount(dec.unit[ex][~uses_port])).tolist() if u < nq]
+    # one count of the (unit, uses the port) pairs; np.bincount, not np.unique: the first np.unique of a
+    # process imports numpy.ma (about 10 ms, most of a short run's time)
+    pairs = np.flatnonzero(np.bincount(dec.unit[ex].astype(np.intp) * 2 + (dec.beats[ex] > 0))).tolist()
+    port_units = [p // 2 for p in pairs if p % 2]
+    free_units = [p // 2 for p in pairs if not p % 2 and p // 2 < nq]
     return port_units, free_units
 
 
