@@ -120,7 +120,7 @@ def _load(enabled: str, cc: str | None, cache: str, flags: tuple[str, ...]) -> c
     try:
         compiler = _identity(cc)
     except OSError as exc:
-        return NativeUnavailable(f"cannot run the C compiler {cc}: {exc}")
+        return NativeUnavailable(f"cannot find the C compiler {cc}: {exc}")
     source = SOURCE.read_bytes() + b"\0" + HEADER.read_bytes()
     key = hashlib.sha256(b"\0".join([source, " ".join(flags).encode(), compiler.encode(), _cpu().encode()]))
     path = Path(cache) / f"core-{key.hexdigest()[:16]}.so"
@@ -157,7 +157,7 @@ def _identity(cc: str) -> str:
 
 
 def tmm_kernel() -> str:
-    """The built core's tmm kernel: ``avx512-vnni`` or ``portable`` (see core.c's do_tmm).
+    """The built core's tmm kernel: ``avx512-vnni`` or ``portable`` (see core.c's tmm_flush).
 
     Raises:
         NativeUnavailable: the core cannot be built.

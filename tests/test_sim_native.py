@@ -705,6 +705,14 @@ def test_failing_compiler(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
     assert machine([HALT]).run(engine="auto").engine == "python"
 
 
+def test_missing_compiler(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("TINYNPU_NATIVE", raising=False)
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    with pytest.raises(NativeUnavailable, match=r"^cannot find the C compiler \S*no-such-cc: "):
+        native.library()
+    assert machine([HALT]).run(engine="auto").engine == "python"
+
+
 def test_native_is_available_when_required() -> None:
     if REQUIRED:
         native.library()  # raises NativeUnavailable (a failure, not a skip) if the core cannot be built
