@@ -106,3 +106,48 @@ def test_host_steps_read_their_inputs_from_the_image(cnn: Path, monkeypatch: pyt
     monkeypatch.setattr(DramImage, "publish", corrupt)
     with pytest.raises(NetworkVerificationError, match=f"step {gap.name!r}"):
         run_network(cn)
+
+
+def test_network_json_lists_the_image_addresses_a_run_uses(cnn: Path, tmp_path: Path) -> None:
+    """`compile onnx`'s network.json: every activation's and every layer program's tensors' place and size."""
+    import json
+
+    from tinynpu.cli import main
+
+    out = tmp_path / "net"
+    assert main(["compile", "onnx", str(cnn), "-o", str(out)]) == 0
+    doc = json.loads((out / "network.json").read_text())
+    image = doc["image"]
+    acts = {a["name"]: a for a in image["activations"]}
+    weights_region = image["regions"]["weights"]
+    cn = compile_onnx(cnn)
+    run_network(cn)
+    # the activations: where the plan put them, inside the activation region
+    for b in cn.memory.buffers:
+        assert (acts[b.name]["address"], acts[b.name]["bytes"]) == (b.offset, b.nbytes)
+        assert b.offset + b.nbytes <= image["regions"]["activations"]["bytes"]
+    used = {}  # (step, tensor) -> address the relocated programs used in the run
+    for (key, _), program in cn.image.programs.items():
+        # relocation keys end with (step, group) for a conv, (step, input, output) for a Gemm
+        step = key[-2] if key[0] == "conv2d" else key[-3]
+        for t in program.tensors:
+            used[(step, t.name)] = t.addr
+    npu = [s for s in doc["steps"] if s["where"] == "npu"]
+    assert npu and all(len(s["image"]) >= 1 for s in npu)
+    checked = 0
+    for s in npu:
+        for prog in s["image"]:
+            assert prog["instructions"] > 0 and prog["program_bytes"] > 0
+            for name, place in prog["tensors"].items():
+                assert place["bytes"] > 0
+                if place.get("staged"):
+                    continue
+                assert used[(s["name"], name)] == place["address"]  # the run used exactly that address
+                if name in ("W", "B", "P"):
+                    assert weights_region["address"] <= place["address"] < weights_region["address"] + \
+                        weights_region["bytes"]
+                checked += 1
+    assert checked >= 12  # 3 convs and the fc, each with input, weights, parameter rows and output in place
+    # every placed weight tensor is listed once, without overlaps
+    spans = sorted((w["address"], w["address"] + w["bytes"]) for w in image["weights"])
+    assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:], strict=False))

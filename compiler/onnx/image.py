@@ -89,7 +89,8 @@ class DramImage:
     weight_base: int = 0
     weight_bytes: int = 0
     staging_bytes: int = 0
-    weights: dict[tuple[str, str], int] = field(default_factory=dict)
+    weights: dict[tuple[str, str], int] = field(default_factory=dict)  # written: key -> address
+    reserved: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)  # placed: key -> (address, bytes)
     programs: dict[tuple[Any, ...], Program] = field(default_factory=dict)
     held: dict[str, tuple[tuple[int, ...], np.dtype]] = field(default_factory=dict)  # activations in DRAM now
     _addr: dict[str, int] = field(default_factory=dict)
@@ -161,15 +162,29 @@ class DramImage:
         """Start a new run: no activation is held yet (weights and relocated programs stay)."""
         self.held.clear()
 
+    def reserve(self, key: tuple[str, str], nbytes: int) -> int:
+        """The address of a layer's weights (or parameter rows) ``key`` of ``nbytes``, placed the first time.
+
+        The compiler places every layer's weights before any run, so ``network.json`` can list them.
+        """
+        hit = self.reserved.get(key)
+        if hit is None:
+            hit = (self.weight_base + self.weight_bytes, nbytes)
+            self.weight_bytes += round_up(max(nbytes, 1), ALIGN)
+            if self.weight_bytes > self.memory.weight_bytes:
+                raise OnnxError(f"the DRAM image's weights region ({self.memory.weight_bytes} bytes) is smaller "
+                                f"than the layers' weights in their programs' layouts ({self.weight_bytes}+).")
+            self.reserved[key] = hit
+        return hit[0]
+
     def weight(self, key: tuple[str, str], data: np.ndarray) -> int:
         """The address of a layer's weights (or parameter rows) ``key``, written the first time."""
         addr = self.weights.get(key)
         if addr is None:
-            addr = self.weight_base + self.weight_bytes
-            self.weight_bytes += round_up(data.nbytes, ALIGN)
-            if self.weight_bytes > self.memory.weight_bytes:
-                raise OnnxError(f"the DRAM image's weights region ({self.memory.weight_bytes} bytes) is smaller "
-                                f"than the layers' weights in their programs' layouts ({self.weight_bytes}+).")
+            addr = self.reserve(key, data.nbytes)
+            if self.reserved[key][1] != data.nbytes:
+                raise OnnxError(f"layer {key[0]!r}: its {key[1]} are {data.nbytes} bytes, not the "
+                                f"{self.reserved[key][1]} placed for them.")
             self._write(addr, data)
             self.weights[key] = addr
         return addr
@@ -202,6 +217,18 @@ class DramImage:
                             f"{self.cfg.name!r} (activations {self.memory.activation_peak_bytes}, weights "
                             f"{self.memory.weight_bytes}, staging {self.staging_bytes} bytes).")
         self.machine.write_dram(addr, np.ascontiguousarray(data).reshape(-1).view(np.uint8))
+
+    def layout(self) -> dict[str, Any]:
+        """Where everything is: the regions, every planned activation, every layer's weights (``network.json``)."""
+        return {
+            "regions": {"activations": {"address": 0, "bytes": self.memory.activation_peak_bytes},
+                        "weights": {"address": self.weight_base, "bytes": self.memory.weight_bytes},
+                        "staging": {"address": self.staging_base}},
+            "activations": [{"name": b.name, "address": b.offset, "bytes": b.nbytes, "first_step": b.first,
+                             "last_step": b.last} for b in self.memory.buffers],
+            "weights": [{"layer": key[0], "tensor": key[1], "address": addr, "bytes": nbytes}
+                        for key, (addr, nbytes) in self.reserved.items()],
+        }
 
     def to_json(self) -> dict[str, int]:
         return {"dram_image_peak_bytes": self.peak_bytes, "weights_placed_bytes": self.weight_bytes,

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from tinynpu.compiler.onnx.graph import HOST, NPU, Network, build_network, check_supported
+from tinynpu.compiler.onnx.graph import HOST, NPU, Network, Step, build_network, check_supported
 from tinynpu.compiler.onnx.image import DramImage
 from tinynpu.compiler.onnx.importer import Imported, OnnxError, import_model, input_specs, seeded_inputs
 from tinynpu.compiler.onnx.intops import Epilogue
@@ -34,7 +34,9 @@ from tinynpu.compiler.onnx.memory import ALIGN, MemoryPlan, plan_memory
 from tinynpu.compiler.onnx.npu import (
     LayerRun,
     ProgramCache,
+    conv_in_place,
     conv_program,
+    gemm_in_place,
     gemm_program,
     groups_per_program,
 )
@@ -64,6 +66,7 @@ class CompiledNetwork:
         memory: The DRAM plan.
         logits: ``(int8 tensor in the network, float tensor in the float model)`` compared against
             onnxruntime (the input of a final Softmax, else the first output).
+        image: The DRAM image: activations planned, every layer's weights placed (written on the first run).
         timings: Seconds per phase (import, quantize, plan, compile).
         quantized_here: Whether tinynpu quantized the model (False: it came quantized).
     """
@@ -75,9 +78,9 @@ class CompiledNetwork:
     cache: ProgramCache
     memory: MemoryPlan
     logits: tuple[str, str]
+    image: DramImage
     timings: dict[str, float] = field(default_factory=dict)
     quantized_here: bool = True
-    image: DramImage | None = None
 
     def make_inputs(self, seed: int) -> dict[str, np.ndarray]:
         return seeded_inputs(self.imported.model, seed)
@@ -153,9 +156,11 @@ def compile_onnx(path: str | Path, *, batch: int | None = None, random_weights: 
     timings["plan"] = time.perf_counter() - t0
     cache = ProgramCache(cfg)
     _compile_programs(net, cache)
+    image = DramImage(cfg, memory)
+    _place_weights(net, cache, image)
     timings["compile"] = cache.compile_seconds
     return CompiledNetwork(imported=imported, qmodel=qmodel, net=net, cfg=cfg, cache=cache, memory=memory,
-                           logits=logits, timings=timings, quantized_here=quantized_here)
+                           logits=logits, timings=timings, quantized_here=quantized_here, image=image)
 
 
 def _place(net: Network) -> None:
@@ -244,20 +249,35 @@ def _compile_programs(net: Network, cache: ProgramCache) -> None:
             keys = [conv_program(cache, n, cg * per, h, w, kp, r, s, step=step,
                                  epilogue=epi.channels(k, slice(i * kp, (i + 1) * kp)).on_accelerator())[0]
                     for i in range(g // per)]
-            key = keys[0]
         elif step.kind == "gemm":
             shape = net.shapes[step.inputs[0]]
             if step.attrs["trans_a"]:
                 shape = shape[::-1]
             n_out = step.attrs["weight"].shape[0]
-            key, _ = gemm_program(cache, int(np.prod(shape[:-1])), n_out, shape[-1],
-                                  epilogue=epi.channels(n_out).on_accelerator())
+            keys = [gemm_program(cache, int(np.prod(shape[:-1])), n_out, shape[-1],
+                                 epilogue=epi.channels(n_out).on_accelerator())[0]]
         elif step.kind == "matmul":
             a, b = net.shapes[step.inputs[0]], net.shapes[step.inputs[1]]
-            key, _ = gemm_program(cache, a[-2], b[-1], a[-1], epilogue=epi.channels(b[-1]).on_accelerator())
+            keys = [gemm_program(cache, a[-2], b[-1], a[-1], epilogue=epi.channels(b[-1]).on_accelerator())[0]]
         else:
             continue
-        step.attrs["program"] = key
+        step.attrs["program"], step.attrs["programs"] = keys[0], keys
+
+
+def _place_weights(net: Network, cache: ProgramCache, image: DramImage) -> None:
+    """Place every layer's weights and parameter rows in the image (each program's, in step order).
+
+    A conv's programs (one per group set) have ``W<i>`` and ``P<i>``; a Gemm's ``B`` and
+    ``P``; a matmul between two activations has no weights of its own (its operands are staged).
+    """
+    for step in net.steps:
+        if step.where != NPU or step.kind == "matmul":
+            continue
+        for i, key in enumerate(step.attrs["programs"]):
+            program = cache.programs[key].program
+            w, suffix = ("W", str(i)) if step.kind == "conv" else ("B", "")
+            image.reserve((step.name, f"{w}{suffix}"), program.tensor(w).nbytes)
+            image.reserve((step.name, f"P{suffix}"), program.tensor("P").nbytes)
 
 
 def describe(cn: CompiledNetwork) -> tuple[dict[str, Any], dict[str, bytes]]:
@@ -272,6 +292,7 @@ def describe(cn: CompiledNetwork) -> tuple[dict[str, Any], dict[str, bytes]]:
             entry["reason"] = step.reason
         if "program" in step.attrs:
             entry["program"] = names[step.attrs["program"]]
+            entry["image"] = _step_image(cn, step, names)
         epi = step.attrs.get("epilogue")
         if epi is not None:
             entry["requant"] = {"scale": epi.scale.tolist(), "zero_point": epi.zero_point,
@@ -280,11 +301,44 @@ def describe(cn: CompiledNetwork) -> tuple[dict[str, Any], dict[str, bytes]]:
     doc = {"model": cn.imported.source, "config": cn.cfg.name, "import_notes": list(cn.imported.notes),
            "random_weights": cn.imported.random_weights, "npu_layers": sum(s.where == NPU for s in cn.net.steps),
            "host_steps": sum(s.where == HOST for s in cn.net.steps), "memory": cn.memory.to_json(),
+           "image": cn.image.layout(),
            "programs": {names[key]: {"workload": comp.workload, "instructions": len(comp.program.words),
                                      "file": f"program-{names[key]}.bin"}
                         for key, comp in cn.cache.programs.items()},
            "steps": steps}
     return doc, programs
+
+
+def _step_image(cn: CompiledNetwork, step: Step, names: dict[tuple[Any, ...], str]) -> list[dict[str, Any]]:
+    """Each program of an accelerator step, with where its DRAM tensors are in the image.
+
+    A tensor is at its planned activation place, at its placed weights, or ``staged``: the
+    host writes it into the staging area for that program (a re-laid or sliced operand).
+    """
+    image = cn.image
+    in_place = {"conv": lambda comp: conv_in_place(comp, len(step.attrs["programs"])),
+                "gemm": lambda comp: gemm_in_place(step, cn.net.shapes[step.inputs[0]]),
+                "matmul": lambda comp: (False, False)}[step.kind]
+    out = []
+    for i, key in enumerate(step.attrs["programs"]):
+        comp = cn.cache.programs[key]
+        x_in, y_in = in_place(comp)
+        suffix = str(i) if step.kind == "conv" else ""
+        tensors: dict[str, Any] = {}
+        for t in comp.program.tensors:
+            role = {"X": "in", "A": "in", "Y": "out", "C": "out"}.get(t.name)
+            addr = None
+            if role == "in" and x_in:
+                addr = image.address(step.inputs[0], t.nbytes)
+            elif role == "out" and y_in:
+                addr = image.address(step.outputs[0], t.nbytes)
+            elif role is None and step.kind != "matmul":
+                addr = image.reserved[(step.name, f"{t.name}{suffix}")][0]
+            tensors[t.name] = {"address": addr, "bytes": t.nbytes} if addr is not None else \
+                {"staged": True, "bytes": t.nbytes}
+        out.append({"program": names[key], "instructions": len(comp.program.words),
+                    "program_bytes": len(comp.program.to_bytes()), "tensors": tensors})
+    return out
 
 
 # -- running and verifying ---------------------------------------------------------------------------
@@ -411,8 +465,6 @@ def run_network(cn: CompiledNetwork, *, feeds: dict[str, np.ndarray] | None = No
     """
     feeds = check_inputs(cn, feeds or {}) if feeds else cn.make_inputs(seed)
     t0 = time.perf_counter()
-    if cn.image is None:
-        cn.image = DramImage(cn.cfg, cn.memory)
     got = execute(cn.net, feeds, cache=cn.cache, image=cn.image)
     run_seconds = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -489,7 +541,7 @@ def _report(cn: CompiledNetwork, ex: Execution, times: dict[str, float]) -> dict
         "npu_layers": sum(1 for s in cn.net.steps if s.where == NPU),
         "host_steps": sum(1 for s in cn.net.steps if s.where == HOST),
         "programs_compiled": len(cn.cache.programs),
-        "memory": cn.memory.to_json() | (cn.image.to_json() if cn.image is not None else {}),
+        "memory": cn.memory.to_json() | cn.image.to_json(),
         "random_weights": cn.imported.random_weights,
         "quantized_by_tinynpu": cn.quantized_here,
         "import_notes": list(cn.imported.notes),

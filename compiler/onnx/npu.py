@@ -74,6 +74,26 @@ def groups_per_program(groups: int, c_per_group: int, tile: int) -> int:
     return max(d for d in range(1, groups + 1) if groups % d == 0 and (d == 1 or d * c_per_group <= tile))
 
 
+def conv_in_place(comp: Compiled, programs: int) -> tuple[bool, bool]:
+    """Whether a conv layer's program reads its input and writes its output at their planned places.
+
+    One program for the whole layer writes in place, and reads in place in the ``direct``
+    layout (``rowpack`` reads the host's re-laid copy); programs of a layer's groups work on
+    channel slices the host stages.
+    """
+    return programs == 1 and comp.workload["layout"] == "direct", programs == 1
+
+
+def gemm_in_place(step: Step, input_shape: tuple[int, ...]) -> tuple[bool, bool]:
+    """Whether a Gemm/MatMul-by-weights layer reads its input and writes its output at their planned places.
+
+    A 2-D activation is the GEMM's A and C as the image holds them; Gemm's transA has the
+    host transpose A first (staged).
+    """
+    flat = len(input_shape) == 2
+    return flat and not step.attrs["trans_a"], flat
+
+
 def block_diagonal(w_krsc: np.ndarray, groups: int, per_program: int, index: int) -> np.ndarray:
     """The KRSC kernel of program ``index`` of a grouped conv: its ``per_program`` groups' kernels on the diagonal.
 
@@ -155,24 +175,21 @@ def conv_layer(step: Step, x_nchw: np.ndarray, *, cache: ProgramCache | None, ru
             run.host_bytes += 2 * xg.nbytes  # NCHW -> NHWC
             y = _simulate(comp, {"X": xg, "W": wg}, "Y", npu_epi, cache.cfg, run, packed=per)
         else:
-            y = _conv_in_image(image, step, pi, key, comp, xg, wg, npu_epi, programs == 1, run, per)
+            y = _conv_in_image(image, step, pi, key, comp, xg, wg, npu_epi, programs, run, per)
         outs.append(y)
     return outs[0] if programs == 1 else np.concatenate(outs, axis=3)
 
 
 def _conv_in_image(image: DramImage, step: Step, gi: int, key: tuple[Any, ...], comp: Compiled, xg: np.ndarray,
-                   wg: np.ndarray, npu_epi: NpuEpilogue, single: bool, run: LayerRun,
+                   wg: np.ndarray, npu_epi: NpuEpilogue, programs: int, run: LayerRun,
                    packed: int) -> np.ndarray:
-    """One conv program run in the DRAM image: weights once, input and output in place or staged.
-
-    A single-group conv reads its input in place in the ``direct`` layout (``rowpack`` reads
-    the host's re-laid copy) and stores its int8 output in place; a group's channel slices
-    go through the staging area.
-    """
+    """One conv program run in the DRAM image: weights once, input and output in place or staged
+    (:func:`conv_in_place`)."""
     bases: dict[str, int] = {}
     staged: dict[str, np.ndarray] = {}
-    x_addr = image.address(step.inputs[0], xg.nbytes) if single and comp.workload["layout"] == "direct" else None
-    y_addr = image.address(step.outputs[0], comp.program.tensor("Y").nbytes) if single else None
+    x_in, y_in = conv_in_place(comp, programs)
+    x_addr = image.address(step.inputs[0], xg.nbytes) if x_in else None
+    y_addr = image.address(step.outputs[0], comp.program.tensor("Y").nbytes) if y_in else None
     w_key = (step.name, f"W{gi}")
     if x_addr is None or w_key not in image.weights:
         device = comp.to_device({"X": xg, "W": wg})
@@ -284,5 +301,5 @@ def _simulate(comp: Compiled, inputs: dict[str, np.ndarray], out: str, epi: NpuE
     return y
 
 
-__all__ = ["LayerRun", "ProgramCache", "block_diagonal", "conv_layer", "conv_program", "gemm_layer", "gemm_program",
-           "groups_per_program"]
+__all__ = ["LayerRun", "ProgramCache", "block_diagonal", "conv_in_place", "conv_layer", "conv_program", "gemm_in_place",
+           "gemm_layer", "gemm_program", "groups_per_program"]

@@ -17,7 +17,7 @@ import numpy as np
 from tinynpu.compiler.onnx.graph import NPU, Network, Step
 from tinynpu.compiler.onnx.image import DramImage
 from tinynpu.compiler.onnx.intops import max_pool_int, rescale_sum, sum_pool_int
-from tinynpu.compiler.onnx.npu import LayerRun, ProgramCache, conv_layer, gemm_layer
+from tinynpu.compiler.onnx.npu import LayerRun, ProgramCache, conv_layer, gemm_in_place, gemm_layer
 
 
 @dataclass
@@ -88,8 +88,8 @@ def _run_step(step: Step, env: dict[str, np.ndarray], cache: ProgramCache | None
             x = np.ascontiguousarray(x.T)
             run.host_bytes += 2 * x.nbytes
         x2 = x.reshape(-1, x.shape[-1])
-        flat = x.ndim == 2 and not a["trans_a"]  # a 2-D activation is the GEMM's A (and C) as the image holds it
-        names = (step.name, step.inputs[0] if flat else "", step.outputs[0] if x.ndim == 2 else "")
+        a_in, c_in = gemm_in_place(step, x.shape)
+        names = (step.name, step.inputs[0] if a_in else "", step.outputs[0] if c_in else "")
         y = gemm_layer(x2, a["weight"], a["epilogue"], cache=cache, run=run, image=image, names=names)
         return [y.reshape(*x.shape[:-1], y.shape[-1])]
     if step.kind == "matmul":
