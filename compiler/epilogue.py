@@ -220,7 +220,7 @@ def quantize_multiplier(real: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ss = np.zeros(r.shape, dtype=np.int64)
     for i, v in enumerate(r.flat):
         if not (math.isfinite(v) and 0.0 < v < 1.0):
-            raise UsageError(f"epilogue: a q31 requantization scale must be positive and below 1, not {v!r} "
+            raise UsageError(f"epilogue: a q31 requantization scale must be positive and below 1, not {float(v)!r} "
                              f"(channel {i}).")
         _, exp = math.frexp(v)  # v = mant * 2^exp, mant in [0.5, 1)
         s = min(-exp, MAX_SHIFT)

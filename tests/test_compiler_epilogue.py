@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -159,3 +160,10 @@ def test_epilogue_must_match_the_layer() -> None:
         compile_matmul(4, 6, 8, epilogue=_epilogue(6, seed=0), relu=True)
     with pytest.raises(UsageError, match="needs an integer config"):
         compile_conv2d(1, 4, 5, 5, 6, 3, 3, dtype="fp32", epilogue=_epilogue(6, seed=0))
+
+
+@pytest.mark.parametrize("real", [1.5, 0.0, -0.25, float("inf")])
+def test_quantize_multiplier_refuses_scales_the_q31_requantizer_cannot_take(real: float) -> None:
+    with pytest.raises(UsageError, match=rf"a q31 requantization scale must be positive and below 1, not "
+                                         rf"{re.escape(repr(real))} \(channel 1\)"):
+        quantize_multiplier(np.array([0.5, real]))

@@ -25,14 +25,19 @@ def test_zoo_network(name: str) -> None:
 
 #: The other CNNs of the folder: (name, config, least fraction of logits within 1 LSB of onnxruntime int8).
 #: ZFNet-512 and VGG-19 need more DRAM than the default 64 MiB (87 MB and 143 MB of int8 weights).
-#: ShuffleNet's channel shuffles and grouped 1x1 convolutions run many host steps between
-#: requantizations, so more of its logits sit 1-3 LSB from onnxruntime's (float, half-to-even) rounding.
+#: Where onnxruntime computes a layer in float (a conv followed by Relu runs as FusedConv between
+#: DequantizeLinear and QuantizeLinear), its float32 sums and our exact integer ones round apart at
+#: rare ties, and the differences compound with depth (compiler/onnx/origins.py finds them).
 OTHER_CNNS = [("densenet121", "default", 0.99), ("inception_v1", "default", 0.95),
               ("inception_v2", "default", 0.99), ("shufflenet", "default", 0.90),
               ("zfnet512", "dram256", 0.95),
               pytest.param("vgg19", "dram256", 0.95, marks=pytest.mark.xfail(
-                  strict=True, reason="bit-exact and top-1 identical, but only 76.9% of its logits within 1 LSB "
-                                      "of onnxruntime int8 (max 5 LSB): not yet explained"))]
+                  strict=True, reason="bit-exact and top-1 identical, but only 73.5% of its logits within 1 LSB "
+                                      "of onnxruntime int8 (max 5 LSB): onnxruntime runs all 16 of its convs "
+                                      "(each followed by Relu) in float, FusedConv between DequantizeLinear and "
+                                      "QuantizeLinear, whose float32 sums land on the other side of a rounding "
+                                      "tie in 23 of 14.9 M outputs; no integer arithmetic reproduces them, and "
+                                      "19 plain layers compound them (compiler/onnx/origins.py)"))]
 
 
 @pytest.mark.slow
