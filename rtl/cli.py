@@ -393,7 +393,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "synth", help="area of the RTL for a config: Yosys for the logic, an SRAM model for the scratchpads",
         description="Synthesize the RTL with Yosys and report gate cells, estimated transistors and area per "
                     "module and in total (NanGate FreePDK45 cell areas; scratchpads from a 45 nm SRAM bit-cell "
-                    "model; MAC arrays above 32x32 extrapolated). Results are cached per RTL source and config.")
+                    "model; MAC arrays above 32x32 extrapolated). Results are cached by the RTL sources and the config "
+                    "values they read.")
     synth.add_argument("--config", default="default",
                        help="config name or YAML file (default: default)")
     synth.add_argument("--tile", type=int, default=None,

@@ -16,8 +16,10 @@
 Gates become transistors and area through :data:`GATES`: each Yosys gate as
 the NanGate FreePDK45 Open Cell Library X1 cell (or cells) that implements it.
 Everything synthesized is cached under ``$TINYNPU_CACHE/synth`` by a hash of
-the Verilog sources, the config and this model, so a sweep never synthesizes
-the same thing twice.
+what the synthesis reads (the Verilog sources, the definitions of the generated
+header they use: :func:`header_inputs`) and this model, so a sweep never
+synthesizes the same thing twice, and neither a config's name nor an ISA
+change or a config size the synthesized modules do not read re-synthesizes.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +43,7 @@ import numpy as np
 from tinynpu.errors import TinyNpuError, UsageError
 from tinynpu.isa import ArchConfig
 from tinynpu.isa.config import BUFFERS_PER_SCOPE, TILES
-from tinynpu.rtl.runner import RTL_DIR, cache_root, include_dir
+from tinynpu.rtl.runner import RTL_DIR, cache_root
 
 #: Bumped whenever the flow or a figure below changes, so cached results are recomputed.
 MODEL_VERSION = 1
@@ -299,12 +301,40 @@ def _hierarchy_rows(stat: dict[str, Any], top: str) -> tuple[list[ModuleArea], d
 
 # ---- cache ------------------------------------------------------------------------------------------
 
-def _key(*parts: object) -> str:
+#: One definition of the generated header: a ``localparam`` (one line) or a whole function.
+_DEFINITION = re.compile(r"^localparam\b[^=]*?\b(\w+)\s*=[^;]*;|^function\b[^(]*?\b(\w+)\s*\(.*?^endfunction\b",
+                         re.M | re.S)
+
+
+def header_inputs(header: str, sources: Iterable[str]) -> str:
+    """The definitions of the generated ``header`` that ``sources`` use, directly or through other definitions.
+
+    This, not the whole header, is what a synthesis is keyed on.  The header also holds the config's
+    name and digest and the ISA digest (comments), every instruction's field positions and every size
+    of the config, but Yosys's result depends only on the values the modules read: keyed on the whole
+    header, any ISA change or config rename would re-synthesize an unchanged MAC array, and a config
+    differing only in DRAM latency (which only the testbench's DRAM model reads) the whole logic.  Every
+    name a source mentions counts (a mention in a comment too: one cache miss too many, never a hit
+    too many), and the definitions those refer to, so the key changes whenever a value read does.
+    """
+    defs = {m.group(1) or m.group(2): m.group(0) for m in _DEFINITION.finditer(header)}
+    todo = {word for text in sources for word in re.findall(r"\w+", text)} & defs.keys()
+    used: set[str] = set()
+    while todo:
+        name = todo.pop()
+        used.add(name)
+        todo |= (set(re.findall(r"\w+", defs[name])) & defs.keys()) - used
+    return "\n".join(defs[name] for name in sorted(used))
+
+
+def synth_key(sources: Mapping[str, str], header: str) -> str:
+    """Cache key of one synthesis: the sources it reads (name -> text), the header definitions they use
+    (:func:`header_inputs`) and the area model."""
     h = hashlib.sha256()
-    for path in sorted(RTL_DIR.glob("*.sv")):
-        h.update(path.name.encode())
-        h.update(path.read_bytes())
-    h.update(repr((MODEL_VERSION, GATES, *parts)).encode())
+    for name in sorted(sources):
+        h.update(f"{name}\0{sources[name]}\0".encode())
+    h.update(header_inputs(header, sources.values()).encode())
+    h.update(repr((MODEL_VERSION, GATES)).encode())
     return h.hexdigest()[:16]
 
 
@@ -323,27 +353,32 @@ def _cached(kind: str, key: str, compute: Callable[[], dict[str, Any]], ran: lis
 
 # ---- the parts --------------------------------------------------------------------------------------
 
-def module_stat(module: str, cfg: ArchConfig, ran: list[str]) -> dict[str, Any]:
-    """Yosys ``stat -json`` of one RTL module synthesized alone, with the ISA header generated for ``cfg``.
-
-    Cached by the module's source and the header; ``ran`` collects what actually went through Yosys.
-    """
+def _header(cfg: ArchConfig) -> str:
     from tinynpu.isa import load_isa
     from tinynpu.isa.gen_verilog import generate_verilog
 
-    header = generate_verilog(load_isa(), cfg)
+    return generate_verilog(load_isa(), cfg)
+
+
+def module_stat(module: str, cfg: ArchConfig, ran: list[str]) -> dict[str, Any]:
+    """Yosys ``stat -json`` of one RTL module synthesized alone, with the ISA header generated for ``cfg``.
+
+    Cached by the module's source and the header definitions it uses (:func:`synth_key`); ``ran``
+    collects what actually went through Yosys.
+    """
+    header = _header(cfg)
     name = f"{module}.sv"
-    files = {name: _yosys_source(_module_file(module)), "tinynpu_isa.vh": yosys_text(header)}
+    sources = {name: _yosys_source(_module_file(module))}
 
     def compute() -> dict[str, Any]:
-        return _run_yosys(f"read_verilog -sv {name}\nsynth -top {module}", files, f"{module} at T = {cfg.tile}")
-    return _cached(f"{module}-T{cfg.tile}", _key(module, header), compute, ran)
+        return _run_yosys(f"read_verilog -sv {name}\nsynth -top {module}",
+                          {**sources, "tinynpu_isa.vh": yosys_text(header)}, f"{module} at T = {cfg.tile}")
+    return _cached(f"{module}-T{cfg.tile}", synth_key(sources, header), compute, ran)
 
 
 def _mac_array_row(cfg: ArchConfig, instances: int, ran: list[str]) -> ModuleArea:
     def measure(tile: int) -> tuple[int, int, float]:
-        # One name for every fit point, so configs differing only in T above MAX_SYNTH_TILE share the cache.
-        at_tile = dataclasses.replace(cfg, name=f"mac-array-fit-T{tile}", tile=tile, tmm_interval_cycles=tile)
+        at_tile = dataclasses.replace(cfg, tile=tile, tmm_interval_cycles=tile)
         [row], _ = _hierarchy_rows(module_stat("tinynpu_mac_array", at_tile, ran), "tinynpu_mac_array")
         return row.cells, row.transistors, row.area_um2
 
@@ -393,19 +428,27 @@ def rtl_supports(cfg: ArchConfig) -> str | None:
     return f"the RTL cannot be built for config {cfg.name!r}: " + "; ".join(problems) if problems else None
 
 
+def _logic_sources() -> dict[str, str]:
+    """Every RTL source (the black boxes too: ``tinynpu_top`` instantiates them through their ports)."""
+    return {p.name: _yosys_source(p) for p in sorted(RTL_DIR.glob("*.sv"))}
+
+
+def logic_key(cfg: ArchConfig) -> str:
+    """What :func:`_logic_stat` caches ``cfg``'s logic under: equal for configs whose RTL is the same."""
+    return synth_key(_logic_sources(), _header(cfg))
+
+
 def _logic_stat(cfg: ArchConfig, ran: list[str]) -> dict[str, Any]:
+    sources, header = _logic_sources(), _header(cfg)
+
     def compute() -> dict[str, Any]:
-        files = {p.name: _yosys_source(p) for p in sorted(RTL_DIR.glob("*.sv"))}
-        inc = include_dir(cfg)
-        for p in inc.glob("*.vh"):
-            files[p.name] = yosys_text(p.read_text())
         boxes = " ".join(f"{b}.sv" for b in BLACK_BOXES)
-        rest = " ".join(n for n in files if n.endswith(".sv") and n[:-3] not in BLACK_BOXES)
+        rest = " ".join(n for n in sources if n[:-3] not in BLACK_BOXES)
         script = (f"read_verilog -sv -lib {boxes}\nread_verilog -sv {rest}\n"
                   "hierarchy -top tinynpu_top\nsynth -top tinynpu_top")
-        return _run_yosys(script, files, f"tinynpu_top for config {cfg.name!r}")
-    headers = [p.read_text() for p in sorted(include_dir(cfg).glob("*.vh"))]
-    return _cached(f"logic-{cfg.name}", _key(cfg.digest, headers), compute, ran)
+        return _run_yosys(script, {**sources, "tinynpu_isa.vh": yosys_text(header)},
+                          f"tinynpu_top for config {cfg.name!r}")
+    return _cached(f"logic-T{cfg.tile}", synth_key(sources, header), compute, ran)
 
 
 def _sram_rows(cfg: ArchConfig, imem_words: int) -> list[ModuleArea]:

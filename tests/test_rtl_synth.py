@@ -10,6 +10,9 @@ import pytest
 
 from tinynpu.cli import main
 from tinynpu.isa import load_config, load_isa
+from tinynpu.isa.gen_verilog import generate_verilog
+from tinynpu.isa.spec import DEFAULT_ISA_PATH
+from tinynpu.rtl.runner import RTL_DIR
 from tinynpu.rtl.synth import (
     GATES,
     SRAM_ARRAY_EFFICIENCY,
@@ -17,7 +20,10 @@ from tinynpu.rtl.synth import (
     SynthError,
     _hierarchy_rows,
     gate_cost,
+    header_inputs,
+    logic_key,
     module_stat,
+    synth_key,
     synthesize,
     with_tile,
     yosys_missing_reason,
@@ -76,9 +82,35 @@ def test_a_small_module_synthesizes_and_is_cached(fresh_cache: Path) -> None:
     assert row.transistors == sum(n * gate_cost(c)[1] for c, n in by_type.items())
     again: list[str] = []
     assert module_stat("tinynpu_requant", t8, again) == stat and again == []
+    # Another name and DRAM latency, the same hardware: the same cache entry.
+    renamed = dataclasses.replace(t8, name="t8-renamed", dram_latency_cycles=t8.dram_latency_cycles + 7)
+    assert module_stat("tinynpu_requant", renamed, again) == stat and again == []
+    assert len(list((fresh_cache / "synth").glob("tinynpu_requant-*.json"))) == 1
     # Twice the lanes, about twice the logic.
     [row16], _ = _hierarchy_rows(module_stat("tinynpu_requant", CFG, ran), "tinynpu_requant")
     assert 1.6 < row16.cells / row.cells < 2.4
+
+
+def test_cache_keys_follow_what_the_synthesis_reads(tmp_path: Path) -> None:
+    """Keys change with the values a module reads and nothing else (no Yosys run needed)."""
+    # The logic: not with the name or the DRAM latency (only the testbench's DRAM model reads it) ...
+    assert logic_key(dataclasses.replace(CFG, name="other", dram_latency_cycles=CFG.dram_latency_cycles + 7)) == (
+        logic_key(CFG))
+    # ... but with the DRAM port width (the DMA units' beats) and the tile edge.
+    assert logic_key(dataclasses.replace(CFG, dram_bytes_per_cycle=8)) != logic_key(CFG)
+    assert logic_key(with_tile(CFG, 32)) != logic_key(CFG)
+    # An ISA change (vrequant's funct) re-keys the ALU and the dispatcher's decode, not the MAC array.
+    text = DEFAULT_ISA_PATH.read_text(encoding="utf-8")
+    old = "      - {name: funct,  <<: *f_funct,  value: 6}"
+    assert text.count(old) == 1, "the shipped vrequant funct moved; update this test"
+    (tmp_path / "isa.yaml").write_text(text.replace(old, old.replace("value: 6", "value: 15")), encoding="utf-8")
+    headers = [generate_verilog(isa, CFG) for isa in (ISA, load_isa(tmp_path / "isa.yaml"))]
+    assert headers[0] != headers[1]
+    for module, changes in (("tinynpu_mac_array", False), ("tinynpu_alu_unit", True), ("tinynpu_dispatch", True)):
+        source = {module: (RTL_DIR / f"{module}.sv").read_text(encoding="utf-8")}
+        assert (synth_key(source, headers[0]) != synth_key(source, headers[1])) is changes, module
+    used = header_inputs(headers[0], [(RTL_DIR / "tinynpu_mac_array.sv").read_text(encoding="utf-8")])
+    assert "localparam int TNPU_TILE " in used and "TNPU_VREQUANT" not in used and "digest" not in used
 
 
 def small_acc_config(tmp_path: Path) -> str:
