@@ -80,11 +80,13 @@ def rtl_unsupported(cfg: ArchConfig) -> list[str]:
     if cfg.tile not in RTL_TILES:
         problems.append(f"tile {cfg.tile}: the RTL is built for T in {{{', '.join(map(str, RTL_TILES))}}}")
     if cfg.tmm_interval_cycles < cfg.tile:
-        problems.append(f"tensor.tmm_interval_cycles {cfg.tmm_interval_cycles}: the MAC array computes one output "
-                        f"row per cycle, so a step takes at least T = {cfg.tile} cycles")
+        problems.append(f"tensor.tmm_interval_cycles {cfg.tmm_interval_cycles}: a {cfg.tile} x {cfg.tile} MAC "
+                        f"array does {cfg.tile ** 2} multiply-adds per cycle, so a step of {cfg.tile ** 3} takes at "
+                        f"least T = {cfg.tile} cycles; a shorter interval is the timing of a larger array, which "
+                        "only the simulator models")
     if cfg.alu_rows_per_cycle != 1:
-        problems.append(f"alu.rows_per_cycle {cfg.alu_rows_per_cycle}: the RTL's ALU has one row of lanes "
-                        "(rows_per_cycle 1)")
+        problems.append(f"alu.rows_per_cycle {cfg.alu_rows_per_cycle}: the RTL's ALU has one row of {cfg.tile} "
+                        "lanes (rows_per_cycle 1); a wider ALU only the simulator models")
     if cfg.dram_latency_cycles < 3:
         problems.append(f"dram.latency_cycles {cfg.dram_latency_cycles}: the RTL's DRAM interface is built for "
                         "latencies of 3 cycles and more")

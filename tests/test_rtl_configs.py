@@ -107,8 +107,11 @@ def test_header_follows_the_config(tmp_path: Path) -> None:
     ({"input_dtype": "float32", "acc_dtype": "float32"}, "dtypes float32 -> float32: the RTL is integer only"),
     ({"tile": 4}, "tile 4: the RTL is built for T in {8, 16, 32}"),
     ({"tile": 64, "tmm_interval_cycles": 64}, "tile 64: the RTL is built for T in {8, 16, 32}"),
-    ({"tmm_interval_cycles": 8}, "tensor.tmm_interval_cycles 8: the MAC array computes one output row per cycle"),
-    ({"alu_rows_per_cycle": 2}, "alu.rows_per_cycle 2: the RTL's ALU has one row of lanes"),
+    ({"tmm_interval_cycles": 8}, "tensor.tmm_interval_cycles 8: a 16 x 16 MAC array does 256 multiply-adds per "
+                                 "cycle, so a step of 4096 takes at least T = 16 cycles; a shorter interval is the "
+                                 "timing of a larger array, which only the simulator models"),
+    ({"alu_rows_per_cycle": 2}, "alu.rows_per_cycle 2: the RTL's ALU has one row of 16 lanes (rows_per_cycle 1); "
+                                "a wider ALU only the simulator models"),
     ({"dram_latency_cycles": 2}, "dram.latency_cycles 2"),
 ])
 def test_configs_the_rtl_cannot_build_are_refused_by_key(change: dict[str, object], says: str) -> None:
