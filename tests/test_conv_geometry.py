@@ -9,10 +9,10 @@ without needing the simulator.
 from __future__ import annotations
 
 import itertools
-from typing import Any
 
 import numpy as np
 import pytest
+from conv_strategies import general_conv_shapes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -109,24 +109,12 @@ def test_operand_tiles_gather_im2col(t: tuple[int, ...], kind: str) -> None:
     check_layout(ConvShape(n=n, c=c, h=h, w=w, k=k, r=r, s=s, stride=stride, pad=pad), kind, seed=sum(t))
 
 
-# Per-axis strides, (top, left, bottom, right) pads and dilations, each drawn independently.
-general_shapes = st.builds(
-    lambda n, c, h, w, k, r, s, stride, pad, dilation: (n, c, h, w, k, r, s, stride, pad, dilation),
-    st.integers(1, 2), st.integers(1, 20), st.integers(1, 9), st.integers(1, 9), st.integers(1, 20),
-    st.integers(1, 4), st.integers(1, 4), st.tuples(st.integers(1, 3), st.integers(1, 3)),
-    st.tuples(*[st.integers(0, 3)] * 4), st.tuples(st.integers(1, 3), st.integers(1, 3)),
-).filter(lambda t: (t[5] - 1) * t[9][0] + 1 <= t[2] + t[8][0] + t[8][2]
-         and (t[6] - 1) * t[9][1] + 1 <= t[3] + t[8][1] + t[8][3])
-
-
 @settings(max_examples=60, deadline=None)
-@given(general_shapes, st.sampled_from(["direct", "rowpack"]))
-def test_operand_tiles_gather_im2col_any_strides_pads_dilations(t: tuple[Any, ...], kind: str) -> None:
-    n, c, h, w, k, r, s, stride, pad, dilation = t
-    sh = ConvShape(n=n, c=c, h=h, w=w, k=k, r=r, s=s, stride=stride, pad=pad, dilation=dilation)
+@given(general_conv_shapes, st.sampled_from(["direct", "rowpack"]))
+def test_operand_tiles_gather_im2col_any_strides_pads_dilations(sh: ConvShape, kind: str) -> None:
     if kind == "rowpack" and not rowpack_applies(sh):
         kind = "direct"
-    check_layout(sh, kind, seed=n + c + h + w + k)
+    check_layout(sh, kind, seed=sh.n + sh.c + sh.h + sh.w + sh.k)
 
 
 def test_general_shape_normalizes_and_names_its_sizes() -> None:

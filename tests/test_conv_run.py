@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
+from conv_strategies import general_conv_shapes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -36,20 +36,11 @@ def test_random_convs_match_numpy(t: tuple[int, ...], dtype: str, layout: str) -
     assert report["dram_bytes"] == comp.model["dram_bytes"]  # the traffic model is exact
 
 
-general_args = st.tuples(
-    st.integers(1, 2), st.integers(1, 12), st.integers(1, 9), st.integers(1, 9), st.integers(1, 20),
-    st.integers(1, 4), st.integers(1, 4), st.tuples(st.integers(1, 3), st.integers(1, 3)),
-    st.tuples(*[st.integers(0, 3)] * 4), st.tuples(st.integers(1, 3), st.integers(1, 3)),
-).filter(lambda t: (t[5] - 1) * t[9][0] + 1 <= t[2] + t[8][0] + t[8][2]
-         and (t[6] - 1) * t[9][1] + 1 <= t[3] + t[8][1] + t[8][3])
-
-
 @settings(max_examples=25, deadline=None)
-@given(general_args, st.sampled_from(["auto", "direct"]))
-def test_per_axis_strides_pads_dilations_match_numpy(t: tuple[Any, ...], layout: str) -> None:
-    n, c, h, w, k, r, s, stride, pad, dilation = t
-    comp = compile_conv2d(n, c, h, w, k, r, s, stride=stride, pad=pad, dilation=dilation, layout=layout)
-    report = run_compiled(comp, seed=n + c + h + w + k)  # bit-exact against conv2d_reference, else it raises
+@given(general_conv_shapes, st.sampled_from(["auto", "direct"]))
+def test_per_axis_strides_pads_dilations_match_numpy(sh: ConvShape, layout: str) -> None:
+    comp = compile_conv2d(**sh.kwargs(), layout=layout)
+    report = run_compiled(comp, seed=sh.n + sh.c + sh.h + sh.w + sh.k)  # bit-exact against numpy, else it raises
     assert report["verified"] is True
     assert report["dram_bytes"] == comp.model["dram_bytes"]  # the traffic model is exact
     # the compulsory input and weights are a floor of what the program reads
