@@ -10,7 +10,7 @@ from tinynpu.errors import UsageError
 from tinynpu.progress import step, wrote
 
 
-def _positive(text: str) -> int:
+def positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
@@ -52,7 +52,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("-o", "--output", required=True,
                    help="output directory for results.csv, index.md, its pareto-*.png figures and the configs/ of each "
                         "point")
-    p.add_argument("--workers", type=_positive, default=None,
+    p.add_argument("--workers", type=positive_int, default=None,
                    help="worker processes of the local Dask cluster, one thread each (default: all cores)")
     p.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
                    help="run on this existing Dask scheduler instead of a local cluster (default: none)")
@@ -87,4 +87,4 @@ def register_bench(bench_subparsers: argparse._SubParsersAction) -> None:  # typ
     p.set_defaults(handler=handler)
 
 
-__all__ = ["register", "register_bench"]
+__all__ = ["positive_int", "register", "register_bench"]

@@ -76,9 +76,22 @@ def point_key(point: DesignPoint, workload: Workload) -> str:
     return hashlib.sha256(f"{point.digest}|{workload.key}|{tinynpu.__version__}".encode()).hexdigest()[:24]
 
 
+def rtl_fingerprint() -> str:
+    """What every area depends on besides its config: the RTL sources and the area model's version."""
+    from tinynpu.rtl import runner
+    from tinynpu.rtl.synth import MODEL_VERSION
+
+    h = hashlib.sha256(f"model {MODEL_VERSION}".encode())
+    for path in sorted(runner.RTL_DIR.glob("*.sv")):
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def area_key(identity: str) -> str:
-    """The cache key of an area: the RTL identity and the tinynpu version."""
-    return hashlib.sha256(f"area|{identity}|{tinynpu.__version__}".encode()).hexdigest()[:24]
+    """The cache key of an area: the RTL identity, the RTL sources (an edited module changes every area) and
+    the tinynpu version."""
+    return hashlib.sha256(f"area|{identity}|{rtl_fingerprint()}|{tinynpu.__version__}".encode()).hexdigest()[:24]
 
 
 def _area_columns(area: dict[str, Any] | None) -> dict[str, Any]:
@@ -99,13 +112,14 @@ def _row(spec: SweepSpec, point: DesignPoint, workload: Workload, result: dict[s
     if AREA in spec.objectives:
         row.update(_area_columns(area))
     row.update({"seconds": result.get("seconds", ""), "error": result.get("error", ""),
-                "version": tinynpu.__version__})
+                "version": tinynpu.__version__, "spec_digest": spec.digest})
     return row
 
 
 def _columns(spec: SweepSpec) -> list[str]:
     return ["key", "config", "config_file", *(p.key for p in spec.parameters), "workload", "kind", "count", "run_args",
-            "status", *FIGURES, *(AREA_COLUMNS if AREA in spec.objectives else ()), "seconds", "error", "version"]
+            "status", *FIGURES, *(AREA_COLUMNS if AREA in spec.objectives else ()), "seconds", "error", "version",
+            "spec_digest"]
 
 
 def read_results(path: Path) -> list[dict[str, str]]:
@@ -189,8 +203,8 @@ def run_sweep(spec: SweepSpec, out: Path, *, workers: int | None = None, schedul
     def area_of(point: DesignPoint) -> dict[str, Any] | None:
         return areas.get(identity.get(point.digest, ""))
 
-    for key, row in rows.items():
-        row.update(_area_columns(area_of(tasks[key][0])) if identity else {})
+    for key, row in rows.items():  # kept from the earlier results: they hold for this spec too
+        row.update({**(_area_columns(area_of(tasks[key][0])) if identity else {}), "spec_digest": spec.digest})
     cached = 0
     todo = []
     for key, (point, workload) in tasks.items():
@@ -271,4 +285,4 @@ def run_sweep(spec: SweepSpec, out: Path, *, workers: int | None = None, schedul
 
 
 __all__ = ["AREA", "RESULTS", "SweepSummary", "area_key", "cache_dir", "dask_client", "point_key", "read_results",
-           "run_sweep"]
+           "rtl_fingerprint", "run_sweep"]

@@ -11,12 +11,11 @@ each parameter (:mod:`tinynpu.explore.sensitivity`).
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tinynpu.explore import sensitivity
+from tinynpu.explore import figures, sensitivity
 from tinynpu.explore.spec import SweepSpec
 from tinynpu.fsio import write_atomic
 
@@ -107,9 +106,13 @@ def _figure(path: Path, configs: list[ConfigTotals], front: list[ConfigTotals], 
     ax.grid(True, alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, metadata={"Software": None})
-    write_atomic(path, buf.getvalue(), what="sweep figure")
+    figures.save(path, fig, front_data(configs, front, x, y), dpi=110)
+
+
+def front_data(configs: list[ConfigTotals], front: list[ConfigTotals], x: str, y: str) -> dict[str, Any]:
+    """What a Pareto-front figure plots (its PNG carries this data's digest)."""
+    return {"x": x, "y": y, "points": [[c.config, c.totals[x], c.totals[y]] for c in configs],
+            "front": [c.config for c in front]}
 
 
 def _label(name: str) -> str:
@@ -145,7 +148,7 @@ def write_index(spec: SweepSpec, out: Path, rows: list[dict[str, str]]) -> list[
     ``sensitivity.png``); returns the files written."""
     configs, incomplete = config_totals(spec, rows)
     ranked = [c for c in configs if c.feasible]
-    bases = ", ".join(f"`{b.path}`" for b in spec.bases)
+    bases = ", ".join(f"`{b.name}`" for b in spec.bases)  # as the spec names them: no machine's paths
     lines = [f"# Sweep {spec.source.name}", "",
              f"{len(rows)} points ({sum(r['status'] != 'ok' for r in rows)} failed) over {len(configs)} complete "
              f"configs and {len(spec.workloads)} workloads; base config{'s' if len(spec.bases) > 1 else ''} "
@@ -187,5 +190,5 @@ def write_index(spec: SweepSpec, out: Path, rows: list[dict[str, str]]) -> list[
     return written
 
 
-__all__ = ["ConfigTotals", "best_configs", "config_totals", "figure_name", "front_axes", "pareto_front",
-           "reproduce_command", "summary", "write_index"]
+__all__ = ["ConfigTotals", "best_configs", "config_totals", "figure_name", "front_axes", "front_data",
+           "pareto_front", "reproduce_command", "summary", "write_index"]

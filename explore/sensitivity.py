@@ -9,14 +9,13 @@ objective at all.
 
 from __future__ import annotations
 
-import io
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tinynpu.explore import figures
 from tinynpu.explore.spec import SweepSpec
-from tinynpu.fsio import write_atomic
 
 if TYPE_CHECKING:
     from tinynpu.explore.report import ConfigTotals
@@ -91,9 +90,15 @@ def write_figure(path: Path, spec: SweepSpec, ranked: list[ConfigTotals], found:
         if s.parameter == parameters[0]:
             ax.set_ylabel(s.objective, fontsize=8)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
-    write_atomic(path, buf.getvalue(), what="sweep figure")
+    figures.save(path, fig, figure_data(spec, ranked, found), dpi=100)
+
+
+def figure_data(spec: SweepSpec, ranked: list[ConfigTotals], found: list[Sensitivity]) -> list[dict[str, Any]]:
+    """What the sensitivity figure plots (its PNG carries this data's digest)."""
+    index = {p.key: i for i, p in enumerate(spec.parameters)}
+    return [{"objective": s.objective, "parameter": s.parameter, **s.to_json(),
+             "dots": [[c.overrides[index[s.parameter]][1], c.totals[s.objective]] for c in ranked]}
+            for s in found]
 
 
 def markdown(found: list[Sensitivity]) -> list[str]:
@@ -109,4 +114,4 @@ def markdown(found: list[Sensitivity]) -> list[str]:
     return [*lines, ""]
 
 
-__all__ = ["FIGURE", "Sensitivity", "markdown", "sensitivities", "write_figure"]
+__all__ = ["FIGURE", "Sensitivity", "figure_data", "markdown", "sensitivities", "write_figure"]

@@ -13,6 +13,7 @@ loader before any work starts.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import importlib.util
 import itertools
@@ -124,6 +125,18 @@ class SweepSpec:
     objectives: tuple[str, ...]
     constraints: tuple[Constraint, ...]
     where_parameters: str
+
+    @functools.cached_property
+    def digest(self) -> str:
+        """A hash of everything the results depend on: the base configs' contents, the parameters and their
+        values, the sampling, the workloads (shapes and counts, wherever they came from), the objectives and
+        the constraints; not the spec's layout, comments or file name.  ``results.csv`` records it."""
+        content = {"bases": [[b.name, b.data] for b in self.bases],
+                   "parameters": [[p.key, list(p.values)] for p in self.parameters],
+                   "sample": [self.sample_points, self.sample_seed, self.sample_method],
+                   "workloads": [[w.key, w.count] for w in self.workloads],
+                   "objectives": list(self.objectives), "constraints": [c.text for c in self.constraints]}
+        return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def objective_unavailable(name: str) -> str | None:

@@ -131,8 +131,8 @@ def synth_area(config_text: str, digest: str, identity: str) -> dict[str, Any]:
         reason = rtl_supports(cfg)
         if reason is not None:
             return {"status": "failed", "error": f"no area: {reason}", "seconds": time.perf_counter() - t0}
-        # Named by its identity (the header quotes name and digest), so the synth cache serves every later
-        # sweep's config with the same RTL.
+        # Named by its identity for Yosys's messages; tinynpu synth's cache is keyed by what the synthesis
+        # reads, not by a config's name, so this shares `tinynpu synth --config NAME`'s runs of the same RTL.
         named = dataclasses.replace(cfg, name=f"sweep-{identity}", digest=identity)
         report = synthesize(named, named)
     except Exception as exc:  # noqa: BLE001 - a failing area is recorded with its error; the sweep goes on
