@@ -1,7 +1,7 @@
 /* The simulator's native core: the scheduler of timing.py, the integer
  * semantics of semantics.py and the race sanitizer of hazards.py, in C.
  *
- * It exists for speed only (14-48x the Python core end to end on the
+ * It exists for speed only (13-48x the Python core end to end on the
  * benchmark workloads: `tinynpu bench sim`); the Python modules are the reference and this file follows them statement by
  * statement, so that both cores give identical timelines, stalls, values and
  * faults (tests/test_sim_native.py runs both on the same programs and
