@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from synth_support import require_yosys
 
 from tinynpu.cli import main
 from tinynpu.isa import load_config, load_isa
@@ -26,18 +27,11 @@ from tinynpu.rtl.synth import (
     synth_key,
     synthesize,
     with_tile,
-    yosys_missing_reason,
     yosys_text,
 )
 
 ISA = load_isa()
 CFG = load_config("default", ISA)
-
-
-def require_yosys() -> None:
-    reason = yosys_missing_reason()
-    if reason:
-        pytest.skip(reason)
 
 
 @pytest.fixture

@@ -9,13 +9,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from synth_support import require_yosys
 
 from tinynpu.cli import main
 from tinynpu.explore.report import config_totals, front_axes, pareto_front
 from tinynpu.explore.spec import load_sweep
 from tinynpu.explore.task import area_identity
 from tinynpu.isa import load_config
-from tinynpu.rtl.synth import yosys_missing_reason
 
 SPEC = """\
 base: {base}
@@ -40,9 +40,7 @@ def _rows(path: Path) -> list[dict[str, str]]:
 
 @pytest.fixture(autouse=True)
 def _yosys() -> None:
-    reason = yosys_missing_reason()
-    if reason:
-        pytest.skip(reason)
+    require_yosys()
 
 
 def test_area_identity_is_what_synthesis_depends_on() -> None:
