@@ -117,3 +117,49 @@ def test_any_scale_runs_its_epilogue_on_the_accelerator() -> None:
         assert np.array_equal(got, gemm_layer(a, w, epi, cache=None, run=LayerRun()))
         assert run.programs == 1 and run.host_bytes == 0
     assert sorted(key[-1] for key in cache.programs) == ["int8_binary32_clamp-128to127"]
+
+
+def _pair_before(model, act_name: str):  # type: ignore[no-untyped-def]
+    """The Q and DQ nodes between a conv and the activation ``act_name``, and the activation's own Q."""
+    producer = {o: n for n in model.graph.node for o in n.output}
+    act = next(n for n in model.graph.node if n.name == act_name)
+    dq = producer[act.input[0]]
+    q = producer[dq.input[0]]
+    after = next(n for n in model.graph.node if n.op_type == "QuantizeLinear" and n.input[0] == act.output[0])
+    return q, dq, after
+
+
+def test_relu_after_a_conv_is_fused_at_its_own_scale(cnn: Path) -> None:
+    """The quantizer's Q/DQ pair between a conv and its relu gets the relu output's scale: one rounding,
+    the relu a clamp in the layer's store, and onnxruntime still sees an integer conv."""
+    cn = compile_onnx(cnn)
+    for conv, relu in (("conv1", "relu1"), ("conv2", "relu2")):
+        q, dq, after = _pair_before(cn.qmodel, relu)
+        assert q.op_type == "QuantizeLinear" and dq.op_type == "DequantizeLinear"
+        assert list(q.input[1:]) == list(dq.input[1:]) == list(after.input[1:])
+        step = next(s for s in cn.net.steps if s.name == conv)
+        assert step.where == "npu" and step.attrs["activation"] == "Relu"
+        assert step.outputs == (after.output[0],)
+    assert not any(s.op == "Relu" for s in cn.net.steps if s.name in ("relu1", "relu2"))
+
+
+def test_a_pair_at_another_scale_keeps_the_relu_on_the_host(cnn: Path, tmp_path: Path) -> None:
+    """A QDQ model whose pair before a relu has its own scale rounds twice, as onnxruntime does:
+    the conv stores at the pair's scale and the relu runs on the host, still bit-exact."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = compile_onnx(cnn).qmodel
+    q, dq, after = _pair_before(model, "relu2")
+    relu_scale = next(numpy_helper.to_array(i) for i in model.graph.initializer if i.name == after.input[1])
+    model.graph.initializer.append(numpy_helper.from_array(np.float32(relu_scale * 1.37), "pre_relu2_scale"))
+    q.input[1] = dq.input[1] = "pre_relu2_scale"
+    path = tmp_path / "pair.onnx"
+    onnx.save(model, str(path))
+    cn = compile_onnx(path)
+    conv2 = next(s for s in cn.net.steps if s.name == "conv2")
+    assert conv2.where == "npu" and conv2.attrs["activation"] is None and conv2.outputs == (q.output[0],)
+    assert any(s.name == "relu2" and s.where == "host" for s in cn.net.steps)
+    r = run_network(cn, extra_seeds=1)
+    assert r["verified"] is True
+    assert r["ort_quantized"]["within_1lsb_fraction"] >= 0.99 and r["ort_quantized"]["top1_agree"] == 1.0

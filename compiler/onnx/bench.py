@@ -59,8 +59,7 @@ def bench_model(name: str, inputs: int) -> dict[str, Any]:
     origins = ort_difference_origins(cn, feeds[0])
     return {"model": name, "end_to_end_seconds": wall, "end_to_end_cpu_seconds": cpu,
             "main_thread_cpu_seconds": main_cpu, "load_average": load, "cores": os.cpu_count() or 1,
-            "phases": report["seconds"], "ort_quantized_seconds": ort_times["ort_quantized_seconds"],
-            "ort_float_seconds": ort_times["ort_float_seconds"], "inputs": inputs, "verified": report["verified"],
+            "phases": report["seconds"], **ort_times, "inputs": inputs, "verified": report["verified"],
             "ort_quantized": q_cmp, "ort_float": f_cmp, "cycles": report["cycles"],
             "inferences_per_second": report["inferences_per_second"],
             "util_over_ceiling": report["utilization_over_ceiling_mac_weighted"],
@@ -89,7 +88,8 @@ def target_lines(rows: list[dict[str, Any]]) -> list[str]:
             checks.append((f"{m}: import + quantize + compile + simulate + verify <= {TARGET_RESNET50_SECONDS:g} s",
                            f"{r['end_to_end_seconds']:.1f} s wall, {r['end_to_end_cpu_seconds']:.1f} s CPU "
                            f"(onnxruntime: {1e3 * r['ort_quantized_seconds']:.0f} ms int8, "
-                           f"{1e3 * r['ort_float_seconds']:.0f} ms float per inference)",
+                           f"{1e3 * r['ort_quantized_int8_kept_seconds']:.0f} ms with int8 kept int8 as the "
+                           f"comparison runs it, {1e3 * r['ort_float_seconds']:.0f} ms float per inference)",
                            r["end_to_end_seconds"] <= TARGET_RESNET50_SECONDS))
         lines += [f"target: {what}: {figure}: {'met' if ok else 'not met'}" for what, figure, ok in checks]
     return lines

@@ -4,10 +4,12 @@ A QDQ graph computes every quantized operator in float between
 ``DequantizeLinear`` and ``QuantizeLinear`` nodes.  The patterns that are
 integer computations are recognized and become one step each:
 
-``DQ(x), DQ(w), DQ(b) -> Conv | Gemm | MatMul [-> Relu | Clip] -> Q``
+``DQ(x), DQ(w), DQ(b) -> Conv | Gemm | MatMul [[-> Q -> DQ] -> Relu | Clip] -> Q``
     an accelerator layer (``where="npu"``): int8 x int8 -> int32 on the MAC
     array, then the :class:`~tinynpu.compiler.onnx.intops.Epilogue` (bias,
-    per-channel requantization, zero point, relu/clip).
+    per-channel requantization, zero point, relu/clip).  A Q/DQ pair before
+    the activation is absorbed when it has the activation output's scale and
+    zero point (then it changes nothing; see ``quantize.py``).
 ``DQ(a), DQ(b) -> MatMul -> Q``
     a matmul between two activations (attention), batched: accelerator.
 ``DQ(x_i) -> Add | Sum [-> Relu] -> Q``
@@ -175,12 +177,39 @@ def build_network(model: Any) -> Network:
     def dq_node(float_name: str) -> Any:
         return next(n for n in g.node if n.output and n.output[0] == float_name)
 
+    def requantized_at_same_scale(out: str) -> list[Any] | None:
+        """``out -> Q -> DQ -> Relu/Clip -> Q'`` with Q and Q' alike: the [Q, DQ] to absorb, else None.
+
+        At one scale and zero point, ``Q(act(DQ(q)))`` is the activation's clamp of the integer
+        ``q`` itself, so the layer rounds once, as if the activation followed it directly.
+        """
+        q = single_q(out)
+        if q is None or q.output[0] in graph_outputs:
+            return None
+        dqs = uses.get(q.output[0], [])
+        if len(dqs) != 1 or dqs[0].op_type != "DequantizeLinear" or dqs[0].output[0] in graph_outputs:
+            return None
+        acts = uses.get(dqs[0].output[0], [])
+        if len(acts) != 1 or acts[0].op_type not in ("Relu", "Clip"):
+            return None
+        q2 = single_q(acts[0].output[0])
+        qp, qp2 = qparams[q.output[0]], qparams.get(q2.output[0]) if q2 is not None else None
+        if qp2 is None or not (qp.per_tensor and qp2.per_tensor and qp.s == qp2.s and qp.z == qp2.z
+                               and qp.zero_point.dtype == qp2.zero_point.dtype):
+            return None
+        return [q, dqs[0]]
+
     def finish(node: Any) -> tuple[Any, list[Any], str | None, tuple[float, float] | None] | None:
-        """Follow ``node``'s output through an optional Relu/Clip to its one int8 Q: (q, absorbed, act, clip)."""
+        """Follow ``node``'s output through an optional Relu/Clip (directly, or between a Q/DQ pair
+        at the activation's own scale) to its one int8 Q: (q, absorbed, act, clip)."""
         out = node.output[0]
         absorbed: list[Any] = []
         activation = None
         clip = None
+        pair = requantized_at_same_scale(out)
+        if pair is not None:
+            absorbed += pair
+            out = pair[1].output[0]
         us = uses.get(out, [])
         if len(us) == 1 and us[0].op_type in ("Relu", "Clip") and out not in graph_outputs:
             a = us[0]

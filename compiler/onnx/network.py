@@ -360,11 +360,20 @@ def check_inputs(cn: CompiledNetwork, feeds: dict[str, np.ndarray]) -> dict[str,
     return out
 
 
-def _session(model: Any, extra: list[str], *, optimize: bool = True, save_optimized: str | None = None) -> Any:
+def _session(model: Any, extra: list[str], *, optimize: bool = True, save_optimized: str | None = None,
+             keep_int8: bool = True) -> Any:
     """An onnxruntime CPU session of ``model`` with the tensors ``extra`` as further outputs.
 
     ``optimize=False`` runs the graph as it is (a graph onnxruntime optimized already);
     ``save_optimized`` writes the graph onnxruntime optimized to that path.
+
+    ``keep_int8`` (the comparison sessions) keeps the model's int8 tensors int8.  By default
+    onnxruntime on x86 rewrites int8 Q/DQ pairs to uint8 (zero point + 128) for its faster
+    kernels, but only a QuantizeLinear with one DequantizeLinear reader: a convolution reading
+    a tensor two nodes read (a ResNet block's input, read by the block and by its shortcut)
+    would then see an int8 input and a uint8 output and run in float between
+    DequantizeLinear and QuantizeLinear, not as the integer QLinearConv the model describes.
+    ``keep_int8=False`` is onnxruntime's default, used to time its inference.
     """
     import onnx
     import onnxruntime as ort
@@ -381,6 +390,8 @@ def _session(model: Any, extra: list[str], *, optimize: bool = True, save_optimi
     # machine a spinning thread pool takes cores from the simulator and the other processes.
     opts.intra_op_num_threads = opts.inter_op_num_threads = 1
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if keep_int8:
+        opts.add_session_config_entry("session.qdqisint8allowed", "1")
     if not optimize:
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     if save_optimized is not None:
@@ -433,11 +444,15 @@ def ort_compare(cn: CompiledNetwork, feeds_list: list[dict[str, np.ndarray]],
     """Checks (b) and (c) over several inputs (our int8 logits given per input)."""
     lq, lf = cn.logits
     qs, fs = _session(cn.qmodel, [lq]), _session(cn.imported.model, [lf])
+    timed = _session(cn.qmodel, [lq], keep_int8=False)  # onnxruntime's own speed: its default kernels
     theirs_q, theirs_f = [], []
-    t_q = t_f = 0.0
+    t_q = t_f = t_kept = 0.0
     for feeds in feeds_list:
         t0 = time.perf_counter()
         theirs_q.append(np.asarray(qs.run([lq], feeds)[0]))
+        t_kept += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        timed.run([lq], feeds)
         t_q += time.perf_counter() - t0
         t0 = time.perf_counter()
         theirs_f.append(np.asarray(fs.run([lf], feeds)[0]))
@@ -448,8 +463,9 @@ def ort_compare(cn: CompiledNetwork, feeds_list: list[dict[str, np.ndarray]],
     qp = cn.net.qparams[lq]
     deq = (ours.astype(np.float64) - qp.z) * qp.s
     n = len(feeds_list)
-    return compare_quantized(ours, tq), compare_float(deq, tf), {"ort_quantized_seconds": t_q / n,
-                                                                   "ort_float_seconds": t_f / n}
+    times = {"ort_quantized_seconds": t_q / n, "ort_quantized_int8_kept_seconds": t_kept / n,
+             "ort_float_seconds": t_f / n}
+    return compare_quantized(ours, tq), compare_float(deq, tf), times
 
 
 def run_network(cn: CompiledNetwork, *, feeds: dict[str, np.ndarray] | None = None, seed: int = 0,

@@ -31,9 +31,10 @@ import numpy as np
 from tinynpu.compiler.onnx.network import CompiledNetwork, _session
 from tinynpu.compiler.onnx.runtime import reference_step
 
-#: Operators that only move, retype or re-lay data: the step's kernel is further up.
+#: Operators that only move, retype or re-lay data, or clamp it (a Relu/Clip between a DequantizeLinear
+#: and a QuantizeLinear of one scale is an integer clamp): the step's kernel is further up.
 _PASS_THROUGH = {"Transpose", "QuantizeLinear", "DequantizeLinear", "ReorderInput", "ReorderOutput", "Reshape",
-                 "Identity", "Cast"}
+                 "Identity", "Cast", "Relu", "Clip"}
 
 
 def _optimized_model(cn: CompiledNetwork) -> Any:
@@ -49,8 +50,19 @@ def _optimized_model(cn: CompiledNetwork) -> Any:
         os.unlink(path)
 
 
+#: Operators whose output keeps their first input's layout (onnxruntime's layout transformer
+#: carries a channels-last tensor through them; the other inputs of an elementwise one follow it).
+_LAYOUT_KEEPING = {"QuantizeLinear", "DequantizeLinear", "Relu", "Clip", "Identity", "Cast", "Sum", "Add", "Mul",
+                   "Max", "Min"}
+
+#: Operators onnxruntime runs on int8 tensors that keep their zero point (it moves a QuantizeLinear
+#: above a MaxPool or Reshape, which commute with it).
+_INT8_KEEPING = {"Transpose", "ReorderInput", "ReorderOutput", "Reshape", "Identity", "MaxPool", "NhwcMaxPool"}
+
 #: onnxruntime's integer kernels and the input index of their output zero point.
-_INTEGER_KERNELS = {"QLinearConv": 7, "QGemm": 8, "QLinearMatMul": 7}
+_INTEGER_KERNELS = {"QLinearConv": 7, "QGemm": 8, "QLinearMatMul": 7, "QLinearAdd": 7, "QLinearMul": 7,
+                    "QLinearAveragePool": 4, "QLinearGlobalAveragePool": 4, "QLinearConcat": 1,
+                    "QLinearSoftmax": 4, "QLinearSigmoid": 4, "QLinearLeakyRelu": 4}
 
 
 def _carriers(cn: CompiledNetwork, opt: Any) -> dict[str, tuple[str, int, str, bool]]:
@@ -59,7 +71,8 @@ def _carriers(cn: CompiledNetwork, opt: Any) -> dict[str, tuple[str, int, str, b
 
     The tensor is the output of the QuantizeLinear node that made it (onnxruntime keeps its name),
     or the input of a DequantizeLinear that reads it, or, where both were fused away, the output
-    of the integer kernel onnxruntime made of the step's node (named after it).
+    of the integer kernel onnxruntime made of the step's node (named after it), or a tensor of the
+    same name made by another node (a Reshape that onnxruntime moved after the QuantizeLinear).
     """
     from onnx import helper, numpy_helper
 
@@ -80,9 +93,36 @@ def _carriers(cn: CompiledNetwork, opt: Any) -> dict[str, tuple[str, int, str, b
             node = producer.get(node.input[0])
         return "input" if node is None else node.op_type
 
+    def is_channels_last(node: Any) -> bool:
+        return any(a.name == "channels_last" and helper.get_attribute_value(a) for a in node.attribute)
+
+    def channels_last(tensor: str) -> bool:
+        """Whether onnxruntime's layout transformer left ``tensor`` channels-last: it comes from a
+        channels-last kernel, an NHWC operator or a transpose to NHWC through layout-keeping nodes."""
+        node = producer.get(tensor)
+        while node is not None and node.op_type in _LAYOUT_KEEPING:
+            node = producer.get(node.input[0])
+        if node is None:
+            return False
+        if node.op_type == "Transpose":
+            perm = next((list(helper.get_attribute_value(a)) for a in node.attribute if a.name == "perm"), [])
+            return perm == [0, 2, 3, 1]
+        return node.op_type.startswith("Nhwc") or is_channels_last(node)
+
     def zero_point(node: Any, index: int) -> int:
         zp = inits.get(node.input[index]) if len(node.input) > index and node.input[index] else None
         return 0 if zp is None else int(zp.reshape(-1)[0])
+
+    def int8_zero_point(tensor: str) -> int | None:
+        """The zero point of the int8 ``tensor`` from the QuantizeLinear or integer kernel making it."""
+        node = producer.get(tensor)
+        while node is not None and node.op_type in _INT8_KEEPING:
+            node = producer.get(node.input[0])
+        if node is not None and node.op_type == "QuantizeLinear":
+            return zero_point(node, 2)
+        if node is not None and node.op_type in _INTEGER_KERNELS:
+            return zero_point(node, _INTEGER_KERNELS[node.op_type])
+        return None
 
     out: dict[str, tuple[str, int, str, bool]] = {}
     for step in cn.net.steps:
@@ -92,11 +132,13 @@ def _carriers(cn: CompiledNetwork, opt: Any) -> dict[str, tuple[str, int, str, b
             node = next((by_name[n] for n in names.get(name, []) if n in by_name), None)
             if node is not None:
                 tensor = node.output[0] if node.op_type == "QuantizeLinear" else node.input[0]
-                out[name] = (tensor, zero_point(node, 2), kernel(tensor), False)
+                out[name] = (tensor, zero_point(node, 2), kernel(tensor), channels_last(tensor))
             elif step.name in kernels and len(step.outputs) == 1:
                 node = kernels[step.name]
-                last = any(a.name == "channels_last" and helper.get_attribute_value(a) for a in node.attribute)
-                out[name] = (node.output[0], zero_point(node, _INTEGER_KERNELS[node.op_type]), node.op_type, last)
+                out[name] = (node.output[0], zero_point(node, _INTEGER_KERNELS[node.op_type]), node.op_type,
+                             is_channels_last(node))
+            elif (zp := int8_zero_point(name)) is not None:
+                out[name] = (name, zp, kernel(name), channels_last(name))
     return out
 
 
@@ -130,6 +172,9 @@ def ort_difference_origins(cn: CompiledNetwork, feeds: dict[str, np.ndarray]) ->
                 theirs = values[tensor].astype(np.int64) - zp + cn.net.qparams[name].z
                 if channels_last:
                     theirs = np.moveaxis(theirs, -1, 1)
+                if theirs.shape != ours.shape:
+                    raise AssertionError(f"step {step.name!r}: onnxruntime's {tensor!r} has shape {theirs.shape} "
+                                         f"({'channels-last' if channels_last else 'as is'}), ours {ours.shape}")
                 diff = np.abs(ours.astype(np.int64) - theirs)
                 group, ours = f"{step.kind} on {op}", theirs.astype(ours.dtype)
             else:

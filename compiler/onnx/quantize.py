@@ -11,11 +11,19 @@ Choices (and why):
   correction term; asymmetric activations would need a per-output-channel
   ``zx * sum(w)`` term and a padding value of ``zx``.  The cost is one bit of
   range on relu outputs (never negative); it shows in the float comparison.
-- A ``Relu``/``Clip`` right after a ``Conv``/``Gemm``/``MatMul`` is fused into
-  that layer's store: the quantizer puts a Q/DQ pair between them (with
-  symmetric activations it cannot drop the relu), which would round twice; the
-  pair is removed after quantization so that the layer requantizes once,
-  straight to the relu output's scale, as the accelerator's store does.
+- A ``Relu``/``Clip`` right after a ``Conv``/``Gemm``/``MatMul``: the
+  quantizer puts a Q/DQ pair between them (with symmetric activations it
+  cannot drop the relu), scaled for the range before the relu.  That pair is
+  given the relu output's own scale and zero point after quantization
+  (:func:`align_activation_scales`): the layer then rounds once, straight to
+  the relu output's scale, and ``DQ -> Relu -> Q`` at one scale is an integer
+  clamp, exactly what the accelerator's store does.  Keeping the pair (rather
+  than removing it) keeps the model onnxruntime runs integer: it computes the
+  layer as a ``QLinearConv``/``QGemm``, bit for bit what ``vrequantf`` does,
+  where ``DQ -> Conv -> Relu -> Q`` would be a float ``FusedConv`` whose
+  float32 sums round differently near ties.  The values the old scale could
+  represent and the new cannot are the ones below zero the relu clears
+  anyway, and the ones above the relu output's range its Q saturates anyway.
 - Already quantized models (QDQ, or QOperator rewritten to QDQ on import)
   are taken as they are.
 """
@@ -71,12 +79,17 @@ def quantize(model: Any, calibration: list[dict[str, np.ndarray]]) -> Any:
             raise OnnxError(f"onnxruntime's quantize_static failed on this model: "
                             f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
         q = onnx.load(str(dst))
-    fuse_activations(q)
+    align_activation_scales(q)
     return q
 
 
-def fuse_activations(model: Any) -> int:
-    """Remove the Q/DQ pair between a Conv/Gemm/MatMul and its only consumer Relu/Clip (see above)."""
+def align_activation_scales(model: Any) -> int:
+    """Give the Q/DQ pair between a Conv/Gemm/MatMul and its only consumer Relu/Clip the activation
+    output's scale and zero point (see above); returns how many pairs it changed.
+
+    The pair's own scale and zero-point initializers are left to the ones still reading them and
+    removed when nothing does.
+    """
     graph = model.graph
     producer = {o: n for n in graph.node for o in n.output}
     uses: dict[str, list[Any]] = {}
@@ -84,7 +97,8 @@ def fuse_activations(model: Any) -> int:
         for i in n.input:
             uses.setdefault(i, []).append(n)
     outputs = {o.name for o in graph.output}
-    drop = []
+    replaced: set[str] = set()
+    aligned = 0
     for q in graph.node:
         if q.op_type != "QuantizeLinear":
             continue
@@ -98,11 +112,17 @@ def fuse_activations(model: Any) -> int:
         acts = uses.get(dq.output[0], [])
         if len(acts) != 1 or acts[0].op_type not in FUSED_ACTIVATIONS or dq.output[0] in outputs:
             continue
-        acts[0].input[0] = q.input[0]
-        drop += [q, dq]
-    for n in drop:
-        graph.node.remove(n)
-    return len(drop) // 2
+        after = uses.get(acts[0].output[0], [])
+        if len(after) != 1 or after[0].op_type != "QuantizeLinear" or len(after[0].input) < 3:
+            continue
+        for node in (q, dq):
+            replaced.update(node.input[1:3])
+            node.input[1], node.input[2] = after[0].input[1], after[0].input[2]
+        aligned += 1
+    read = {i for n in graph.node for i in n.input}
+    for init in [i for i in graph.initializer if i.name in replaced and i.name not in read]:
+        graph.initializer.remove(init)
+    return aligned
 
 
 def calibration_inputs(make: Callable[[int], dict[str, np.ndarray]], count: int) -> list[dict[str, np.ndarray]]:
@@ -114,4 +134,4 @@ def calibration_inputs(make: Callable[[int], dict[str, np.ndarray]], count: int)
     return [make(1000 + i) for i in range(count)]
 
 
-__all__ = ["calibration_inputs", "fuse_activations", "is_quantized", "quantize"]
+__all__ = ["align_activation_scales", "calibration_inputs", "is_quantized", "quantize"]
