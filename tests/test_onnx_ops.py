@@ -45,7 +45,8 @@ class OpCase:
         head: Follow the op by a 1x1 conv (a matmul after the matmul stem): onnxruntime's quantizer
             leaves the output of Sum, LRN, Div, ... in float, and the runs compare int8 outputs.
         opset: The graph's opset (LayerNormalization needs 17, Gelu 20).
-        max_lsb: Largest difference against onnxruntime's quantized run, in LSBs.
+        max_lsb: Largest difference against onnxruntime's quantized run, in LSBs (0: every output
+            equal, as every integer kernel and every float operator here is).
         min_cosine: Smallest cosine against the float graph's output.
     """
 
@@ -56,7 +57,7 @@ class OpCase:
     hw: tuple[int, int] = (9, 11)
     head: bool = False
     opset: int = 13
-    max_lsb: int = 1
+    max_lsb: int = 0
     min_cosine: float = 0.99
 
 
@@ -314,7 +315,9 @@ CASES: dict[str, OpCase] = {
     "maxpool_3x3_s2": OpCase(unary("MaxPool", kernel_shape=[3, 3], strides=[2, 2]), "host"),
     "maxpool_pads_ceil": OpCase(unary("MaxPool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
                                       ceil_mode=1), "host"),
-    "avgpool_2x2": OpCase(unary("AveragePool", kernel_shape=[2, 2], strides=[2, 2]), "host"),
+    # the host's fixed-point window average rounds ties (a sum of 4 over 4 ends in .5) toward
+    # +infinity, onnxruntime's QLinearAveragePool to even
+    "avgpool_2x2": OpCase(unary("AveragePool", kernel_shape=[2, 2], strides=[2, 2]), "host", max_lsb=1),
     "avgpool_pads_exclude": OpCase(unary("AveragePool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
                                    "host"),
     "avgpool_pads_include": OpCase(unary("AveragePool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],

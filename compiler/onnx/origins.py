@@ -96,9 +96,12 @@ def _carriers(cn: CompiledNetwork, opt: Any) -> dict[str, tuple[str, int, str, b
     def is_channels_last(node: Any) -> bool:
         return any(a.name == "channels_last" and helper.get_attribute_value(a) for a in node.attribute)
 
+    model_nodes = {n.name for n in cn.qmodel.graph.node}
+
     def channels_last(tensor: str) -> bool:
         """Whether onnxruntime's layout transformer left ``tensor`` channels-last: it comes from a
-        channels-last kernel, an NHWC operator or a transpose to NHWC through layout-keeping nodes."""
+        channels-last kernel, an NHWC operator or a transpose to NHWC that onnxruntime inserted (not
+        one of the model's own), through layout-keeping nodes."""
         node = producer.get(tensor)
         while node is not None and node.op_type in _LAYOUT_KEEPING:
             node = producer.get(node.input[0])
@@ -106,7 +109,7 @@ def _carriers(cn: CompiledNetwork, opt: Any) -> dict[str, tuple[str, int, str, b
             return False
         if node.op_type == "Transpose":
             perm = next((list(helper.get_attribute_value(a)) for a in node.attribute if a.name == "perm"), [])
-            return perm == [0, 2, 3, 1]
+            return perm == [0, 2, 3, 1] and node.name not in model_nodes
         return node.op_type.startswith("Nhwc") or is_channels_last(node)
 
     def zero_point(node: Any, index: int) -> int:
