@@ -124,3 +124,34 @@ def test_rescale_sum_rounds_once() -> None:
     y = rescale_sum([(a, 0.5), (b, 0.5)], zero_point=0, lo=-128, hi=127)
     assert y.tolist() == [2, -2, 100]
 
+
+
+def test_rescale_sum_rounds_ties_to_even() -> None:
+    """An exact .5 goes to the even neighbour, as onnxruntime's QuantizeLinear rounds."""
+    x = np.array([1, 3, 5, 7, -1, -3, 9])
+    y = rescale_sum([(x, 0.5)], zero_point=0, lo=-128, hi=127)
+    assert y.tolist() == [0, 2, 2, 4, 0, -2, 4]  # 0.5, 1.5, 2.5, 3.5, -0.5, -1.5, 4.5
+
+
+@pytest.mark.parametrize(("pads", "ceil_mode", "include"), [
+    ((0, 0, 0, 0), False, False), ((1, 1, 1, 1), False, False), ((1, 1, 1, 1), False, True),
+    ((0, 1, 2, 0), True, False), ((1, 0, 0, 1), True, True)])
+def test_window_sums_counts_and_maxima_are_onnx_pooling(pads: tuple[int, int, int, int], ceil_mode: bool,
+                                                       include: bool) -> None:
+    """sum / count over every window is the ONNX operator's average (pads, ceil mode, include-pad), and
+    the maxima its MaxPool."""
+    from onnx import helper
+    from onnx.reference import ReferenceEvaluator
+
+    from tinynpu.compiler.onnx.intops import max_pool_int, sum_pool_int
+
+    x = np.random.default_rng(2).integers(-128, 128, (1, 3, 7, 8))
+    node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[3, 2], strides=[2, 3], pads=list(pads),
+                            ceil_mode=int(ceil_mode), count_include_pad=int(include))
+    want = ReferenceEvaluator(node).run(None, {"x": x.astype(np.float64)})[0]
+    sums, counts = sum_pool_int(x, (3, 2), (2, 3), pads, ceil_mode, include)
+    np.testing.assert_allclose(sums / counts, want, rtol=1e-12)
+    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 2], strides=[2, 3], pads=list(pads),
+                            ceil_mode=int(ceil_mode))  # the same windows
+    want_max = ReferenceEvaluator(node).run(None, {"x": x.astype(np.float32)})[0]
+    assert np.array_equal(max_pool_int(x.astype(np.int8), (3, 2), (2, 3), pads, ceil_mode), want_max)

@@ -445,9 +445,9 @@ def _pool_step(node: Any, act: Any, single_q: Any, qparams: dict[str, QParam],
             return None
         return Step(name=_node_name(node), op="MaxPool", kind="maxpool", where=HOST, inputs=(x[0],),
                     outputs=(q.output[0],), attrs=attrs, reason=_host_reason("MaxPool")), [q]
-    if any(pads) or attrs["ceil_mode"]:
-        return None  # padded averages divide by varying counts: the ONNX operator on the host
-    attrs.update(scale=x[1].s / (out_qp.s * kernel[0] * kernel[1]), zero_point=out_qp.z)
+    # a window's average divides by its own count where it reaches into the pads (sum_pool_int)
+    attrs.update(input_scale=x[1].s, input_zero_point=x[1].z, scale=out_qp.s, zero_point=out_qp.z,
+                 count_include_pad=bool(a.get("count_include_pad", 0)))
     return Step(name=_node_name(node), op=node.op_type, kind="avgpool", where=HOST, inputs=(x[0],),
                 outputs=(q.output[0],), attrs=attrs, reason=_host_reason("AveragePool")), [q]
 

@@ -8,20 +8,25 @@ Steps, in order (each one says why):
    ``MatMulInteger``, ...) into the QDQ pattern they compute
    (:mod:`.qoperator`), so an already quantized model of either format is
    taken as it is.  Then fold constant subgraphs (``ConstantOfShape`` weights
-   of the model-zoo graphs, the ``Unsqueeze``/``Mul``/``Add`` chains DenseNet
-   and Inception-v2 use to compute batch-norm parameters) into initializers:
-   the quantizer and the version converter only handle weights that are
-   initializers.  A ``DequantizeLinear`` of a constant is kept: it marks a
-   quantized weight.
+   of the model-zoo graphs) into initializers: the quantizer and the version
+   converter only handle weights that are initializers.  A
+   ``DequantizeLinear`` of a constant is kept: it marks a quantized weight.
 3. Replace constant weights by seeded, fan-in-scaled random ones when asked
    (and by default when every weight tensor is a constant), so that a
    network's outputs mean something: with all-equal weights every channel is
    the same and top-1 ties everywhere.
 4. Convert to opset 13 (the first with per-axis ``DequantizeLinear``, which
    per-channel weights need).
-5. Fold ``BatchNormalization`` into the preceding ``Conv``, drop ``Dropout``
-   (inference), fix a dynamic batch to ``--batch``, and run shape inference so
-   every tensor has a static shape.
+5. Fold constants again: the converter writes ``Unsqueeze`` nodes of
+   constants (the ``Unsqueeze -> Mul``/``Add`` chains DenseNet and
+   Inception-v2 use for their batch-norm scale and shift), which
+   ``onnx.reference`` evaluates only at opset 13.
+6. Fold ``BatchNormalization``, and ``Mul``/``Add`` by per-output-channel
+   constants, into the preceding ``Conv`` (each of these layers then runs as
+   one accelerator layer, its activation fused, instead of two float host
+   steps between Q/DQ pairs); drop ``Dropout`` (inference), fix a dynamic
+   batch to ``--batch``, and run shape inference so every tensor has a static
+   shape.
 """
 
 from __future__ import annotations
@@ -145,9 +150,15 @@ def import_model(path: str | Path, *, batch: int | None = None, random_weights: 
                             f"{str(exc).splitlines()[0]}") from None
         notes.append(f"converted opset {opset} -> {TARGET_OPSET}")
         graph = model.graph
+        refolded = _fold_constants(model, TARGET_OPSET)
+        if refolded:
+            notes.append(f"folded {refolded} constant nodes the conversion wrote into initializers")
     n_bn = _fold_batchnorm(graph)
     if n_bn:
         notes.append(f"folded {n_bn} BatchNormalization nodes into their Conv")
+    n_affine = _fold_channel_affine(graph)
+    if n_affine:
+        notes.append(f"folded {n_affine} Mul/Add by per-channel constants into their Conv")
     n_drop = _remove_identity_like(graph)
     if n_drop:
         notes.append(f"removed {n_drop} Dropout/Identity nodes")
@@ -318,22 +329,92 @@ def _fold_batchnorm(graph: Any) -> int:
             continue
         scale, bias, mean, var = (numpy_helper.to_array(inits[i]).astype(np.float64) for i in bn.input[1:5])
         eps = float(_attr(bn, "epsilon", 1e-5))
-        w = numpy_helper.to_array(inits[conv.input[1]]).astype(np.float64)
-        b = (numpy_helper.to_array(inits[conv.input[2]]).astype(np.float64)
-             if len(conv.input) > 2 and conv.input[2] else np.zeros(w.shape[0]))
+        w, b = _conv_weights(conv, inits)
         g = scale / np.sqrt(var + eps)
-        w_name, b_name = conv.input[1] + "_bnfold", bn.output[0] + "_bias_bnfold"
-        graph.initializer.extend([
-            numpy_helper.from_array((w * g.reshape(-1, *([1] * (w.ndim - 1)))).astype(np.float32), w_name),
-            numpy_helper.from_array(((b - mean) * g + bias).astype(np.float32), b_name)])
-        del conv.input[1:]
-        conv.input.extend([w_name, b_name])
-        conv.output[0] = bn.output[0]
+        _replace_conv_weights(graph, conv, w * g.reshape(-1, *([1] * (w.ndim - 1))), (b - mean) * g + bias,
+                              writes=bn.output[0], tag="bnfold")
         drop.append(bn)
     for bn in drop:
         graph.node.remove(bn)
     _prune_initializers(graph)
     return len(drop)
+
+
+def _conv_weights(conv: Any, inits: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """A Conv's weight and bias (zeros when it has none), float64."""
+    from onnx import numpy_helper
+
+    w = numpy_helper.to_array(inits[conv.input[1]]).astype(np.float64)
+    b = (numpy_helper.to_array(inits[conv.input[2]]).astype(np.float64)
+         if len(conv.input) > 2 and conv.input[2] else np.zeros(w.shape[0]))
+    return w, b
+
+
+def _replace_conv_weights(graph: Any, conv: Any, w: np.ndarray, b: np.ndarray, *, writes: str, tag: str) -> None:
+    """Give ``conv`` new float32 weight and bias initializers and make it write the tensor ``writes``
+    (that of the node folded into it)."""
+    from onnx import numpy_helper
+
+    w_name, b_name = f"{writes}_weight_{tag}", f"{writes}_bias_{tag}"  # per output: a weight may be shared
+    graph.initializer.extend([numpy_helper.from_array(w.astype(np.float32), w_name),
+                              numpy_helper.from_array(b.astype(np.float32), b_name)])
+    del conv.input[1:]
+    conv.input.extend([w_name, b_name])
+    conv.output[0] = writes
+
+
+def _per_channel(value: np.ndarray, channels: int) -> np.ndarray | None:
+    """``value`` as one number per channel of an NCHW tensor it broadcasts against, or None."""
+    if value.ndim > 4:
+        return None
+    shape = (1,) * (4 - value.ndim) + value.shape
+    if shape[0] != 1 or shape[2] != 1 or shape[3] != 1 or shape[1] not in (1, channels):
+        return None
+    return np.broadcast_to(value.reshape(-1).astype(np.float64), (channels,))
+
+
+def _fold_channel_affine(graph: Any) -> int:
+    """``Conv -> Mul | Add`` by a per-output-channel constant (the conv's only consumer) becomes one Conv.
+
+    Repeated until nothing folds, so a ``Mul`` then ``Add`` chain (a batch norm written out) folds whole.
+    """
+    from onnx import numpy_helper
+
+    folded = 0
+    while True:
+        inits = {t.name: t for t in graph.initializer}
+        producer = {o: n for n in graph.node for o in n.output}
+        use = _consumers(graph)
+        outputs = {o.name for o in graph.output}
+        hit = None
+        for node in graph.node:
+            if node.op_type not in ("Mul", "Add") or len(node.input) != 2:
+                continue
+            for side in (0, 1):
+                conv, const = producer.get(node.input[side]), node.input[1 - side]
+                if (conv is None or conv.op_type != "Conv" or const not in inits or conv.input[1] not in inits
+                        or len(use.get(node.input[side], [])) != 1 or node.input[side] in outputs):
+                    continue
+                w, b = _conv_weights(conv, inits)
+                per = _per_channel(numpy_helper.to_array(inits[const]), w.shape[0])
+                if per is not None:
+                    hit = (node, conv, w, b, per)
+                    break
+            if hit:
+                break
+        if hit is None:
+            break
+        node, conv, w, b, per = hit
+        if node.op_type == "Mul":
+            w, b = w * per.reshape(-1, *([1] * (w.ndim - 1))), b * per
+        else:
+            b = b + per
+        _replace_conv_weights(graph, conv, w, b, writes=node.output[0], tag="affinefold")
+        graph.node.remove(node)
+        folded += 1
+    if folded:
+        _prune_initializers(graph)
+    return folded
 
 
 def _remove_identity_like(graph: Any) -> int:

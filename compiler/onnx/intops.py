@@ -100,7 +100,8 @@ def rescale_sum(terms: list[tuple[np.ndarray, float]], *, zero_point: int, lo: i
     """``clamp(round(sum(x_i * scale_i)) + zp)`` in fixed point: an Add/Sum or a rescale.
 
     Every term uses a Q31 multiplier at one common shift (that of the largest
-    scale), so the sum rounds once, ties toward +infinity.
+    scale), so the sum rounds once, ties to even as onnxruntime's QuantizeLinear
+    and quantized kernels round (an average of 4 or 6 values often ends in .5).
     """
     scales = np.array([s for _, s in terms], dtype=np.float64)
     top = float(scales.max())
@@ -111,7 +112,10 @@ def rescale_sum(terms: list[tuple[np.ndarray, float]], *, zero_point: int, lo: i
         m = int(round(s * 2.0**common))
         total = total + np.asarray(x, dtype=np.int64) * m
     if common > 0:
-        y = (np.asarray(total, dtype=np.int64) + (1 << (common - 1))) >> common
+        t = np.asarray(total, dtype=np.int64)
+        y, rest = t >> common, t & ((1 << common) - 1)
+        half = 1 << (common - 1)
+        y = y + ((rest > half) | ((rest == half) & ((y & 1) == 1)))
     else:
         y = np.asarray(total, dtype=np.int64) << (-common)
     return np.clip(y + zero_point, lo, hi).astype(np.int8)
@@ -128,40 +132,63 @@ def dequantize(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, axis: i
     return ((np.asarray(x).astype(np.int64) - z.astype(np.int64)).astype(np.float32) * s).astype(np.float32)
 
 
-def max_pool_int(x: np.ndarray, kernel: tuple[int, int], stride: tuple[int, int],
-                 pads: tuple[int, int, int, int], ceil_mode: bool) -> np.ndarray:
-    """MaxPool on NCHW int8 (padding never wins: it is the type's minimum)."""
-    n, c, h, w = x.shape
+def _pool_geometry(h: int, w: int, kernel: tuple[int, int], stride: tuple[int, int],
+                   pads: tuple[int, int, int, int], ceil_mode: bool) -> tuple[int, int, int, int]:
+    """Output height and width, and the rows/columns ceil mode adds past the far pads."""
     kh, kw = kernel
     sh, sw = stride
     pt, pl, pb, pr = pads
     rnd = np.ceil if ceil_mode else np.floor
     p = int(rnd((h + pt + pb - kh) / sh)) + 1
     q = int(rnd((w + pl + pr - kw) / sw)) + 1
-    # ceil mode may need extra rows on the far side
-    eb = max(0, (p - 1) * sh + kh - (h + pt + pb))
-    er = max(0, (q - 1) * sw + kw - (w + pl + pr))
+    if ceil_mode:  # the last window must start inside the input or its leading pad (ONNX, onnxruntime)
+        p -= (p - 1) * sh >= h + pt
+        q -= (q - 1) * sw >= w + pl
+    return p, q, max(0, (p - 1) * sh + kh - (h + pt + pb)), max(0, (q - 1) * sw + kw - (w + pl + pr))
+
+
+def _window_fold(xp: np.ndarray, kernel: tuple[int, int], stride: tuple[int, int], p: int, q: int,
+                 out: np.ndarray, combine: np.ufunc) -> np.ndarray:
+    """``combine(out, window_tap, out=out)`` over every tap of every window of the padded ``xp``."""
+    sh, sw = stride
+    for i in range(kernel[0]):
+        for j in range(kernel[1]):
+            combine(out, xp[:, :, i:i + sh * (p - 1) + 1:sh, j:j + sw * (q - 1) + 1:sw], out=out)
+    return out
+
+
+def max_pool_int(x: np.ndarray, kernel: tuple[int, int], stride: tuple[int, int],
+                 pads: tuple[int, int, int, int], ceil_mode: bool) -> np.ndarray:
+    """MaxPool on NCHW int8 (padding never wins: it is the type's minimum)."""
+    n, c, h, w = x.shape
+    p, q, eb, er = _pool_geometry(h, w, kernel, stride, pads, ceil_mode)
+    pt, pl, pb, pr = pads
     lo = np.iinfo(x.dtype).min
     xp = np.pad(x, ((0, 0), (0, 0), (pt, pb + eb), (pl, pr + er)), constant_values=lo)
-    out = np.full((n, c, p, q), lo, dtype=x.dtype)
-    for i in range(kh):
-        for j in range(kw):
-            np.maximum(out, xp[:, :, i:i + sh * (p - 1) + 1:sh, j:j + sw * (q - 1) + 1:sw], out=out)
-    return out
+    return _window_fold(xp, kernel, stride, p, q, np.full((n, c, p, q), lo, dtype=x.dtype), np.maximum)
 
 
-def sum_pool_int(x: np.ndarray, kernel: tuple[int, int], stride: tuple[int, int]) -> np.ndarray:
-    """Window sums (int64) of an unpadded NCHW integer tensor."""
+def sum_pool_int(x: np.ndarray, kernel: tuple[int, int], stride: tuple[int, int],
+                 pads: tuple[int, int, int, int] = (0, 0, 0, 0), ceil_mode: bool = False,
+                 count_include_pad: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Window sums (int64) of an NCHW integer tensor padded with zeros, and each window's count (p, q).
+
+    The count is what ONNX's AveragePool divides by: the window's elements inside the input, or
+    with ``count_include_pad`` inside the padded input (ceil mode's overhang past the pads never
+    counts).
+    """
     n, c, h, w = x.shape
-    kh, kw = kernel
-    sh, sw = stride
-    p, q = (h - kh) // sh + 1, (w - kw) // sw + 1
-    out = np.zeros((n, c, p, q), dtype=np.int64)
-    x64 = x.astype(np.int64)
-    for i in range(kh):
-        for j in range(kw):
-            out += x64[:, :, i:i + sh * (p - 1) + 1:sh, j:j + sw * (q - 1) + 1:sw]
-    return out
+    p, q, eb, er = _pool_geometry(h, w, kernel, stride, pads, ceil_mode)
+    pt, pl, pb, pr = pads
+    xp = np.pad(x.astype(np.int64), ((0, 0), (0, 0), (pt, pb + eb), (pl, pr + er)))
+    sums = _window_fold(xp, kernel, stride, p, q, np.zeros((n, c, p, q), dtype=np.int64), np.add)
+    inside = np.zeros((h + pt + pb + eb, w + pl + pr + er), dtype=np.int64)
+    if count_include_pad:
+        inside[:h + pt + pb, :w + pl + pr] = 1
+    else:
+        inside[pt:pt + h, pl:pl + w] = 1
+    counts = _window_fold(inside[None, None], kernel, stride, p, q, np.zeros((1, 1, p, q), np.int64), np.add)
+    return sums, counts[0, 0]
 
 
 __all__ = ["Epilogue", "conv_int32_general", "dequantize", "gemm_int32", "im2col_nhwc", "max_pool_int",

@@ -107,8 +107,16 @@ def _run_step(step: Step, env: dict[str, np.ndarray], cache: ProgramCache | None
     if step.kind == "maxpool":
         return [max_pool_int(env[step.inputs[0]], a["kernel"], a["strides"], a["pads"], a["ceil_mode"])]
     if step.kind == "avgpool":
-        sums = sum_pool_int(env[step.inputs[0]], a["kernel"], a["strides"])
-        return [rescale_sum([(sums, a["scale"])], zero_point=a["zero_point"], lo=-128, hi=127)]
+        x = env[step.inputs[0]].astype(np.int64) - a["input_zero_point"]  # padding is the real 0
+        sums, counts = sum_pool_int(x, a["kernel"], a["strides"], a["pads"], a["ceil_mode"],
+                                    a["count_include_pad"])
+        y = np.empty(sums.shape, dtype=np.int8)
+        for count in np.unique(counts):  # one rescale per window size (several only where padded)
+            at = counts == count
+            y[:, :, at] = rescale_sum([(sums[:, :, at], a["input_scale"] / (a["scale"] * count))],
+                                      zero_point=a["zero_point"],
+                                      lo=-128, hi=127)
+        return [y]
     return _run_onnx(step, env)
 
 
