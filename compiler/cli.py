@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,35 @@ def add_gemm_sizes(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--k", type=int, required=True, help="reduction size: columns of A (elements)")
 
 
+def parse_int_tuple(option: str, text: str, *, counts: tuple[int, ...], least: int, form: str) -> tuple[int, ...]:
+    """``text`` as comma-separated integers: one of ``counts`` many, each at least ``least`` (else a UsageError).
+
+    Args:
+        option: The option's name as the user typed it (``--pad``), for the message.
+        text: The option's value.
+        counts: How many integers it may hold (``(1, 2, 4)``).
+        least: The smallest value allowed (1 for a stride, 0 for a pad).
+        form: What the longest form means (``TOP,LEFT,BOTTOM,RIGHT``), for the message.
+    """
+    parts = [part.strip() for part in text.split(",")]
+    if len(parts) in counts and all(re.fullmatch(r"-?[0-9]+", part) and int(part) >= least for part in parts):
+        return tuple(int(part) for part in parts)
+    kind = "positive" if least == 1 else "non-negative"
+    allowed = ", ".join(str(c) for c in counts[:-1]) + f" or {counts[-1]}"
+    raise UsageError(f"{option} must be {allowed} comma-separated {kind} integers ({form}), not {text!r}.")
+
+
+def conv_geometry_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """``stride``, ``pad`` and ``dilation`` of ``compile_conv2d`` from ``--stride --pad --dilation``.
+
+    ``--pad PH,PW`` pads top and bottom by PH, left and right by PW: ONNX's ``(PH, PW, PH, PW)``.
+    """
+    stride = parse_int_tuple("--stride", args.stride, counts=(1, 2), least=1, form="SH,SW")
+    pad = parse_int_tuple("--pad", args.pad, counts=(1, 2, 4), least=0, form="TOP,LEFT,BOTTOM,RIGHT")
+    dilation = parse_int_tuple("--dilation", args.dilation, counts=(1, 2), least=1, form="DH,DW")
+    return {"stride": stride, "pad": pad * 2 if len(pad) == 2 else pad, "dilation": dilation}
+
+
 def _add_workloads(p: argparse.ArgumentParser, *, schedule: bool = True,
                    onnx: str = "") -> list[argparse.ArgumentParser]:
     sub = p.add_subparsers(dest="workload", required=True, metavar="WORKLOAD")
@@ -62,15 +92,20 @@ def _add_workloads(p: argparse.ArgumentParser, *, schedule: bool = True,
                          "shift mapping 3 sigma of a K-deep sum of uniform int8 products to 127, e.g. 11 for K=64)")
     if schedule:
         mm.add_argument("--schedule", default="auto", help=SCHEDULE_HELP)
-    conv = sub.add_parser("conv2d", help="2-D convolution by implicit im2col (NCHW input, KCRS filters)")
+    conv = sub.add_parser("conv2d", help="2-D convolution by implicit im2col (NHWC input, KRSC filters, NHWC output)")
     for name, what in (("n", "batch size N (images)"), ("c", "input channels C"), ("h", "input height H, pixels"),
                        ("w", "input width W, pixels"),
                        ("k", "output channels K (filters; not the matmul's reduction size)"),
                        ("r", "filter height R, pixels"), ("s", "filter width S, pixels")):
         conv.add_argument(f"--{name}", type=int, required=True, help=what)
-    conv.add_argument("--stride", type=int, default=1, help="stride on both axes, pixels (default 1)")
-    conv.add_argument("--pad", type=int, default=0,
-                      help="zero padding on every side, pixels (default 0: no padding; 1 keeps a 3x3 conv's size)")
+    conv.add_argument("--stride", default="1", metavar="S|SH,SW",
+                      help="stride, pixels: S on both axes or SH,SW (height, width) (default 1)")
+    conv.add_argument("--pad", default="0", metavar="P|PH,PW|T,L,B,R",
+                      help="zero padding, pixels: P on every side, PH,PW (top and bottom, left and right) or "
+                           "TOP,LEFT,BOTTOM,RIGHT in ONNX's order (default 0: none; 1 keeps a 3x3 conv's size)")
+    conv.add_argument("--dilation", default="1", metavar="D|DH,DW",
+                      help="kernel dilation, pixels between taps: D on both axes or DH,DW (height, width) "
+                           "(default 1: a dense kernel)")
     conv.add_argument("--dtype", default="int8", choices=("int8", "fp32"), help=DTYPE_HELP)
     if schedule:
         conv.add_argument("--schedule", default="auto", help=SCHEDULE_HELP)
@@ -99,8 +134,8 @@ def compile_from_args(args: argparse.Namespace) -> Any:
     if args.workload == "conv2d":
         from tinynpu.compiler.conv2d import compile_conv2d
 
-        return compile_conv2d(args.n, args.c, args.h, args.w, args.k, args.r, args.s, stride=args.stride,
-                              pad=args.pad, dtype=args.dtype, cfg=cfg, schedule=args.schedule)
+        return compile_conv2d(args.n, args.c, args.h, args.w, args.k, args.r, args.s, **conv_geometry_kwargs(args),
+                              dtype=args.dtype, cfg=cfg, schedule=args.schedule)
     from tinynpu.compiler.mlp import compile_mlp
 
     return compile_mlp(args.batch, dtype=args.dtype, cfg=cfg)
