@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import atexit
+import functools
+import re
+import shutil
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -10,6 +16,7 @@ import pytest
 
 from tinynpu.assembler.image import Program, Tensor
 from tinynpu.isa import ArchConfig, load_config, load_isa
+from tinynpu.isa.config import CONFIG_DIR, TILES
 from tinynpu.simulator import Machine
 from tinynpu.simulator.native import NativeUnavailable, library
 
@@ -20,15 +27,38 @@ FP32 = load_config("fp32")
 TILE_CONFIGS = (load_config("t8"), DEFAULT, load_config("t32"))
 
 
-def over_tiles(*, ci: bool = False) -> pytest.MarkDecorator:
+@functools.cache
+def derived_tile_configs() -> tuple[ArchConfig, ...]:
+    """T = 4, 64 and 128, which no config ships: t32.yaml with its tile, step interval and bandwidth changed.
+
+    Loaded through :func:`load_config` from files in a temporary folder that lives as long as the process.
+    """
+    folder = Path(tempfile.mkdtemp(prefix="tinynpu-tiles-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    t32 = (CONFIG_DIR / "t32.yaml").read_text(encoding="utf-8")
+    configs = []
+    for tile in sorted(set(TILES) - {cfg.tile for cfg in TILE_CONFIGS}):
+        text = re.sub(r"(?m)^name: t32", f"name: t{tile}", t32)
+        text = re.sub(r"(?m)^tile: 32", f"tile: {tile}", text)
+        text = text.replace("tmm_interval_cycles: 32", f"tmm_interval_cycles: {tile}")
+        text = text.replace("bytes_per_cycle: 64", f"bytes_per_cycle: {min(128, tile * tile // 16)}")
+        path = folder / f"t{tile}.yaml"
+        path.write_text(text, encoding="utf-8")
+        configs.append(load_config(path))
+    return tuple(configs)
+
+
+def over_tiles(*, ci: bool = False, every_tile: bool = False) -> pytest.MarkDecorator:
     """Parametrize a test's ``cfg`` over :data:`TILE_CONFIGS`.
 
     ``ci``: all three in the default suite (the representative subset); otherwise the
-    default config there and T = 8 and 32 with the slow tests.
+    default config there and T = 8 and 32 with the slow tests.  ``every_tile``: also
+    every other T the ISA allows (:func:`derived_tile_configs`), with the slow tests.
     """
+    fast = {cfg.name for cfg in TILE_CONFIGS} if ci else {DEFAULT.name}
     return pytest.mark.parametrize("cfg", [
-        pytest.param(cfg, id=cfg.name, marks=() if ci or cfg is DEFAULT else pytest.mark.slow)
-        for cfg in TILE_CONFIGS])
+        pytest.param(cfg, id=cfg.name, marks=() if cfg.name in fast else pytest.mark.slow)
+        for cfg in (*TILE_CONFIGS, *(derived_tile_configs() if every_tile else ()))])
 
 
 def units(*names: str) -> int:

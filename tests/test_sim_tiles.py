@@ -1,20 +1,20 @@
 """The tile edge T from the config: semantics, assembly, native vs Python and compiled runs for every T.
 
 T = 8, 16, 32 (the shipped t8, default and t32 configs) run in CI; T = 4, 64
-and 128 (configs derived here from t32.yaml) run with the slow tests.  Every
+and 128 (configs derived from t32.yaml, :func:`test_sim_support.derived_tile_configs`)
+run with the slow tests.  Every
 expectation is computed from T, so the same test checks every array size.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from test_isa_spec import _edit, _line_of, _place
-from test_sim_support import HALT, ISA, SYNC, native_reason, scope
+from test_sim_support import HALT, ISA, SYNC, load, machine, native_reason, over_tiles, scope
 
 from tinynpu.assembler import assemble
 from tinynpu.assembler.image import Program
@@ -22,50 +22,14 @@ from tinynpu.compiler.matmul import compile_matmul
 from tinynpu.compiler.run import run_compiled
 from tinynpu.errors import AsmError, SpecError
 from tinynpu.isa import ArchConfig, load_config
-from tinynpu.isa.config import CONFIG_DIR, TILES
+from tinynpu.isa.config import CONFIG_DIR
 from tinynpu.isa.spec import DEFAULT_ISA_PATH
 from tinynpu.simulator import Machine, SimFault
 
 T32_TEXT = (CONFIG_DIR / "t32.yaml").read_text(encoding="utf-8")
-SHIPPED = {8: "t8", 16: "default", 32: "t32"}
 
 
-def config_for(tile: int, tmp: Path | None = None) -> ArchConfig:
-    """The shipped config of edge ``tile``, or t32.yaml with its tile, step interval and bandwidth changed."""
-    if tile in SHIPPED:
-        return load_config(SHIPPED[tile])
-    assert tmp is not None
-    text = re.sub(r"(?m)^name: t32", f"name: t{tile}", T32_TEXT)
-    text = re.sub(r"(?m)^tile: 32", f"tile: {tile}", text)
-    text = text.replace("tmm_interval_cycles: 32", f"tmm_interval_cycles: {tile}")
-    text = text.replace("bytes_per_cycle: 64", f"bytes_per_cycle: {min(128, tile * tile // 16)}")
-    path = tmp / f"t{tile}.yaml"
-    path.write_text(text, encoding="utf-8")
-    return load_config(path)
-
-
-TILE_PARAMS = [pytest.param(t, id=f"T{t}", marks=() if t in SHIPPED else pytest.mark.slow) for t in TILES]
-
-
-@pytest.fixture(params=TILE_PARAMS)
-def cfg(request: pytest.FixtureRequest, tmp_path: Path) -> ArchConfig:
-    return config_for(request.param, tmp_path)
-
-
-def _machine(cfg: ArchConfig, instrs: list[tuple[str, dict[str, Any]]]) -> Machine:
-    m = Machine(cfg, ISA)
-    m.load(Program.build(ISA, cfg, [ISA.encode(mn, f, tile=cfg.tile) for mn, f in instrs], ()))
-    return m
-
-
-def _load(cfg: ArchConfig, sc: str, row: int, dram: int, rows: int, cols: int | None = None,
-          **kw: int) -> tuple[str, dict[str, Any]]:
-    cols = cfg.tile if cols is None else cols
-    eb = cfg.elem_bytes(ISA.scope_by_name[sc].config_key)
-    return "load", {"scope": scope(sc), "sp_row": row, "dram": dram, "rows": rows, "cols": cols,
-                    "stride": cols * eb, **kw}
-
-
+@over_tiles(ci=True, every_tile=True)
 @pytest.mark.usefixtures("sim_engine")
 def test_tmm_block_matches_numpy(cfg: ArchConfig) -> None:
     t, (mm, nn, kk) = cfg.tile, (2, 1, 3)
@@ -74,8 +38,8 @@ def test_tmm_block_matches_numpy(cfg: ArchConfig) -> None:
     b = rng.integers(-128, 128, (nn * kk * t, t)).astype(np.int8)
     a[:t] = b[:t] = -128  # the largest products, summed over a whole tile
     b_at = a.nbytes
-    m = _machine(cfg, [_load(cfg, "a", 0, 0, len(a)), _load(cfg, "b", 0, b_at, len(b)), SYNC,
-                       ("tmm", {"acc": 0, "a": 0, "b": 0, "m": mm, "n": nn, "k": kk, "accumulate": 0}), HALT])
+    m = machine([load("a", 0, 0, len(a), cfg=cfg), load("b", 0, b_at, len(b), cfg=cfg), SYNC,
+                 ("tmm", {"acc": 0, "a": 0, "b": 0, "m": mm, "n": nn, "k": kk, "accumulate": 0}), HALT], cfg)
     m.write_dram(0, a)
     m.write_dram(b_at, b)
     stats = m.run()
@@ -88,17 +52,18 @@ def test_tmm_block_matches_numpy(cfg: ArchConfig) -> None:
     assert stats.busy_cycles["tensor"] == mm * nn * kk * cfg.tmm_interval_cycles
 
 
+@over_tiles(ci=True, every_tile=True)
 @pytest.mark.usefixtures("sim_engine")
 def test_short_rows_zero_fill_and_narrow_store(cfg: ArchConfig) -> None:
     t = cfg.tile
     cols = t // 2 + 1
     x = (np.arange(4 * t, dtype=np.int64) * 37 % 251 - 125).astype(np.int32).reshape(4, t)
     out = 0x10000
-    m = _machine(cfg, [("zero", {"scope": scope("acc"), "sp_row": 0, "rows": 4}),
-                       _load(cfg, "acc", 0, 0, 4, cols=cols, stride=t * 4), SYNC,
-                       ("vadd", {"dst": 0, "src": 0, "rows": 4}), SYNC,
-                       ("store", {"sp_row": 0, "dram": out, "rows": 4, "stride": t, "narrow": 1, "shift": 1,
-                                  "relu": 1}), HALT])
+    m = machine([("zero", {"scope": scope("acc"), "sp_row": 0, "rows": 4}),
+                 load("acc", 0, 0, 4, cols=cols, stride=t * 4, cfg=cfg), SYNC,
+                 ("vadd", {"dst": 0, "src": 0, "rows": 4}), SYNC,
+                 ("store", {"sp_row": 0, "dram": out, "rows": 4, "stride": t, "narrow": 1, "shift": 1,
+                            "relu": 1}), HALT], cfg)
     m.write_dram(0, x)
     m.run()
     acc = np.zeros((4, t), np.int64)
@@ -108,6 +73,7 @@ def test_short_rows_zero_fill_and_narrow_store(cfg: ArchConfig) -> None:
     assert np.array_equal(got, want)
 
 
+@over_tiles(ci=True, every_tile=True)
 def test_native_and_python_agree_on_random_programs(cfg: ArchConfig) -> None:
     reason = native_reason()
     if reason:
@@ -120,8 +86,8 @@ def test_native_and_python_agree_on_random_programs(cfg: ArchConfig) -> None:
             kind = rng.integers(0, 5)
             if kind == 0:
                 sc = str(rng.choice(["a", "b", "acc"]))
-                prog.append(_load(cfg, sc, int(rng.integers(0, 4)) * t, int(rng.integers(0, 64)) * 16,
-                                  int(rng.integers(1, 2 * t)), cols=int(rng.integers(1, t + 1))))
+                prog.append(load(sc, int(rng.integers(0, 4)) * t, int(rng.integers(0, 64)) * 16,
+                                 int(rng.integers(1, 2 * t)), cols=int(rng.integers(1, t + 1)), cfg=cfg))
             elif kind == 1:
                 prog.append(("tmm", {"acc": 0, "a": 0, "b": 0, "m": int(rng.integers(1, 3)),
                                      "n": int(rng.integers(1, 3)), "k": int(rng.integers(1, 3)),
@@ -138,7 +104,7 @@ def test_native_and_python_agree_on_random_programs(cfg: ArchConfig) -> None:
         dram = rng.integers(-128, 128, 0x2000).astype(np.int8)
         seen = []
         for engine in ("python", "native"):
-            m = _machine(cfg, prog)
+            m = machine(prog, cfg)
             m.write_dram(0, dram)
             stats = m.run(engine=engine)
             js = stats.to_json()
@@ -147,6 +113,7 @@ def test_native_and_python_agree_on_random_programs(cfg: ArchConfig) -> None:
         assert seen[0] == seen[1]
 
 
+@over_tiles(ci=True, every_tile=True)
 def test_compiled_matmul_verifies(cfg: ArchConfig) -> None:
     t = cfg.tile
     report = run_compiled(compile_matmul(3 * t + 5, 2 * t - 3, t + 7, dtype="int8", cfg=cfg), cfg=cfg)
@@ -154,6 +121,7 @@ def test_compiled_matmul_verifies(cfg: ArchConfig) -> None:
     assert report["issued_macs"] % t**3 == 0 and report["energy_pj"] > 0
 
 
+@over_tiles(ci=True, every_tile=True)
 def test_assembler_uses_the_tile_edge(cfg: ArchConfig) -> None:
     t = cfg.tile
     src = (f".config {cfg.name}\n"
