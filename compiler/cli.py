@@ -104,7 +104,7 @@ def _add_workloads(p: argparse.ArgumentParser, *, schedule: bool = True,
                       help="zero padding, pixels: P on every side, PH,PW (top and bottom, left and right) or "
                            "TOP,LEFT,BOTTOM,RIGHT in ONNX's order (default 0: none; 1 keeps a 3x3 conv's size)")
     conv.add_argument("--dilation", default="1", metavar="D|DH,DW",
-                      help="kernel dilation, pixels between taps: D on both axes or DH,DW (height, width) "
+                      help="kernel dilation, pixels from one tap to the next: D on both axes or DH,DW (height, width) "
                            "(default 1: a dense kernel)")
     conv.add_argument("--dtype", default="int8", choices=("int8", "fp32"), help=DTYPE_HELP)
     if schedule:
