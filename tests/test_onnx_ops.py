@@ -216,14 +216,15 @@ def residual(op: str, terms: int, *, relu: bool) -> Tail:
     return tail
 
 
-def concat() -> Tail:
-    """Two convs of the stem concatenated along channels (an inception module's join)."""
+def concat(*, with_stem: bool) -> Tail:
+    """Two convs of the stem concatenated along channels (an inception module's join), and the stem's
+    own output too if ``with_stem`` (read by the convs as well, it keeps its own scale)."""
 
     def tail(x: str, c: int) -> tuple[list[Any], list[Any]]:
         nodes = [_node("Conv", [x, "wa", "ba"], ["ca"], "branch_a"), _node("Relu", ["ca"], ["ra"], "relu_a"),
                  _node("Conv", [x, "wb", "bb"], ["cb"], "branch_b", pads=[1, 1, 1, 1]),
                  _node("Relu", ["cb"], ["rb"], "relu_b"),
-                 _node("Concat", ["ra", "rb", x], ["y"], "op", axis=1)]
+                 _node("Concat", ["ra", "rb", x] if with_stem else ["ra", "rb"], ["y"], "op", axis=1)]
         return nodes, [_weights("wa", (5, c, 1, 1), c, 2), _bias("ba", 5, 2),
                        _weights("wb", (7, c, 3, 3), 9 * c, 3), _bias("bb", 7, 3)]
 
@@ -326,7 +327,8 @@ CASES: dict[str, OpCase] = {
     "avgpool_ceil": OpCase(unary("AveragePool", kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1), "host"),
     "global_avgpool": OpCase(unary("GlobalAveragePool"), "host"),
     # data movement
-    "concat": OpCase(concat(), "host"),
+    "concat": OpCase(concat(with_stem=True), "host"),
+    "concat_branches": OpCase(concat(with_stem=False), "host"),
     "reshape": OpCase(layout("Reshape"), "host"),
     "flatten": OpCase(layout("Flatten", axis=1), "host"),
     "transpose": OpCase(layout("Transpose", perm=[0, 2, 3, 1]), "host"),
@@ -404,3 +406,17 @@ def test_every_average_pool_is_an_integer_step(name: str, tmp_path: Path) -> Non
     fast, not the float ONNX operator (onnx.reference's pooling is a Python loop)."""
     cn = compile_onnx(build(CASES[name], tmp_path / f"{name}.onnx"))
     assert next(s for s in cn.net.steps if s.name == "op").kind == "avgpool"
+
+
+@pytest.mark.parametrize(("name", "kind"), [("concat_branches", "concat"), ("concat", "onnx")])
+def test_a_concat_of_inputs_at_its_scale_copies_int8(name: str, kind: str, tmp_path: Path) -> None:
+    """The quantizer gives each input read only by the Concat the Concat's scale (TFLite's rule for a
+    concatenation): the join copies int8 values; an input at another scale is requantized (float op)."""
+    cn = compile_onnx(build(CASES[name], tmp_path / f"{name}.onnx"))
+    step = next(s for s in cn.net.steps if s.name == "op")
+    assert step.kind == kind
+    if kind == "concat":  # every input is a branch's int8 output, at the concat output's scale
+        producer = {o: n for n in cn.qmodel.graph.node for o in n.output}
+        out_scale = cn.net.qparams[step.outputs[0]].s
+        assert all(producer[i].op_type == "QuantizeLinear" and cn.net.qparams[i].s == out_scale
+                   for i in step.inputs)

@@ -16,6 +16,8 @@ integer computations are recognized and become one step each:
     a residual add in fixed point (host, exact).
 ``DQ(x) -> AveragePool | GlobalAveragePool -> Q``
     window sums then one requantization (host, exact); MaxPool on int8 (host).
+``DQ(x_i) -> Concat -> Q``, every input at the output's scale
+    the int8 inputs concatenated (host, data movement).
 
 Every other node runs on the host as the ONNX operator itself (numpy,
 ``onnx.reference``), on the dequantized float values, exactly as the QDQ
@@ -237,6 +239,8 @@ def build_network(model: Any) -> Network:
             step = _add_step(node, act, finish, qparams)
         elif op in ("AveragePool", "GlobalAveragePool", "MaxPool"):
             step = _pool_step(node, act, single_q, qparams, shapes)
+        elif op == "Concat":
+            step = _concat_step(node, act, single_q, qparams, graph_outputs)
         else:
             step = None
         if step is None:
@@ -417,6 +421,21 @@ def _add_step(node: Any, act: Any, finish: Any, qparams: dict[str, QParam]) -> t
     return Step(name=_node_name(node), op=node.op_type, kind="add", where=HOST, inputs=tuple(t[0] for t in terms),
                 outputs=(q.output[0],), attrs={"terms": terms, "zero_point": out_qp.z, "lo": lo, "hi": hi},
                 reason="residual add: fixed-point rescale of each input on the host"), absorbed + [q]
+
+
+def _concat_step(node: Any, act: Any, single_q: Any, qparams: dict[str, QParam],
+                 graph_outputs: list[str]) -> tuple[Step, list[Any]] | None:
+    """``DQ(x_i) -> Concat -> Q`` with every ``x_i`` at the output's scale: the int8 values concatenated."""
+    ins = [act(i) for i in node.input]
+    q = single_q(node.output[0])
+    if q is None or q.output[0] in graph_outputs or any(i is None for i in ins):
+        return None
+    out = qparams[q.output[0]]
+    if any(qp.s != out.s or qp.z != out.z or qp.zero_point.dtype != out.zero_point.dtype for _, qp in ins):
+        return None  # each input requantized to the output's scale: the ONNX operators on the host
+    return Step(name=_node_name(node), op="Concat", kind="concat", where=HOST, inputs=tuple(n for n, _ in ins),
+                outputs=(q.output[0],), attrs={"axis": int(_attrs(node)["axis"])},
+                reason=_host_reason("Concat")), [q]
 
 
 def _pool_step(node: Any, act: Any, single_q: Any, qparams: dict[str, QParam],

@@ -145,6 +145,18 @@ def _carriers(cn: CompiledNetwork, opt: Any) -> dict[str, tuple[str, int, str, b
     return out
 
 
+def _as_ours(theirs: np.ndarray, shape: tuple[int, ...], channels_last: bool, what: str) -> np.ndarray:
+    """onnxruntime's tensor in our NCHW layout: by its shape, or where both layouts fit (C = H = W),
+    by ``channels_last`` (what the graph around it says)."""
+    moved = np.moveaxis(theirs, -1, 1) if theirs.ndim == 4 else theirs
+    fits = (theirs.shape == shape, theirs.ndim == 4 and moved.shape == shape)
+    if fits == (True, True):
+        return moved if channels_last else theirs
+    if fits == (False, False):
+        raise AssertionError(f"{what} has shape {theirs.shape}, ours {shape} (in no layout the same)")
+    return theirs if fits[0] else moved
+
+
 def ort_difference_origins(cn: CompiledNetwork, feeds: dict[str, np.ndarray]) -> dict[str, dict[str, int]]:
     """Per step kind and onnxruntime kernel: elements compared, how many differ, by how much.
 
@@ -172,12 +184,8 @@ def ort_difference_origins(cn: CompiledNetwork, feeds: dict[str, np.ndarray]) ->
                 continue
             if name in carriers:
                 tensor, zp, op, channels_last = carriers[name]
-                theirs = values[tensor].astype(np.int64) - zp + cn.net.qparams[name].z
-                if channels_last:
-                    theirs = np.moveaxis(theirs, -1, 1)
-                if theirs.shape != ours.shape:
-                    raise AssertionError(f"step {step.name!r}: onnxruntime's {tensor!r} has shape {theirs.shape} "
-                                         f"({'channels-last' if channels_last else 'as is'}), ours {ours.shape}")
+                theirs = _as_ours(values[tensor].astype(np.int64) - zp + cn.net.qparams[name].z, ours.shape,
+                                  channels_last, f"step {step.name!r}: onnxruntime's {tensor!r}")
                 diff = np.abs(ours.astype(np.int64) - theirs)
                 group, ours = f"{step.kind} on {op}", theirs.astype(ours.dtype)
             else:

@@ -24,6 +24,13 @@ Choices (and why):
   float32 sums round differently near ties.  The values the old scale could
   represent and the new cannot are the ones below zero the relu clears
   anyway, and the ones above the relu output's range its Q saturates anyway.
+- The inputs of a ``Concat`` are given its output's scale and zero point
+  (:func:`align_concat_scales`), as TFLite's int8 specification requires of
+  a concatenation: the output's calibrated range covers every input's, so
+  nothing saturates, and the concatenation is then a copy of int8 values
+  (onnxruntime's ``QLinearConcat`` does not requantize, and neither does the
+  host) instead of a requantization of each input.  An input that something
+  else reads too keeps its own scale.
 - Already quantized models (QDQ, or QOperator rewritten to QDQ on import)
   are taken as they are.
 """
@@ -79,49 +86,77 @@ def quantize(model: Any, calibration: list[dict[str, np.ndarray]]) -> Any:
             raise OnnxError(f"onnxruntime's quantize_static failed on this model: "
                             f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
         q = onnx.load(str(dst))
-    align_activation_scales(q)
+    align_concat_scales(q)
+    align_activation_scales(q)  # after: a relu before a concat takes the concat's scale
     return q
 
 
-def align_activation_scales(model: Any) -> int:
-    """Give the Q/DQ pair between a Conv/Gemm/MatMul and its only consumer Relu/Clip the activation
-    output's scale and zero point (see above); returns how many pairs it changed.
-
-    The pair's own scale and zero-point initializers are left to the ones still reading them and
-    removed when nothing does.
-    """
-    graph = model.graph
+def _index(graph: Any) -> tuple[dict[str, Any], dict[str, list[Any]], set[str]]:
+    """The graph's producer of each tensor, readers of each tensor, and output names."""
     producer = {o: n for n in graph.node for o in n.output}
     uses: dict[str, list[Any]] = {}
     for n in graph.node:
         for i in n.input:
             uses.setdefault(i, []).append(n)
-    outputs = {o.name for o in graph.output}
-    replaced: set[str] = set()
-    aligned = 0
-    for q in graph.node:
-        if q.op_type != "QuantizeLinear":
-            continue
-        src = producer.get(q.input[0])
-        if src is None or src.op_type not in FUSING_PRODUCERS or len(uses.get(q.input[0], [])) != 1:
-            continue
-        dqs = uses.get(q.output[0], [])
-        if len(dqs) != 1 or dqs[0].op_type != "DequantizeLinear" or q.output[0] in outputs:
-            continue
-        dq = dqs[0]
-        acts = uses.get(dq.output[0], [])
-        if len(acts) != 1 or acts[0].op_type not in FUSED_ACTIVATIONS or dq.output[0] in outputs:
-            continue
-        after = uses.get(acts[0].output[0], [])
-        if len(after) != 1 or after[0].op_type != "QuantizeLinear" or len(after[0].input) < 3:
-            continue
-        for node in (q, dq):
-            replaced.update(node.input[1:3])
-            node.input[1], node.input[2] = after[0].input[1], after[0].input[2]
-        aligned += 1
+    return producer, uses, {o.name for o in graph.output}
+
+
+def _only_reader(uses: dict[str, list[Any]], outputs: set[str], tensor: str, op_types: tuple[str, ...]) -> Any:
+    """The one node reading ``tensor`` when it is of ``op_types`` and ``tensor`` is no graph output, else None."""
+    readers = uses.get(tensor, [])
+    ok = len(readers) == 1 and readers[0].op_type in op_types and tensor not in outputs
+    return readers[0] if ok else None
+
+
+def _share_params(graph: Any, nodes: list[Any], source: Any) -> None:
+    """Make the Q/DQ ``nodes`` read ``source``'s scale and zero point; drop their own when nothing reads them."""
+    replaced = {i for n in nodes for i in n.input[1:3]}
+    for n in nodes:
+        n.input[1], n.input[2] = source.input[1], source.input[2]
     read = {i for n in graph.node for i in n.input}
     for init in [i for i in graph.initializer if i.name in replaced and i.name not in read]:
         graph.initializer.remove(init)
+
+
+def align_concat_scales(model: Any) -> int:
+    """Give each Q/DQ pair feeding only a Concat the Concat output's scale and zero point (see above);
+    returns how many pairs it changed."""
+    graph = model.graph
+    producer, uses, outputs = _index(graph)
+    aligned = 0
+    for concat in graph.node:
+        after = _only_reader(uses, outputs, concat.output[0], ("QuantizeLinear",))
+        if concat.op_type != "Concat" or after is None or len(after.input) < 3:
+            continue
+        for x in concat.input:
+            dq = producer.get(x)
+            if dq is None or dq.op_type != "DequantizeLinear" or _only_reader(uses, outputs, x, ("Concat",)) is None:
+                continue
+            q = producer.get(dq.input[0])
+            if q is None or q.op_type != "QuantizeLinear" or len(q.input) < 3 or len(dq.input) < 3:
+                continue
+            if _only_reader(uses, outputs, q.output[0], ("DequantizeLinear",)) is not None:
+                _share_params(graph, [q, dq], after)
+                aligned += 1
+    return aligned
+
+
+def align_activation_scales(model: Any) -> int:
+    """Give the Q/DQ pair between a Conv/Gemm/MatMul and its only consumer Relu/Clip the activation
+    output's scale and zero point (see above); returns how many pairs it changed."""
+    graph = model.graph
+    producer, uses, outputs = _index(graph)
+    aligned = 0
+    for q in graph.node:
+        src = producer.get(q.input[0]) if q.op_type == "QuantizeLinear" else None
+        if src is None or src.op_type not in FUSING_PRODUCERS or len(uses.get(q.input[0], [])) != 1:
+            continue
+        dq = _only_reader(uses, outputs, q.output[0], ("DequantizeLinear",))
+        act = _only_reader(uses, outputs, dq.output[0], FUSED_ACTIVATIONS) if dq is not None else None
+        after = _only_reader(uses, set(), act.output[0], ("QuantizeLinear",)) if act is not None else None
+        if after is not None and len(after.input) >= 3:
+            _share_params(graph, [q, dq], after)
+            aligned += 1
     return aligned
 
 
@@ -134,4 +169,4 @@ def calibration_inputs(make: Callable[[int], dict[str, np.ndarray]], count: int)
     return [make(1000 + i) for i in range(count)]
 
 
-__all__ = ["align_activation_scales", "calibration_inputs", "is_quantized", "quantize"]
+__all__ = ["align_activation_scales", "align_concat_scales", "calibration_inputs", "is_quantized", "quantize"]

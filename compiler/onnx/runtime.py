@@ -104,6 +104,8 @@ def _run_step(step: Step, env: dict[str, np.ndarray], cache: ProgramCache | None
     if step.kind == "add":
         terms = [(env[name].astype(np.int64) - zp, scale) for name, scale, zp in a["terms"]]
         return [rescale_sum(terms, zero_point=a["zero_point"], lo=a["lo"], hi=a["hi"])]
+    if step.kind == "concat":
+        return [np.concatenate([env[name] for name in step.inputs], axis=a["axis"])]
     if step.kind == "maxpool":
         return [max_pool_int(env[step.inputs[0]], a["kernel"], a["strides"], a["pads"], a["ceil_mode"])]
     if step.kind == "avgpool":
