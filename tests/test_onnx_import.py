@@ -97,3 +97,26 @@ def test_what_is_not_one_number_per_channel_is_left(case: str, tmp_path: Path) -
     assert _ops(im)["Mul"] == 1
     assert not any("Mul/Add" in note for note in im.notes), im.notes
     _float_outputs_agree(path, im)
+
+
+def test_mul_add_after_a_batch_norm_without_a_conv_folds_into_it(tmp_path: Path) -> None:
+    """DenseNet's pre-activation batch norms (after a concatenation): BN -> Mul -> Add -> Relu -> Conv
+    keeps one BatchNormalization with the Mul and Add in its scale and shift."""
+    from onnx import TensorProto, helper
+
+    rng = np.random.default_rng(6)
+    nodes = [helper.make_node("BatchNormalization", ["x", "g", "be", "mu", "var"], ["n"], name="bn"),
+             helper.make_node("Mul", ["n", "scale"], ["m"], name="mul"),
+             helper.make_node("Add", ["shift", "m"], ["a"], name="add"),
+             helper.make_node("Relu", ["a"], ["r"], name="relu"),
+             helper.make_node("Conv", ["r", "w", "b"], ["y"], name="conv", pads=[1, 1, 1, 1])]
+    inits = [_init("g", rng.uniform(0.5, 1.5, C_IN)), _init("be", rng.normal(size=C_IN)),
+             _init("mu", rng.normal(size=C_IN)), _init("var", rng.uniform(0.5, 2.0, C_IN)),
+             _init("scale", rng.uniform(0.5, 1.5, (1, C_IN, 1, 1))), _init("shift", rng.normal(size=(C_IN, 1, 1))),
+             _init("w", rng.normal(size=(C_OUT, C_IN, 3, 3)) * 0.3), _init("b", rng.normal(size=C_OUT) * 0.1)]
+    path = save(tmp_path / "preact.onnx", nodes, inits,
+                [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, C_IN, HW, HW])],
+                [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, C_OUT, HW, HW])])
+    im = import_model(path)
+    assert _ops(im) == Counter({"BatchNormalization": 1, "Relu": 1, "Conv": 1})
+    _float_outputs_agree(path, im)

@@ -24,7 +24,8 @@ Steps, in order (each one says why):
 6. Fold ``BatchNormalization``, and ``Mul``/``Add`` by per-output-channel
    constants, into the preceding ``Conv`` (each of these layers then runs as
    one accelerator layer, its activation fused, instead of two float host
-   steps between Q/DQ pairs); drop ``Dropout`` (inference), fix a dynamic
+   steps between Q/DQ pairs), and such a ``Mul``/``Add`` after a batch norm
+   with no conv before it into that batch norm's scale and shift; drop ``Dropout`` (inference), fix a dynamic
    batch to ``--batch``, and run shape inference so every tensor has a static
    shape.
 """
@@ -158,7 +159,7 @@ def import_model(path: str | Path, *, batch: int | None = None, random_weights: 
         notes.append(f"folded {n_bn} BatchNormalization nodes into their Conv")
     n_affine = _fold_channel_affine(graph)
     if n_affine:
-        notes.append(f"folded {n_affine} Mul/Add by per-channel constants into their Conv")
+        notes.append(f"folded {n_affine} Mul/Add by per-channel constants into their Conv or BatchNormalization")
     n_drop = _remove_identity_like(graph)
     if n_drop:
         notes.append(f"removed {n_drop} Dropout/Identity nodes")
@@ -374,7 +375,8 @@ def _per_channel(value: np.ndarray, channels: int) -> np.ndarray | None:
 
 
 def _fold_channel_affine(graph: Any) -> int:
-    """``Conv -> Mul | Add`` by a per-output-channel constant (the conv's only consumer) becomes one Conv.
+    """``Conv | BatchNormalization -> Mul | Add`` by a per-channel constant (the only consumer) becomes
+    one Conv (new weights and bias) or one BatchNormalization (new scale and shift).
 
     Repeated until nothing folds, so a ``Mul`` then ``Add`` chain (a batch norm written out) folds whole.
     """
@@ -391,25 +393,38 @@ def _fold_channel_affine(graph: Any) -> int:
             if node.op_type not in ("Mul", "Add") or len(node.input) != 2:
                 continue
             for side in (0, 1):
-                conv, const = producer.get(node.input[side]), node.input[1 - side]
-                if (conv is None or conv.op_type != "Conv" or const not in inits or conv.input[1] not in inits
-                        or len(use.get(node.input[side], [])) != 1 or node.input[side] in outputs):
+                prod, const = producer.get(node.input[side]), node.input[1 - side]
+                if (prod is None or const not in inits or len(use.get(node.input[side], [])) != 1
+                        or node.input[side] in outputs):
                     continue
-                w, b = _conv_weights(conv, inits)
+                if prod.op_type == "Conv" and prod.input[1] in inits:
+                    w, b = _conv_weights(prod, inits)
+                elif (prod.op_type == "BatchNormalization" and len(prod.output) == 1
+                      and all(i in inits for i in prod.input[1:5])):
+                    w, b = (numpy_helper.to_array(inits[i]).astype(np.float64) for i in prod.input[1:3])
+                else:
+                    continue
                 per = _per_channel(numpy_helper.to_array(inits[const]), w.shape[0])
                 if per is not None:
-                    hit = (node, conv, w, b, per)
+                    hit = (node, prod, w, b, per)
                     break
             if hit:
                 break
         if hit is None:
             break
-        node, conv, w, b, per = hit
-        if node.op_type == "Mul":
+        node, prod, w, b, per = hit
+        if node.op_type == "Mul":  # a batch norm's output is scale * normalized + shift: the same algebra
             w, b = w * per.reshape(-1, *([1] * (w.ndim - 1))), b * per
         else:
             b = b + per
-        _replace_conv_weights(graph, conv, w, b, writes=node.output[0], tag="affinefold")
+        if prod.op_type == "Conv":
+            _replace_conv_weights(graph, prod, w, b, writes=node.output[0], tag="affinefold")
+        else:
+            names = [f"{node.output[0]}_bn_scale_affinefold", f"{node.output[0]}_bn_shift_affinefold"]
+            graph.initializer.extend(numpy_helper.from_array(v.astype(np.float32), n) for v, n in zip((w, b), names,
+                                                                                                   strict=True))
+            prod.input[1], prod.input[2] = names
+            prod.output[0] = node.output[0]
         graph.node.remove(node)
         folded += 1
     if folded:
