@@ -3,8 +3,11 @@
 ``DIR/results.csv`` is rewritten atomically after every finished task, so a
 killed sweep keeps every finished point and ``--resume`` runs only the rest.
 Each finished point is also kept in ``$TINYNPU_CACHE/sweep`` under the hash
-of (config hash, workload, tinynpu version), so a rerun of the same points,
-in any directory, computes nothing.
+of (config hash, workload, tinynpu version, the digest of the code that
+computes a point: :mod:`tinynpu.explore.sources`), so a rerun of the same
+points, in any directory, computes nothing, and a rerun after an edit to that
+code computes them again; ``--resume`` likewise keeps only the rows the
+current code computed.
 
 When ``area_mm2`` is an objective, one more task per distinct RTL (configs
 with the same :func:`~tinynpu.explore.task.area_identity` share it) runs
@@ -30,6 +33,7 @@ from typing import Any
 import tinynpu
 from tinynpu.errors import UsageError
 from tinynpu.explore import machine
+from tinynpu.explore.sources import code_digest
 from tinynpu.explore.spec import DesignPoint, SweepSpec, Workload, design_points
 from tinynpu.explore.task import area_identity, evaluate, synth_area, warm_up
 from tinynpu.fsio import check_output_dir, read_text, write_atomic
@@ -72,8 +76,10 @@ def cache_dir() -> Path:
 
 
 def point_key(point: DesignPoint, workload: Workload) -> str:
-    """The cache key: config hash, workload and tinynpu version."""
-    return hashlib.sha256(f"{point.digest}|{workload.key}|{tinynpu.__version__}".encode()).hexdigest()[:24]
+    """The cache key (and the ``key`` column): config hash, workload, tinynpu version and the digest of the
+    source files that compute a point (:func:`~tinynpu.explore.sources.code_digest`)."""
+    return hashlib.sha256(f"{point.digest}|{workload.key}|{tinynpu.__version__}|{code_digest()}".encode()
+                          ).hexdigest()[:24]
 
 
 def rtl_fingerprint() -> str:
