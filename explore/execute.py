@@ -43,6 +43,8 @@ RESULTS = "results.csv"
 FIGURES = ("cycles", "dram_bytes", "utilization", "energy_pj", "edp")
 AREA = "area_mm2"
 AREA_COLUMNS = (AREA, "area_error")
+#: Where a local cluster's scheduler serves HTTP: any free port of the loopback its own address is on.
+SCHEDULER_HTTP_ADDRESS = "127.0.0.1:0"
 
 
 @dataclass(frozen=True)
@@ -157,7 +159,10 @@ def dask_client(workers: int | None, scheduler: str | None) -> Iterator[Any]:
             yield client
         return
     n = workers or os.cpu_count() or 1
+    # The scheduler serves its HTTP routes (health, metrics) even with the dashboard off, on 8787 unless told
+    # otherwise, and warns "Port 8787 is already in use" when another cluster has it: a free local port instead.
     with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+                      scheduler_kwargs={"dashboard_address": SCHEDULER_HTTP_ADDRESS},
                       silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
         yield client
 

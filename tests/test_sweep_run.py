@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -20,6 +21,8 @@ from tinynpu.cli import main
 from tinynpu.compiler.matmul import compile_matmul
 from tinynpu.compiler.run import run_compiled
 from tinynpu.isa import load_config
+
+DASHBOARD_PORT = 8787  # Dask's default dashboard port
 
 # 8 KiB of DRAM holds the 32^3 GEMM (A, B: 1 KiB, C: 4 KiB) but not the 64x48x32 one (C alone is 12 KiB).
 SPEC = """\
@@ -158,3 +161,25 @@ def test_only_a_points_own_error_is_cacheable(tmp_path: Path) -> None:
     # Not the point's error (here a missing size; in practice a bug or files changed under a worker).
     internal = evaluate(text, "small-dram", "gemm", {"m": 64})
     assert internal["status"] == "failed" and internal["error"].startswith("KeyError") and not internal["cacheable"]
+
+
+def test_a_sweep_prints_nothing_about_a_dashboard_port_held_elsewhere(tmp_path: Path) -> None:
+    """The scheduler's HTTP server (health and metrics routes, served even with the dashboard off) binds a free
+    port, not 8787: a port another cluster holds is not this sweep's concern, and no warning names it."""
+    holder = socket.socket()
+    try:
+        holder.bind(("127.0.0.1", DASHBOARD_PORT))
+        holder.listen()
+    except OSError as exc:
+        holder.close()
+        pytest.skip(f"cannot hold 127.0.0.1:{DASHBOARD_PORT} for the test ({exc}): some other process has it")
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(textwrap.dedent(SPEC).replace("[67108864, 8192]", "[67108864]").replace(", [64, 48, 32]", ""))
+    env = {**os.environ, "PYTHONWARNINGS": "default"}  # every warning shown, as a user's terminal would
+    with holder:
+        done = subprocess.run([sys.executable, "-m", "tinynpu", "sweep", str(spec), "-o", str(tmp_path / "out"),
+                               "--workers", "1", "--no-cache", "--json"], capture_output=True, text=True, env=env,
+                              timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["computed"] == 1
+    assert str(DASHBOARD_PORT) not in done.stderr and "already in use" not in done.stderr, done.stderr
