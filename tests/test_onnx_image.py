@@ -76,10 +76,10 @@ def test_an_output_stored_at_a_wrong_address_is_caught(cnn: Path, monkeypatch: p
     real = DramImage.program
     conv1_out = next(s.outputs[0] for s in cn.net.steps if s.name == "conv1")
 
-    def misplaced(self, key, program, bases):  # type: ignore[no-untyped-def]
+    def misplaced(self, key, program, bases, pitches=None):  # type: ignore[no-untyped-def]
         if "conv1" in key and bases.get("Y") == self.address(conv1_out, 0):
             bases = {**bases, "Y": bases["Y"] + 64}
-        return real(self, key, program, bases)
+        return real(self, key, program, bases, pitches)
 
     monkeypatch.setattr(DramImage, "program", misplaced)
     with pytest.raises(NetworkVerificationError, match="conv1"):
@@ -127,7 +127,7 @@ def test_network_json_lists_the_image_addresses_a_run_uses(cnn: Path, tmp_path: 
         assert (acts[b.name]["address"], acts[b.name]["bytes"]) == (b.offset, b.nbytes)
         assert b.offset + b.nbytes <= image["regions"]["activations"]["bytes"]
     used = {}  # (step, tensor) -> address the relocated programs used in the run
-    for (key, _), program in cn.image.programs.items():
+    for (key, *_), program in cn.image.programs.items():
         # relocation keys end with (step, group) for a conv, (step, input, output) for a Gemm
         step = key[-2] if key[0] == "conv2d" else key[-3]
         for t in program.tensors:

@@ -231,6 +231,20 @@ def concat(*, with_stem: bool) -> Tail:
     return tail
 
 
+def concat_conv_and_pool() -> Tail:
+    """A 3x3 average-pool branch and a wider conv branch of the stem joined (the pool a host step, the
+    conv larger than the stem's output, so storing it in its slice keeps the activation peak as low)."""
+
+    def tail(x: str, c: int) -> tuple[list[Any], list[Any]]:
+        nodes = [_node("AveragePool", [x], ["pb"], "branch_b", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+                 _node("Conv", [x, "wa", "ba"], ["ca"], "branch_a", pads=[1, 1, 1, 1]),
+                 _node("Relu", ["ca"], ["ra"], "relu_a"),
+                 _node("Concat", ["pb", "ra"], ["y"], "op", axis=1)]
+        return nodes, [_weights("wa", (2 * c, c, 3, 3), 9 * c, 2), _bias("ba", 2 * c, 2)]
+
+    return tail
+
+
 def layout(op: str, **attrs: Any) -> Tail:
     """Reshape / Flatten / Transpose, then a Gemm reading the moved tensor (so the op sits between two layers)."""
 
@@ -329,6 +343,7 @@ CASES: dict[str, OpCase] = {
     # data movement
     "concat": OpCase(concat(with_stem=True), "host"),
     "concat_branches": OpCase(concat(with_stem=False), "host"),
+    "concat_conv_and_pool": OpCase(concat_conv_and_pool(), "host", max_lsb=1),  # the pool's ties (above)
     "reshape": OpCase(layout("Reshape"), "host"),
     "flatten": OpCase(layout("Flatten", axis=1), "host"),
     "transpose": OpCase(layout("Transpose", perm=[0, 2, 3, 1]), "host"),
@@ -420,3 +435,36 @@ def test_a_concat_of_inputs_at_its_scale_copies_int8(name: str, kind: str, tmp_p
         out_scale = cn.net.qparams[step.outputs[0]].s
         assert all(producer[i].op_type == "QuantizeLinear" and cn.net.qparams[i].s == out_scale
                    for i in step.inputs)
+
+
+@pytest.mark.parametrize(("name", "in_place"), [("concat_branches", ["ra", "rb"]),
+                                                 ("concat_conv_and_pool", ["ra"]), ("concat", [])])
+def test_conv_branches_store_into_their_slice_of_the_join(name: str, in_place: list[str], tmp_path: Path) -> None:
+    """A conv the concatenation alone reads stores each pixel's channels at their offset in the joined
+    buffer (its `store` stride the joined pixel); the join copies only the other inputs."""
+    cn = compile_onnx(build(CASES[name], tmp_path / f"{name}.onnx"))
+    producer = {o: s.name for s in cn.net.steps for o in s.outputs}
+    assert sorted(producer[sl.name].replace("branch_", "r") for sl in cn.memory.slices) == in_place
+    r = run_network(cn)  # bit-exact: every slice read back from where its program stored it
+    if in_place:  # the join's traffic: the inputs it copied in, read and written
+        join = next(e for e in r["layers"] if e["name"] == "op")
+        inputs = next(s for s in cn.net.steps if s.name == "op").inputs
+        copied = [i for i in inputs if cn.image.slice_of(i) is None]
+        assert join["host_bytes"] == sum(2 * int(np.prod(cn.net.shapes[i])) for i in copied)
+
+
+def test_a_slice_stored_without_its_pitch_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Relocated without the pitch, a branch's program writes its channels back to back over the other
+    branch's: the run's bit-exact check names the layer."""
+    from tinynpu.compiler.onnx.image import DramImage
+    from tinynpu.compiler.onnx.network import NetworkVerificationError
+
+    real = DramImage.program
+
+    def unpitched(self, key, program, bases, pitches=None):  # type: ignore[no-untyped-def]
+        return real(self, key, program, bases, None)
+
+    cn = compile_onnx(build(CASES["concat_branches"], tmp_path / "join.onnx"))
+    monkeypatch.setattr(DramImage, "program", unpitched)
+    with pytest.raises(NetworkVerificationError, match="branch_"):
+        run_network(cn)

@@ -27,24 +27,30 @@ import numpy as np
 
 from tinynpu.assembler.image import Program
 from tinynpu.compiler.onnx.importer import OnnxError
-from tinynpu.compiler.onnx.memory import ALIGN, MemoryPlan
+from tinynpu.compiler.onnx.memory import ALIGN, ChannelSlice, MemoryPlan
 from tinynpu.intmath import round_up
 from tinynpu.isa import ArchConfig, Isa, load_isa
 from tinynpu.isa.encoding import field_value
 
 
-def relocate(program: Program, isa: Isa, cfg: ArchConfig, bases: dict[str, int]) -> Program:
+def relocate(program: Program, isa: Isa, cfg: ArchConfig, bases: dict[str, int],
+             pitches: dict[str, int] | None = None) -> Program:
     """``program`` with each DRAM tensor named in ``bases`` moved there (its loads and stores re-addressed).
 
+    A tensor named in ``pitches`` is a :class:`~tinynpu.compiler.onnx.memory.ChannelSlice`: its
+    rows (its last dimension) go ``pitches[name]`` bytes apart instead of back to back, so each
+    access to row ``r``, byte ``c`` moves to ``base + r * pitch + c`` and its row stride scales alike.
+
     Raises:
-        OnnxError: an address outside every tensor of the manifest (a compiler bug).
+        OnnxError: an address outside every tensor of the manifest, or an access to a pitched
+            tensor that is not whole rows apart or crosses a row (compiler bugs).
     """
+    pitches = pitches or {}
     tensors = sorted(program.tensors, key=lambda t: t.addr)
     words = list(program.words)
     for mnemonic in ("load", "store"):
         instr = isa.by_mnemonic[mnemonic]
-        f = instr.field_map["dram"]
-        clear = ~(((1 << f.width) - 1) << f.lsb)
+        f, fs = instr.field_map["dram"], instr.field_map["stride"]
         for i, word in enumerate(words):
             if word & instr.mask != instr.match:
                 continue
@@ -53,9 +59,35 @@ def relocate(program: Program, isa: Isa, cfg: ArchConfig, bases: dict[str, int])
             if owner is None:
                 raise OnnxError(f"instruction {i} ({mnemonic}) addresses DRAM byte {addr}, outside every tensor "
                                 "of its program's manifest.")
-            words[i] = (word & clear) | ((addr - owner.addr + bases.get(owner.name, owner.addr)) << f.lsb)
+            base, offset = bases.get(owner.name, owner.addr), addr - owner.addr
+            pitch = pitches.get(owner.name)
+            if pitch is not None:
+                row_bytes = owner.nbytes // int(np.prod(owner.shape[:-1]))
+                row, col = divmod(offset, row_bytes)
+                stride = field_value(word, fs)
+                width = field_value(word, instr.field_map["cols"]) * np.dtype(owner.dtype).itemsize
+                if stride % row_bytes or col + width > row_bytes:
+                    raise OnnxError(f"instruction {i} ({mnemonic}) steps {stride} bytes through tensor "
+                                    f"{owner.name!r} from byte {col} of a row, {width} bytes wide: not whole "
+                                    f"{row_bytes}-byte rows, so it cannot be pitched.")
+                offset = row * pitch + col
+                word = _with_field(word, fs, stride // row_bytes * pitch)
+            words[i] = _with_field(word, f, base + offset)
     moved = [replace(t, addr=bases.get(t.name, t.addr)) for t in program.tensors]
     return Program.build(isa, cfg, words, moved)
+
+
+def _with_field(word: int, f: Any, value: int) -> int:
+    return (word & ~(((1 << f.width) - 1) << f.lsb)) | (value << f.lsb)
+
+
+def read_pitched(machine: Any, addr: int, rows: int, row_bytes: int, pitch: int) -> np.ndarray:
+    """``rows`` rows of ``row_bytes`` bytes, ``pitch`` bytes apart from ``addr``, with the bytes between
+    them, as a ``rows`` x ``pitch`` uint8 array (the last row's tail past the rows is zero)."""
+    raw = machine.read_dram(addr, (rows - 1) * pitch + row_bytes)
+    buf = np.zeros(rows * pitch, dtype=np.uint8)
+    buf[:len(raw)] = np.frombuffer(raw, dtype=np.uint8)
+    return buf.reshape(rows, pitch)
 
 
 def image_layout(value: np.ndarray) -> np.ndarray:
@@ -96,6 +128,7 @@ class DramImage:
     _addr: dict[str, int] = field(default_factory=dict)
     _size: dict[str, int] = field(default_factory=dict)
     _staged: int = 0
+    _slices: dict[str, ChannelSlice] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         from tinynpu.simulator import Machine
@@ -103,7 +136,12 @@ class DramImage:
         self.machine = Machine(self.cfg)
         self._addr = {b.name: b.offset for b in self.memory.buffers}
         self._size = {b.name: b.nbytes for b in self.memory.buffers}
+        self._slices = {sl.name: sl for sl in self.memory.slices}
         self.weight_base = round_up(self.memory.activation_peak_bytes, ALIGN)
+
+    def slice_of(self, name: str) -> ChannelSlice | None:
+        """The channel slice activation ``name`` is stored as, or None (a buffer of its own)."""
+        return self._slices.get(name)
 
     @property
     def staging_base(self) -> int:
@@ -115,7 +153,11 @@ class DramImage:
         return self.staging_base + self.staging_bytes
 
     def address(self, name: str, nbytes: int) -> int | None:
-        """Where activation ``name`` of ``nbytes`` lives (None: not planned, or planned smaller)."""
+        """Where activation ``name`` of ``nbytes`` lives (None: not planned, or planned smaller); a
+        channel slice's first byte (its rows are then its slice's pitch apart)."""
+        sl = self._slices.get(name)
+        if sl is not None:
+            return self._addr[sl.of] + sl.offset
         addr = self._addr.get(name)
         return addr if addr is not None and nbytes <= round_up(max(self._size[name], 1), ALIGN) else None
 
@@ -126,8 +168,24 @@ class DramImage:
         addr = self.address(name, data.nbytes)
         if addr is None:
             return  # not an activation of the plan (a shape tensor), or wider than planned (a host float64)
-        self.machine.write_dram(addr, data)
+        sl = self._slices.get(name)
+        if sl is None:
+            self.machine.write_dram(addr, data)
+        else:
+            self.write_slice(sl, value)
         self.hold(name, value.shape, value.dtype)
+
+    def write_slice(self, sl: ChannelSlice, value: np.ndarray) -> None:
+        """Write int8 ``value`` (NCHW) as slice ``sl`` of its joined buffer: into every pixel, between
+        the other slices' bytes."""
+        data = image_layout(np.asarray(value)).reshape(-1, sl.row_bytes).view(np.uint8)
+        region = self._pitched(sl, data.shape[0])
+        region[:, :sl.row_bytes] = data
+        self.machine.write_dram(self._addr[sl.of] + sl.offset,
+                                region.reshape(-1)[:region.size - (sl.pitch - sl.row_bytes)])
+
+    def _pitched(self, sl: ChannelSlice, rows: int) -> np.ndarray:
+        return read_pitched(self.machine, self._addr[sl.of] + sl.offset, rows, sl.row_bytes, sl.pitch)
 
     def hold(self, name: str, shape: tuple[int, ...], dtype: np.dtype) -> None:
         """Record that activation ``name`` (``shape`` as the network sees it, ``dtype``) is at its planned place.
@@ -155,6 +213,10 @@ class DramImage:
         addr = self.address(name, nbytes) if name in self.held else None
         if addr is None:
             raise OnnxError(f"the DRAM image holds no activation {name!r} of {nbytes} bytes at a planned place.")
+        sl = self._slices.get(name)
+        if sl is not None:
+            rows = self._pitched(sl, nbytes // sl.row_bytes)[:, :sl.row_bytes]
+            return from_image_layout(np.ascontiguousarray(rows).reshape(-1).view(dtype), shape)
         raw = np.frombuffer(self.machine.read_dram(addr, nbytes), dtype=dtype.newbyteorder("<")).astype(dtype)
         return from_image_layout(raw, shape)
 
@@ -202,12 +264,13 @@ class DramImage:
     def reset_staging(self) -> None:
         self._staged = 0
 
-    def program(self, key: tuple[Any, ...], program: Program, bases: dict[str, int]) -> Program:
-        """``program`` relocated to ``bases`` (once per layer and image)."""
-        full = (key, tuple(sorted(bases.items())))
+    def program(self, key: tuple[Any, ...], program: Program, bases: dict[str, int],
+                pitches: dict[str, int] | None = None) -> Program:
+        """``program`` relocated to ``bases`` (and ``pitches``: :func:`relocate`), once per layer and image."""
+        full = (key, tuple(sorted(bases.items())), tuple(sorted((pitches or {}).items())))
         hit = self.programs.get(full)
         if hit is None:
-            hit = relocate(program, load_isa(), self.cfg, bases)
+            hit = relocate(program, load_isa(), self.cfg, bases, pitches)
             self.programs[full] = hit
         return hit
 
@@ -226,6 +289,8 @@ class DramImage:
                         "staging": {"address": self.staging_base}},
             "activations": [{"name": b.name, "address": b.offset, "bytes": b.nbytes, "first_step": b.first,
                              "last_step": b.last} for b in self.memory.buffers],
+            "channel_slices": [{"name": sl.name, "of": sl.of, "address": self._addr[sl.of] + sl.offset,
+                                "row_bytes": sl.row_bytes, "pitch": sl.pitch} for sl in self.memory.slices],
             "weights": [{"layer": key[0], "tensor": key[1], "address": addr, "bytes": nbytes}
                         for key, (addr, nbytes) in self.reserved.items()],
         }
@@ -235,4 +300,4 @@ class DramImage:
                 "staging_bytes": self.staging_bytes, "weight_base": self.weight_base}
 
 
-__all__ = ["DramImage", "from_image_layout", "image_layout", "relocate"]
+__all__ = ["DramImage", "from_image_layout", "image_layout", "read_pitched", "relocate"]

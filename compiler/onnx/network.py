@@ -30,7 +30,7 @@ from tinynpu.compiler.onnx.graph import HOST, NPU, Network, Step, build_network,
 from tinynpu.compiler.onnx.image import DramImage
 from tinynpu.compiler.onnx.importer import Imported, OnnxError, import_model, input_specs, seeded_inputs
 from tinynpu.compiler.onnx.intops import Epilogue
-from tinynpu.compiler.onnx.memory import ALIGN, MemoryPlan, plan_memory
+from tinynpu.compiler.onnx.memory import ALIGN, ChannelSlice, MemoryPlan, plan_memory
 from tinynpu.compiler.onnx.npu import (
     LayerRun,
     ProgramCache,
@@ -205,7 +205,45 @@ def _plan(net: Network, tile: int) -> MemoryPlan:
         if name in lifetimes:
             lifetimes[name] = (lifetimes[name][0], last)
     sizes = {name: _tensor_bytes(net, name) for name in lifetimes}
-    return plan_memory(weight_bytes, sizes, lifetimes)
+    plain = plan_memory(weight_bytes, sizes, lifetimes)
+    slices = _channel_slices(net, tile)
+    if not slices:
+        return plain
+    # a joined buffer lives from its first slice's producer on: kept only if the peak stays as low
+    sliced = plan_memory(weight_bytes, sizes, lifetimes, slices)
+    return sliced if sliced.activation_peak_bytes <= plain.activation_peak_bytes else plain
+
+
+def _channel_slices(net: Network, tile: int) -> tuple[ChannelSlice, ...]:
+    """The inputs of channel concatenations their producer can store in place in the joined buffer.
+
+    An input qualifies when a conv run by one program (it stores its whole output) writes it and the
+    concatenation is all that reads it; the others the host copies in at the concatenation's step.
+    """
+    producer = {o: s for s in net.steps for o in s.outputs}
+    readers: dict[str, int] = {}
+    for s in net.steps:
+        for i in s.inputs:
+            readers[i] = readers.get(i, 0) + 1
+    found: list[ChannelSlice] = []
+    for step in net.steps:
+        out_shape = net.shapes.get(step.outputs[0]) if step.kind == "concat" else None
+        if out_shape is None or len(out_shape) != 4 or step.attrs["axis"] not in (1, -3):
+            continue
+        offset = 0
+        for name in step.inputs:
+            src, c = producer.get(name), net.shapes[name][1]
+            if (src is not None and src.kind == "conv" and src.where == NPU and readers[name] == 1
+                    and name not in net.outputs and _conv_programs(src, tile) == 1):
+                found.append(ChannelSlice(name=name, of=step.outputs[0], offset=offset, row_bytes=c,
+                                          pitch=out_shape[1]))
+            offset += c
+    return tuple(found)
+
+
+def _conv_programs(step: Step, tile: int) -> int:
+    groups = step.attrs.get("group", 1)
+    return groups // groups_per_program(groups, step.attrs["weight"].shape[3], tile)
 
 
 def _logits(net: Network, qmodel: Any, float_model: Any) -> tuple[str, str]:
@@ -313,7 +351,8 @@ def _step_image(cn: CompiledNetwork, step: Step, names: dict[tuple[Any, ...], st
     """Each program of an accelerator step, with where its DRAM tensors are in the image.
 
     A tensor is at its planned activation place, at its placed weights, or ``staged``: the
-    host writes it into the staging area for that program (a re-laid or sliced operand).
+    host writes it into the staging area for that program (a re-laid or sliced operand).  An
+    output stored as a channel slice of a concatenation gives its row bytes and pitch.
     """
     image = cn.image
     in_place = {"conv": lambda comp: conv_in_place(comp, len(step.attrs["programs"])),
@@ -336,6 +375,8 @@ def _step_image(cn: CompiledNetwork, step: Step, names: dict[tuple[Any, ...], st
                 addr = image.reserved[(step.name, f"{t.name}{suffix}")][0]
             tensors[t.name] = {"address": addr, "bytes": t.nbytes} if addr is not None else \
                 {"staged": True, "bytes": t.nbytes}
+            if role == "out" and addr is not None and (sl := image.slice_of(step.outputs[0])) is not None:
+                tensors[t.name].update(row_bytes=sl.row_bytes, pitch=sl.pitch, slice_of=sl.of)
         out.append({"program": names[key], "instructions": len(comp.program.words),
                     "program_bytes": len(comp.program.to_bytes()), "tensors": tensors})
     return out

@@ -22,7 +22,7 @@ import numpy as np
 from tinynpu.compiler.compiled import Compiled
 from tinynpu.compiler.epilogue import Epilogue as NpuEpilogue
 from tinynpu.compiler.onnx.graph import Step
-from tinynpu.compiler.onnx.image import DramImage
+from tinynpu.compiler.onnx.image import DramImage, read_pitched
 from tinynpu.compiler.onnx.intops import Epilogue, conv_int32_general, gemm_int32
 from tinynpu.isa import ArchConfig
 
@@ -201,11 +201,14 @@ def _conv_in_image(image: DramImage, step: Step, gi: int, key: tuple[Any, ...], 
         bases["X"] = x_addr
     bases["W"] = image.weights[w_key]
     bases["P"] = image.weight((step.name, f"P{gi}"), npu_epi.param_table(image.cfg.tile))
+    pitches: dict[str, int] = {}
     if y_addr is not None:
         bases["Y"] = y_addr
+        if (sl := image.slice_of(step.outputs[0])) is not None:  # its channels of a concatenation's pixels
+            pitches["Y"] = sl.pitch
     run.output_in_image = y_addr is not None
     return _simulate(comp, staged, "Y", npu_epi, image.cfg, run, image=image, key=(*key, step.name, gi),
-                     bases=bases, packed=packed)
+                     bases=bases, pitches=pitches, packed=packed)
 
 
 def gemm_layer(a2d: np.ndarray, w_nk: np.ndarray, epi: Epilogue, *, cache: ProgramCache | None,
@@ -256,11 +259,13 @@ def gemm_layer(a2d: np.ndarray, w_nk: np.ndarray, epi: Epilogue, *, cache: Progr
 
 def _simulate(comp: Compiled, inputs: dict[str, np.ndarray], out: str, epi: NpuEpilogue, cfg: ArchConfig,
               run: LayerRun, *, image: DramImage | None = None, key: tuple[Any, ...] = (),
-              bases: dict[str, int] | None = None, packed: int = 1) -> np.ndarray:
+              bases: dict[str, int] | None = None, pitches: dict[str, int] | None = None,
+              packed: int = 1) -> np.ndarray:
     """Run one program: on a fresh machine from the user-layout ``inputs``, or in ``image``.
 
-    In the image the program is relocated to ``bases``; a tensor without a base gets room in
-    the staging area, and ``inputs`` are then the device-layout tensors the host writes there.
+    In the image the program is relocated to ``bases`` (and ``pitches``:
+    :func:`~tinynpu.compiler.onnx.image.relocate`); a tensor without a base gets room in the
+    staging area, and ``inputs`` are then the device-layout tensors the host writes there.
     ``packed`` groups of a conv run block-diagonal in the program: only one in ``packed`` of
     its MACs and weight bytes is the layer's own, and only those are counted as useful.
     """
@@ -277,7 +282,7 @@ def _simulate(comp: Compiled, inputs: dict[str, np.ndarray], out: str, epi: NpuE
         for t in comp.program.tensors:
             if t.name not in bases:
                 bases[t.name] = image.stage(None, t.nbytes)
-        program = image.program(key, comp.program, bases)
+        program = image.program(key, comp.program, bases, pitches)
         machine = image.machine
         machine.load(program)
         device = inputs
@@ -290,7 +295,13 @@ def _simulate(comp: Compiled, inputs: dict[str, np.ndarray], out: str, epi: NpuE
     run.macs += comp.bounds.useful_macs // packed
     run.issued_macs += comp.bounds.issued_macs
     run.dram_bytes += int(stats["dram_read_bytes"]) + int(stats["dram_write_bytes"])
-    y = machine.read_tensor(out)
+    if pitches and out in pitches:
+        t = program.tensor(out)
+        rows = int(np.prod(t.shape[:-1]))
+        y = read_pitched(machine, t.addr, rows, t.nbytes // rows, pitches[out])[:, :t.nbytes // rows]
+        y = np.ascontiguousarray(y).view(t.dtype).reshape(t.shape)
+    else:
+        y = machine.read_tensor(out)
     run.compulsory_bytes += comp.bounds.io_lower_bound_bytes if comp.bounds.bound_kind == "compulsory" else \
         sum(t.nbytes for t in program.tensors if t.name != "P") + \
         epi.param_rows * epi.channels * cfg.elem_bytes("acc")

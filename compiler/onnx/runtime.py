@@ -17,6 +17,7 @@ import numpy as np
 from tinynpu.compiler.onnx.graph import NPU, Network, Step
 from tinynpu.compiler.onnx.image import DramImage
 from tinynpu.compiler.onnx.intops import max_pool_int, rescale_sum, sum_pool_int
+from tinynpu.compiler.onnx.memory import ChannelSlice
 from tinynpu.compiler.onnx.npu import LayerRun, ProgramCache, conv_layer, gemm_in_place, gemm_layer
 
 
@@ -62,7 +63,7 @@ def execute(net: Network, feeds: dict[str, np.ndarray], *, cache: ProgramCache |
                 elif image is not None:
                     image.publish(name, value)
                 env[name] = value
-        if step.where != NPU:
+        if step.where != NPU and not run.output_in_image:  # else the step counted what it moved
             run.host_bytes += sum(int(np.asarray(env[i]).nbytes) for i in step.inputs if i in env) + \
                 sum(int(np.asarray(v).nbytes) for v in outs)
         ex.runs[step.name] = run
@@ -105,7 +106,10 @@ def _run_step(step: Step, env: dict[str, np.ndarray], cache: ProgramCache | None
         terms = [(env[name].astype(np.int64) - zp, scale) for name, scale, zp in a["terms"]]
         return [rescale_sum(terms, zero_point=a["zero_point"], lo=a["lo"], hi=a["hi"])]
     if step.kind == "concat":
-        return [np.concatenate([env[name] for name in step.inputs], axis=a["axis"])]
+        y = np.concatenate([env[name] for name in step.inputs], axis=a["axis"])
+        if image is not None and any(image.slice_of(name) for name in step.inputs):
+            _join_in_place(step, env, image, run)
+        return [y]
     if step.kind == "maxpool":
         return [max_pool_int(env[step.inputs[0]], a["kernel"], a["strides"], a["pads"], a["ceil_mode"])]
     if step.kind == "avgpool":
@@ -120,6 +124,20 @@ def _run_step(step: Step, env: dict[str, np.ndarray], cache: ProgramCache | None
                                       lo=-128, hi=127)
         return [y]
     return _run_onnx(step, env)
+
+
+def _join_in_place(step: Step, env: dict[str, np.ndarray], image: DramImage, run: LayerRun) -> None:
+    """A channel concatenation whose buffer some producers stored their slices in: the host copies
+    in the other inputs (their bytes are the step's traffic), and the joined tensor is read back."""
+    pitch = sum(env[name].shape[1] for name in step.inputs)
+    offset = 0
+    for name in step.inputs:
+        c = env[name].shape[1]
+        if image.slice_of(name) is None:
+            image.write_slice(ChannelSlice(name, step.outputs[0], offset, c, pitch), env[name])
+            run.host_bytes += 2 * env[name].nbytes
+        offset += c
+    run.output_in_image = True
 
 
 def _run_onnx(step: Step, env: dict[str, np.ndarray]) -> list[np.ndarray]:
