@@ -119,9 +119,10 @@ def test_sweep_on_a_separate_process_cluster(tmp_path: Path, monkeypatch: pytest
     spec = tmp_path / "sweep.yaml"
     spec.write_text(textwrap.dedent(SPEC).replace("[67108864, 8192]", "[67108864]"))
     info = tmp_path / "scheduler.json"
-    # Port 0: the scheduler binds a free port and writes its address to the scheduler file.
-    with _process(["scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard", "--scheduler-file",
-                   str(info)], tmp_path / "scheduler.log") as scheduler:
+    # Port 0: the scheduler binds a free port and writes its address to the scheduler file.  Its HTTP routes,
+    # served with the dashboard off too, take a free port as well, so 8787 stays free for the test below.
+    with _process(["scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard", "--dashboard-address",
+                   "127.0.0.1:0", "--scheduler-file", str(info)], tmp_path / "scheduler.log") as scheduler:
         _wait_for(info, scheduler, tmp_path / "scheduler.log")
         address = json.loads(info.read_text())["address"]
         assert address.startswith("tcp://127.0.0.1:")
