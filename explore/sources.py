@@ -14,12 +14,13 @@ so a module added to one of them is covered the day it is added:
   and the schemas too) and the generated files;
 - ``tinynpu.assembler``: the compiler encodes its programs with it;
 - ``tinynpu.compiler``, ``compiler/onnx/`` included: it builds every program,
-  and the ONNX front end turns a model into the shapes a sweep runs;
+  and the ONNX front end reads a model's layers;
 - ``tinynpu.simulator``: both cores (``core.c`` and its generated header), the
   timing and the energy model (``simulator/energy.py``);
 - ``tinynpu``'s own modules (the version, ``intmath``, ``errors``: a failing
-  point caches its message), not its subpackages (in a wheel every package
-  above sits below ``tinynpu/``; here they are listed one by one);
+  point caches its message), not its subpackages: in an installed wheel every
+  package, the reports and the RTL included, sits below ``tinynpu/``, so the
+  ones that count are named one by one;
 - ``tinynpu.explore.task``: the point's evaluation (the rest of
   ``tinynpu.explore`` only turns the spec into config texts and workload shapes,
   which the key holds themselves, or draws the results).
