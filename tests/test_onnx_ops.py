@@ -468,3 +468,13 @@ def test_a_slice_stored_without_its_pitch_is_caught(tmp_path: Path, monkeypatch:
     monkeypatch.setattr(DramImage, "program", unpitched)
     with pytest.raises(NetworkVerificationError, match="branch_"):
         run_network(cn)
+
+
+@pytest.mark.parametrize("name", ["reshape", "flatten", "transpose"])
+def test_data_movement_at_one_scale_moves_int8(name: str, tmp_path: Path) -> None:
+    """Between a DequantizeLinear and a QuantizeLinear of one scale, a reshape or transpose runs on the
+    int8 values themselves: one host step, no float copy."""
+    cn = compile_onnx(build(CASES[name], tmp_path / f"{name}.onnx"))
+    step = next(s for s in cn.net.steps if s.name == "op")
+    assert step.kind == "move" and step.inputs[0] in cn.net.qparams
+    assert run_network(cn)["ort_quantized"]["equal_fraction"] == 1.0

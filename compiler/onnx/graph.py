@@ -18,6 +18,8 @@ integer computations are recognized and become one step each:
     window sums then one requantization (host, exact); MaxPool on int8 (host).
 ``DQ(x_i) -> Concat -> Q``, every input at the output's scale
     the int8 inputs concatenated (host, data movement).
+``DQ(x) -> Reshape | Flatten | Transpose | Squeeze | Unsqueeze -> Q`` at one scale
+    the operator on the int8 values (host, data movement).
 
 Every other node runs on the host as the ONNX operator itself (numpy,
 ``onnx.reference``), on the dequantized float values, exactly as the QDQ
@@ -241,6 +243,8 @@ def build_network(model: Any) -> Network:
             step = _pool_step(node, act, single_q, qparams, shapes)
         elif op == "Concat":
             step = _concat_step(node, act, single_q, qparams, graph_outputs)
+        elif op in _MOVES:
+            step = _move_step(node, act, single_q, qparams, graph_outputs, opset)
         else:
             step = None
         if step is None:
@@ -436,6 +440,26 @@ def _concat_step(node: Any, act: Any, single_q: Any, qparams: dict[str, QParam],
     return Step(name=_node_name(node), op="Concat", kind="concat", where=HOST, inputs=tuple(n for n, _ in ins),
                 outputs=(q.output[0],), attrs={"axis": int(_attrs(node)["axis"])},
                 reason=_host_reason("Concat")), [q]
+
+
+#: Operators that only move elements: on int8 values they give the int8 values a Q/DQ pair at one
+#: scale around them would.
+_MOVES = ("Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze")
+
+
+def _move_step(node: Any, act: Any, single_q: Any, qparams: dict[str, QParam], graph_outputs: list[str],
+               opset: int) -> tuple[Step, list[Any]] | None:
+    """``DQ(x) -> Reshape | Transpose | ... -> Q`` at one scale: the operator on the int8 values."""
+    x = act(node.input[0])
+    q = single_q(node.output[0])
+    if x is None or q is None or q.output[0] in graph_outputs:
+        return None
+    out = qparams[q.output[0]]
+    if x[1].s != out.s or x[1].z != out.z or x[1].zero_point.dtype != out.zero_point.dtype:
+        return None
+    return Step(name=_node_name(node), op=node.op_type, kind="move", where=HOST,
+                inputs=(x[0], *node.input[1:]), outputs=(q.output[0],), attrs={"node": node, "opset": opset},
+                reason=_host_reason(node.op_type)), [q]
 
 
 def _pool_step(node: Any, act: Any, single_q: Any, qparams: dict[str, QParam],

@@ -110,6 +110,10 @@ def _run_step(step: Step, env: dict[str, np.ndarray], cache: ProgramCache | None
         if image is not None and any(image.slice_of(name) for name in step.inputs):
             _join_in_place(step, env, image, run)
         return [y]
+    if step.kind == "move":  # the ONNX operator, fed the int8 values in place of their dequantized copy
+        node = a["node"]
+        return _run_onnx(step, {node.input[0]: env[step.inputs[0]]} | {i: env[i] for i in node.input[1:] if i},
+                         names=node.input)
     if step.kind == "maxpool":
         return [max_pool_int(env[step.inputs[0]], a["kernel"], a["strides"], a["pads"], a["ceil_mode"])]
     if step.kind == "avgpool":
@@ -140,9 +144,10 @@ def _join_in_place(step: Step, env: dict[str, np.ndarray], image: DramImage, run
     run.output_in_image = True
 
 
-def _run_onnx(step: Step, env: dict[str, np.ndarray]) -> list[np.ndarray]:
-    """The ONNX operator itself (onnx.reference, numpy), on the values it names."""
-    feeds = {i: env[i] for i in step.inputs if i}
+def _run_onnx(step: Step, env: dict[str, np.ndarray], names: Any = None) -> list[np.ndarray]:
+    """The ONNX operator itself (onnx.reference, numpy), on the values it names (``names``: the
+    node's own input names, where the step's differ)."""
+    feeds = {i: env[i] for i in (step.inputs if names is None else names) if i}
     ev = step.attrs.get("evaluator")
     if ev is None:
         ev = _evaluator(step.attrs["node"], step.attrs["opset"], feeds)
