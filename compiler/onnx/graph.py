@@ -63,6 +63,11 @@ class QParam:
     def z(self) -> int:
         return int(self.zero_point.reshape(-1)[0])
 
+    def same_as(self, other: QParam) -> bool:
+        """Both per tensor, with one scale, zero point and type: a Q/DQ pair of the two is the identity."""
+        return (self.per_tensor and other.per_tensor and self.s == other.s and self.z == other.z
+                and self.zero_point.dtype == other.zero_point.dtype)
+
 
 @dataclass
 class Step:
@@ -197,9 +202,7 @@ def build_network(model: Any) -> Network:
         if len(acts) != 1 or acts[0].op_type not in ("Relu", "Clip"):
             return None
         q2 = single_q(acts[0].output[0])
-        qp, qp2 = qparams[q.output[0]], qparams.get(q2.output[0]) if q2 is not None else None
-        if qp2 is None or not (qp.per_tensor and qp2.per_tensor and qp.s == qp2.s and qp.z == qp2.z
-                               and qp.zero_point.dtype == qp2.zero_point.dtype):
+        if q2 is None or not qparams[q.output[0]].same_as(qparams[q2.output[0]]):
             return None
         return [q, dqs[0]]
 
@@ -434,8 +437,7 @@ def _concat_step(node: Any, act: Any, single_q: Any, qparams: dict[str, QParam],
     q = single_q(node.output[0])
     if q is None or q.output[0] in graph_outputs or any(i is None for i in ins):
         return None
-    out = qparams[q.output[0]]
-    if any(qp.s != out.s or qp.z != out.z or qp.zero_point.dtype != out.zero_point.dtype for _, qp in ins):
+    if not all(qp.same_as(qparams[q.output[0]]) for _, qp in ins):
         return None  # each input requantized to the output's scale: the ONNX operators on the host
     return Step(name=_node_name(node), op="Concat", kind="concat", where=HOST, inputs=tuple(n for n, _ in ins),
                 outputs=(q.output[0],), attrs={"axis": int(_attrs(node)["axis"])},
@@ -454,8 +456,7 @@ def _move_step(node: Any, act: Any, single_q: Any, qparams: dict[str, QParam], g
     q = single_q(node.output[0])
     if x is None or q is None or q.output[0] in graph_outputs:
         return None
-    out = qparams[q.output[0]]
-    if x[1].s != out.s or x[1].z != out.z or x[1].zero_point.dtype != out.zero_point.dtype:
+    if not x[1].same_as(qparams[q.output[0]]):
         return None
     return Step(name=_node_name(node), op=node.op_type, kind="move", where=HOST,
                 inputs=(x[0], *node.input[1:]), outputs=(q.output[0],), attrs={"node": node, "opset": opset},
@@ -484,7 +485,7 @@ def _pool_step(node: Any, act: Any, single_q: Any, qparams: dict[str, QParam],
     attrs: dict[str, Any] = {"kernel": kernel, "strides": strides, "pads": pads,
                              "ceil_mode": bool(a.get("ceil_mode", 0))}
     if node.op_type == "MaxPool":
-        if len(node.output) > 1 or x[1].s != out_qp.s or x[1].z != out_qp.z:
+        if len(node.output) > 1 or not x[1].same_as(out_qp):
             return None
         return Step(name=_node_name(node), op="MaxPool", kind="maxpool", where=HOST, inputs=(x[0],),
                     outputs=(q.output[0],), attrs=attrs, reason=_host_reason("MaxPool")), [q]
