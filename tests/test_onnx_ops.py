@@ -307,6 +307,8 @@ CASES: dict[str, OpCase] = {
     "conv_depthwise_stride2": OpCase(conv(16, (3, 3), group=16, strides=(2, 2), pads=(1, 1, 1, 1)), "npu",
                                      channels=16),
     "conv_depthwise_40ch_pads": OpCase(conv(40, (3, 3), group=40, pads=(0, 1, 2, 1)), "npu", channels=40),
+    "conv_depthwise_48ch_stride2": OpCase(conv(48, (3, 3), group=48, strides=(2, 2), pads=(1, 1, 1, 1)), "npu",
+                                          channels=48),
     "conv_depthwise_multiplier2": OpCase(conv(24, (3, 3), group=12, pads=(1, 1, 1, 1)), "npu", channels=12),
     "conv_groups3_5ch_dilated": OpCase(conv(9, (3, 3), group=3, dilations=(2, 2), pads=(2, 2, 2, 2)), "npu",
                                        channels=15),
@@ -478,3 +480,29 @@ def test_data_movement_at_one_scale_moves_int8(name: str, tmp_path: Path) -> Non
     step = next(s for s in cn.net.steps if s.name == "op")
     assert step.kind == "move" and step.inputs[0] in cn.net.qparams
     assert run_network(cn)["ort_quantized"]["equal_fraction"] == 1.0
+
+
+def test_grouped_programs_read_and_write_their_channels_in_place(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A depthwise conv of 48 channels runs as 3 programs of 16: each reads and writes its 16 channels of
+    every pixel where the tensors are (the pitch a whole pixel), nothing staged; without the pitch the
+    bit-exact check catches the programs writing over each other."""
+    from tinynpu.compiler.onnx.image import DramImage
+    from tinynpu.compiler.onnx.network import NetworkVerificationError
+    from tinynpu.compiler.onnx.npu import conv_places
+
+    cn = compile_onnx(build(CASES["conv_depthwise_48ch_stride2"], tmp_path / "dw48.onnx"))
+    step = next(s for s in cn.net.steps if s.name == "op")
+    programs = step.attrs["programs"]
+    assert len(programs) == 3
+    x0, y0 = cn.image.address(step.inputs[0], 0), cn.image.address(step.outputs[0], 0)
+    for i, key in enumerate(programs):
+        assert conv_places(cn.image, step, cn.cache.programs[key], i, 3) == ((x0 + 16 * i, 48), (y0 + 16 * i, 48))
+    layer = next(e for e in run_network(cn)["layers"] if e["name"] == "op")
+    assert layer["host_bytes"] == 2 * int(np.prod(cn.net.shapes[step.outputs[0]]))  # the host's NCHW view only
+
+    real = DramImage.program
+    monkeypatch.setattr(DramImage, "program", lambda self, key, program, bases, pitches=None:
+                        real(self, key, program, bases, None))
+    with pytest.raises(NetworkVerificationError, match="step 'op' "):
+        run_network(compile_onnx(build(CASES["conv_depthwise_48ch_stride2"], tmp_path / "dw48b.onnx")))

@@ -8,14 +8,16 @@ from layer to layer)::
     [.., + weights)             each accelerator layer's weights in its program's layout and its
                                 epilogue parameter rows, written once when the image is built
     [.., + staging)             a layer input the host re-lays for its program (rowpack, a
-                                group's channel slice, a batched matmul's operands), or an
-                                output the host gathers (groups, int32 for a host epilogue)
+                                batched matmul's operands)
 
 Programs are compiled once per shape (their DRAM tensors at the compiler's
 own addresses) and relocated per layer: every ``load``/``store`` address is
 moved from its tensor's compiled base to the tensor's place in the image, so
 a layer reads its input where the previous layer (or host step) wrote it and
-writes its output where the next one reads it.
+writes its output where the next one reads it.  A program that works on some
+channels of every pixel (a grouped conv's programs, a conv stored into its
+slice of a concatenation) is relocated with a pitch: its rows go a whole
+pixel apart (:func:`relocate`).
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from tinynpu.compiler.onnx.memory import ALIGN, ChannelSlice, MemoryPlan, plan_m
 from tinynpu.compiler.onnx.npu import (
     LayerRun,
     ProgramCache,
-    conv_in_place,
+    conv_places,
     conv_program,
     gemm_in_place,
     gemm_program,
@@ -351,32 +351,36 @@ def _step_image(cn: CompiledNetwork, step: Step, names: dict[tuple[Any, ...], st
     """Each program of an accelerator step, with where its DRAM tensors are in the image.
 
     A tensor is at its planned activation place, at its placed weights, or ``staged``: the
-    host writes it into the staging area for that program (a re-laid or sliced operand).  An
-    output stored as a channel slice of a concatenation gives its row bytes and pitch.
+    host writes it into the staging area for that program (a re-laid operand).  A tensor
+    read or written as channels of wider pixels (a group's, or a concatenation's slice) gives
+    the pitch between its rows.
     """
     image = cn.image
-    in_place = {"conv": lambda comp: conv_in_place(comp, len(step.attrs["programs"])),
-                "gemm": lambda comp: gemm_in_place(step, cn.net.shapes[step.inputs[0]]),
-                "matmul": lambda comp: (False, False)}[step.kind]
+    programs = step.attrs["programs"]
     out = []
-    for i, key in enumerate(step.attrs["programs"]):
+    for i, key in enumerate(programs):
         comp = cn.cache.programs[key]
-        x_in, y_in = in_place(comp)
         suffix = str(i) if step.kind == "conv" else ""
+        places: dict[str, tuple[int, int | None] | None] = {}
+        if step.kind == "conv":
+            places["X"], places["Y"] = conv_places(image, step, comp, i, len(programs))
+        elif step.kind == "gemm":
+            for role, name, used in zip("AC", (step.inputs[0], step.outputs[0]),
+                                        gemm_in_place(step, cn.net.shapes[step.inputs[0]]), strict=True):
+                addr = image.address(name, comp.program.tensor(role).nbytes) if used else None
+                places[role] = (addr, None) if addr is not None else None
         tensors: dict[str, Any] = {}
         for t in comp.program.tensors:
-            role = {"X": "in", "A": "in", "Y": "out", "C": "out"}.get(t.name)
-            addr = None
-            if role == "in" and x_in:
-                addr = image.address(step.inputs[0], t.nbytes)
-            elif role == "out" and y_in:
-                addr = image.address(step.outputs[0], t.nbytes)
-            elif role is None and step.kind != "matmul":
-                addr = image.reserved[(step.name, f"{t.name}{suffix}")][0]
-            tensors[t.name] = {"address": addr, "bytes": t.nbytes} if addr is not None else \
-                {"staged": True, "bytes": t.nbytes}
-            if role == "out" and addr is not None and (sl := image.slice_of(step.outputs[0])) is not None:
-                tensors[t.name].update(row_bytes=sl.row_bytes, pitch=sl.pitch, slice_of=sl.of)
+            if t.name in places or step.kind == "matmul":
+                place = places.get(t.name)
+            else:
+                place = (image.reserved[(step.name, f"{t.name}{suffix}")][0], None)
+            if place is None:
+                tensors[t.name] = {"staged": True, "bytes": t.nbytes}
+                continue
+            tensors[t.name] = {"address": place[0], "bytes": t.nbytes}
+            if place[1] is not None:  # a channel slice of every pixel: its rows this many bytes apart
+                tensors[t.name]["pitch"] = place[1]
         out.append({"program": names[key], "instructions": len(comp.program.words),
                     "program_bytes": len(comp.program.to_bytes()), "tensors": tensors})
     return out

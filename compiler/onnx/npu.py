@@ -74,14 +74,30 @@ def groups_per_program(groups: int, c_per_group: int, tile: int) -> int:
     return max(d for d in range(1, groups + 1) if groups % d == 0 and (d == 1 or d * c_per_group <= tile))
 
 
-def conv_in_place(comp: Compiled, programs: int) -> tuple[bool, bool]:
-    """Whether a conv layer's program reads its input and writes its output at their planned places.
+def conv_places(image: DramImage, step: Step, comp: Compiled, index: int,
+                programs: int) -> tuple[tuple[int, int | None] | None, tuple[int, int | None]]:
+    """Where program ``index`` of a conv step's ``programs`` reads its input and writes its output in
+    the DRAM image: (address, pitch) each, the input None when the host stages it.
 
-    One program for the whole layer writes in place, and reads in place in the ``direct``
-    layout (``rowpack`` reads the host's re-laid copy); programs of a layer's groups work on
-    channel slices the host stages.
+    A program writes in place, and reads in place in the ``direct`` layout (``rowpack`` reads the
+    host's re-laid copy).  The programs of a layer's groups each read and write their own channels
+    of every pixel: at their channel offset, with the whole tensor's pixel as the pitch; a layer's
+    output that a concatenation joins is its slice of the joined pixel.
     """
-    return programs == 1 and comp.workload["layout"] == "direct", programs == 1
+    x_t, y_t = comp.program.tensor("X"), comp.program.tensor("Y")
+    c_part, k_part = x_t.shape[-1], y_t.shape[-1]
+    grouped = programs > 1
+    x_place = None
+    if comp.workload["layout"] == "direct":
+        x_addr = image.address(step.inputs[0], x_t.nbytes * programs)
+        if x_addr is not None:
+            x_place = (x_addr + index * c_part, c_part * programs if grouped else None)
+    y_addr = image.address(step.outputs[0], y_t.nbytes * programs)
+    if y_addr is None:  # never: a conv's int8 output is always planned
+        raise RuntimeError(f"conv step {step.name!r}: its output {step.outputs[0]!r} has no place in the image")
+    sl = image.slice_of(step.outputs[0])
+    y_pitch = sl.pitch if sl is not None else k_part * programs if grouped else None
+    return x_place, (y_addr + index * k_part, y_pitch)
 
 
 def gemm_in_place(step: Step, input_shape: tuple[int, ...]) -> tuple[bool, bool]:
@@ -144,9 +160,9 @@ def conv_layer(step: Step, x_nchw: np.ndarray, *, cache: ProgramCache | None, ru
                image: DramImage | None = None) -> np.ndarray:
     """int8 outputs (N, P, Q, K) of a conv step; ``cache`` None = the numpy reference.
 
-    On the accelerator the layer's epilogue runs in its program.  With an ``image``, the
+    On the accelerator the layer's epilogue runs in its program.  With an ``image``, each
     program reads its input and writes its output at their planned places in the network's
-    DRAM image (a single group in the ``direct`` layout; else through the staging area).
+    DRAM image (the input in the ``direct`` layout; else through the staging area).
     """
     a = step.attrs
     w = a["weight"]  # K x R x S x C/g
@@ -183,30 +199,28 @@ def conv_layer(step: Step, x_nchw: np.ndarray, *, cache: ProgramCache | None, ru
 def _conv_in_image(image: DramImage, step: Step, gi: int, key: tuple[Any, ...], comp: Compiled, xg: np.ndarray,
                    wg: np.ndarray, npu_epi: NpuEpilogue, programs: int, run: LayerRun,
                    packed: int) -> np.ndarray:
-    """One conv program run in the DRAM image: weights once, input and output in place or staged
-    (:func:`conv_in_place`)."""
+    """One conv program run in the DRAM image: weights once, its input in place or staged and its
+    output in place (:func:`conv_places`)."""
     bases: dict[str, int] = {}
+    pitches: dict[str, int] = {}
     staged: dict[str, np.ndarray] = {}
-    x_in, y_in = conv_in_place(comp, programs)
-    x_addr = image.address(step.inputs[0], xg.nbytes) if x_in else None
-    y_addr = image.address(step.outputs[0], comp.program.tensor("Y").nbytes) if y_in else None
+    x_place, (bases["Y"], y_pitch) = conv_places(image, step, comp, gi, programs)
     w_key = (step.name, f"W{gi}")
-    if x_addr is None or w_key not in image.weights:
+    if x_place is None or w_key not in image.weights:
         device = comp.to_device({"X": xg, "W": wg})
         image.weight(w_key, device["W"])
-        if x_addr is None:
+        if x_place is None:
             staged["X"] = device["X"]
             run.host_bytes += 2 * xg.nbytes + comp.host_traffic_bytes
-    if x_addr is not None:
-        bases["X"] = x_addr
+    if x_place is not None:
+        bases["X"], x_pitch = x_place
+        if x_pitch is not None:
+            pitches["X"] = x_pitch
+    if y_pitch is not None:
+        pitches["Y"] = y_pitch
     bases["W"] = image.weights[w_key]
     bases["P"] = image.weight((step.name, f"P{gi}"), npu_epi.param_table(image.cfg.tile))
-    pitches: dict[str, int] = {}
-    if y_addr is not None:
-        bases["Y"] = y_addr
-        if (sl := image.slice_of(step.outputs[0])) is not None:  # its channels of a concatenation's pixels
-            pitches["Y"] = sl.pitch
-    run.output_in_image = y_addr is not None
+    run.output_in_image = True
     return _simulate(comp, staged, "Y", npu_epi, image.cfg, run, image=image, key=(*key, step.name, gi),
                      bases=bases, pitches=pitches, packed=packed)
 
@@ -312,5 +326,5 @@ def _simulate(comp: Compiled, inputs: dict[str, np.ndarray], out: str, epi: NpuE
     return y
 
 
-__all__ = ["LayerRun", "ProgramCache", "block_diagonal", "conv_in_place", "conv_layer", "conv_program", "gemm_in_place",
+__all__ = ["LayerRun", "ProgramCache", "block_diagonal", "conv_layer", "conv_places", "conv_program", "gemm_in_place",
            "gemm_layer", "gemm_program", "groups_per_program"]
