@@ -572,7 +572,7 @@ def _report(cn: CompiledNetwork, ex: Execution, times: dict[str, float]) -> dict
             "compulsory_bytes": run.compulsory_bytes, "macs": run.macs, "host_bytes": run.host_bytes,
             "programs": run.programs, "host_seconds": ex.host_seconds[step.name],
             "epilogue": "npu" if npu else "",
-            "note": step.reason if not npu else _npu_note(run),
+            "note": (run.note or step.reason) if not npu else _npu_note(run),
         })
         npu_cycles += run.cycles
         macs += run.macs

@@ -40,6 +40,7 @@ class LayerRun:
     programs: int = 0
     output_in_image: bool = False  # the program stored the step's output at its place in the DRAM image
     groups_per_program: int = 1  # a grouped conv's groups one program runs (block-diagonal kernel)
+    note: str = ""  # what a host step did, where its reason alone would not say (the report's note)
     sim_seconds: float = 0.0
 
 

@@ -81,7 +81,8 @@ def _run_step(step: Step, env: dict[str, np.ndarray], cache: ProgramCache | None
     a = step.attrs
     if step.kind == "conv":
         y = conv_layer(step, env[step.inputs[0]], cache=cache, run=run, image=image)  # N x P x Q x K int8
-        run.host_bytes += 2 * y.nbytes  # back to NCHW
+        if not run.output_in_image:  # the host lays it back to NCHW; in the image the next layer reads it as is
+            run.host_bytes += 2 * y.nbytes
         return [np.ascontiguousarray(y.transpose(0, 3, 1, 2))]
     if step.kind == "gemm":
         x = env[step.inputs[0]]
@@ -134,14 +135,17 @@ def _join_in_place(step: Step, env: dict[str, np.ndarray], image: DramImage, run
     """A channel concatenation whose buffer some producers stored their slices in: the host copies
     in the other inputs (their bytes are the step's traffic), and the joined tensor is read back."""
     pitch = sum(env[name].shape[1] for name in step.inputs)
-    offset = 0
+    offset = copied = 0
     for name in step.inputs:
         c = env[name].shape[1]
         if image.slice_of(name) is None:
             image.write_slice(ChannelSlice(name, step.outputs[0], offset, c, pitch), env[name])
             run.host_bytes += 2 * env[name].nbytes
+            copied += 1
         offset += c
     run.output_in_image = True
+    run.note = (f"joined in place: {len(step.inputs) - copied} of its {len(step.inputs)} inputs stored into "
+                "their channels by their convs" + (f", {copied} copied in by the host" if copied else ""))
 
 
 def _run_onnx(step: Step, env: dict[str, np.ndarray], names: Any = None) -> list[np.ndarray]:
