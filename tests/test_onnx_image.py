@@ -87,24 +87,24 @@ def test_an_output_stored_at_a_wrong_address_is_caught(cnn: Path, monkeypatch: p
 
 
 def test_host_steps_read_their_inputs_from_the_image(cnn: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The residual add's output corrupted in DRAM only: the host step reading it (the pooling) sees it."""
+    """The pooling's output corrupted in DRAM only: the host step reading it (the flatten) sees it."""
     from tinynpu.compiler.onnx.image import DramImage
     from tinynpu.compiler.onnx.network import NetworkVerificationError
 
     cn = compile_onnx(cnn)
-    residual = next(s for s in cn.net.steps if s.name == "residual")
-    gap = next(s for s in cn.net.steps if residual.outputs[0] in s.inputs)
-    assert gap.where == "host"
+    gap = next(s for s in cn.net.steps if s.name == "gap")
+    reader = next(s for s in cn.net.steps if gap.outputs[0] in s.inputs)
+    assert gap.where == reader.where == "host"
     real = DramImage.publish
 
     def corrupt(self, name, value):  # type: ignore[no-untyped-def]
         real(self, name, value)
-        if name == residual.outputs[0]:
+        if name == gap.outputs[0]:
             addr = self.address(name, 0)
             self.machine.write_dram(addr, bytes([self.machine.read_dram(addr, 1)[0] ^ 0x40]))
 
     monkeypatch.setattr(DramImage, "publish", corrupt)
-    with pytest.raises(NetworkVerificationError, match=f"step {gap.name!r}"):
+    with pytest.raises(NetworkVerificationError, match=f"step {reader.name!r}"):
         run_network(cn)
 
 
@@ -128,8 +128,8 @@ def test_network_json_lists_the_image_addresses_a_run_uses(cnn: Path, tmp_path: 
         assert b.offset + b.nbytes <= image["regions"]["activations"]["bytes"]
     used = {}  # (step, tensor) -> address the relocated programs used in the run
     for (key, *_), program in cn.image.programs.items():
-        # relocation keys end with (step, group) for a conv, (step, input, output) for a Gemm
-        step = key[-2] if key[0] == "conv2d" else key[-3]
+        # relocation keys end with (step, group) for a conv, (step, input, output) for a Gemm, (step,) for an add
+        step = {"conv2d": key[-2], "add": key[-1]}.get(key[0], key[-3])
         for t in program.tensors:
             used[(step, t.name)] = t.addr
     npu = [s for s in doc["steps"] if s["where"] == "npu"]

@@ -325,9 +325,9 @@ CASES: dict[str, OpCase] = {
     "matmul_heads": OpCase(attention(2), "npu", stem="matmul", channels=16, hw=(10, 0)),
     # activations, residuals
     "relu": OpCase(unary("Relu"), "host", stem="matmul", channels=16, hw=(6, 0)),
-    "add_relu": OpCase(residual("Add", 2, relu=True), "host"),
-    "add": OpCase(residual("Add", 2, relu=False), "host"),
-    "sum3": OpCase(residual("Sum", 3, relu=False), "host", head=True),
+    "add_relu": OpCase(residual("Add", 2, relu=True), "npu"),
+    "add": OpCase(residual("Add", 2, relu=False), "npu"),
+    "sum3": OpCase(residual("Sum", 3, relu=False), "npu", head=True),
     # pooling
     "maxpool_3x3_s2": OpCase(unary("MaxPool", kernel_shape=[3, 3], strides=[2, 2]), "host"),
     "maxpool_pads_ceil": OpCase(unary("MaxPool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],

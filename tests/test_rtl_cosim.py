@@ -175,11 +175,15 @@ def compiled_cases() -> list[tuple[CosimCase, dict[str, np.ndarray]]]:
     from tinynpu.compiler import compile_matmul
     from tinynpu.compiler.conv2d import compile_conv2d
     from tinynpu.compiler.mlp import compile_mlp
+    from tinynpu.compiler.onnx.eltwise import add_compiled, term_scales
 
+    scales = term_scales([0.8, 1.7])
+    assert scales is not None
     out = []
     for name, compiled in (("matmul64", compile_matmul(64, 64, 64)),
                            ("conv2d_pad1_stride2", compile_conv2d(1, 8, 9, 9, 16, 3, 3, stride=2, pad=1)),
-                           ("mlp_b1", compile_mlp(1))):
+                           ("mlp_b1", compile_mlp(1)),
+                           ("residual_add", add_compiled(CFG, 37, 20, scales, relu=True))):
         inputs = compiled.make_inputs(0)
         device = compiled.to_device(inputs)
         ref = compiled.reference(inputs)
@@ -202,7 +206,7 @@ def reports(request: pytest.FixtureRequest) -> dict[str, tuple[CosimReport, dict
 
 
 HAND = ["mac", "dma_requant", "alu"]
-COMPILED = ["matmul64", "conv2d_pad1_stride2", "mlp_b1"]
+COMPILED = ["matmul64", "conv2d_pad1_stride2", "mlp_b1", "residual_add"]
 
 
 @pytest.mark.parametrize("name", HAND + COMPILED)

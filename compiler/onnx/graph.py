@@ -13,7 +13,8 @@ integer computations are recognized and become one step each:
 ``DQ(a), DQ(b) -> MatMul -> Q``
     a matmul between two activations (attention), batched: accelerator.
 ``DQ(x_i) -> Add | Sum [-> Relu] -> Q``
-    a residual add in fixed point (host, exact).
+    a residual add: on the accelerator (:mod:`~tinynpu.compiler.onnx.eltwise`), or
+    in fixed point on the host where inputs broadcast or a zero point is not 0.
 ``DQ(x) -> AveragePool | GlobalAveragePool -> Q``
     window sums then one requantization (host, exact); MaxPool on int8 (host).
 ``DQ(x_i) -> Concat -> Q``, every input at the output's scale
@@ -35,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from tinynpu.compiler.onnx.eltwise import term_scales
 from tinynpu.compiler.onnx.importer import OnnxError
 from tinynpu.compiler.onnx.intops import Epilogue
 from tinynpu.compiler.onnx.requant import layer_scale
@@ -241,7 +243,7 @@ def build_network(model: Any) -> Network:
         if op in ("Conv", "Gemm", "MatMul"):
             step = _layer_step(node, act, qconst, finish, shapes, qparams)
         elif op in ("Add", "Sum"):
-            step = _add_step(node, act, finish, qparams)
+            step = _add_step(node, act, finish, qparams, shapes)
         elif op in ("AveragePool", "GlobalAveragePool", "MaxPool"):
             step = _pool_step(node, act, single_q, qparams, shapes)
         elif op == "Concat":
@@ -414,7 +416,10 @@ def _layer_step(node: Any, act: Any, qconst: dict[str, tuple[np.ndarray, QParam]
                 attrs=attrs), absorbed + [q]
 
 
-def _add_step(node: Any, act: Any, finish: Any, qparams: dict[str, QParam]) -> tuple[Step, list[Any]] | None:
+def _add_step(node: Any, act: Any, finish: Any, qparams: dict[str, QParam],
+              shapes: dict[str, tuple[int, ...]]) -> tuple[Step, list[Any]] | None:
+    """``DQ(x_i) -> Add | Sum [-> Relu] -> Q``: on the accelerator (:mod:`.eltwise`) when the inputs
+    have one shape and every zero point is 0, else in fixed point on the host."""
     ins = [act(i) for i in node.input]
     if any(i is None for i in ins) or len(ins) < 2:
         return None
@@ -425,9 +430,18 @@ def _add_step(node: Any, act: Any, finish: Any, qparams: dict[str, QParam]) -> t
     out_qp = qparams[q.output[0]]
     lo, hi = _clamp(out_qp, activation, None)
     terms = [(name, qp.s / out_qp.s, qp.z) for name, qp in ins]
+    attrs: dict[str, Any] = {"terms": terms, "zero_point": out_qp.z, "lo": lo, "hi": hi}
+    in_shapes = {shapes.get(name) for name, _ in ins}
+    scales = term_scales([r for _, r, _ in terms])
+    if (scales is not None and len(in_shapes) == 1 and None not in in_shapes and out_qp.z == 0 and hi == 127
+            and lo in (-128, 0) and all(z == 0 for _, _, z in terms)):
+        attrs.update(scales=scales, relu=lo == 0)
+        return Step(name=_node_name(node), op=node.op_type, kind="add", where=NPU,
+                    inputs=tuple(t[0] for t in terms), outputs=(q.output[0],), attrs=attrs), absorbed + [q]
     return Step(name=_node_name(node), op=node.op_type, kind="add", where=HOST, inputs=tuple(t[0] for t in terms),
-                outputs=(q.output[0],), attrs={"terms": terms, "zero_point": out_qp.z, "lo": lo, "hi": hi},
-                reason="residual add: fixed-point rescale of each input on the host"), absorbed + [q]
+                outputs=(q.output[0],), attrs=attrs,
+                reason="residual add: fixed-point rescale of each input on the host (broadcast, or a zero point)"), \
+        absorbed + [q]
 
 
 def _concat_step(node: Any, act: Any, single_q: Any, qparams: dict[str, QParam],

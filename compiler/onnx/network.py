@@ -34,6 +34,7 @@ from tinynpu.compiler.onnx.memory import ALIGN, ChannelSlice, MemoryPlan, plan_m
 from tinynpu.compiler.onnx.npu import (
     LayerRun,
     ProgramCache,
+    add_program_key,
     conv_places,
     conv_program,
     gemm_in_place,
@@ -190,6 +191,8 @@ def _plan(net: Network, tile: int) -> MemoryPlan:
             # per column tile), aligned
             weight_bytes += programs * (round_up(w.nbytes // programs * per, ALIGN)
                                         + round_up(4 * round_up(k_part, tile) * 4, ALIGN))
+        elif step.where == NPU and step.kind == "add":  # an identity tile and two scale rows per input
+            weight_bytes += round_up(tile * tile, ALIGN) + round_up(2 * len(step.inputs) * tile * 4, ALIGN)
     lifetimes: dict[str, tuple[int, int]] = {}
     for i, step in enumerate(net.steps):
         for name in step.outputs:
@@ -276,6 +279,10 @@ def _compile_programs(net: Network, cache: ProgramCache) -> None:
     for step in net.steps:
         if step.where != NPU:
             continue
+        if step.kind == "add":
+            key = add_program_key(cache, step, net.shapes[step.inputs[0]])
+            step.attrs["program"], step.attrs["programs"] = key, [key]
+            continue
         epi: Epilogue = step.attrs["epilogue"]
         if step.kind == "conv":
             n, c, h, w = net.shapes[step.inputs[0]]
@@ -313,6 +320,10 @@ def _place_weights(net: Network, cache: ProgramCache, image: DramImage) -> None:
             continue
         for i, key in enumerate(step.attrs["programs"]):
             program = cache.programs[key].program
+            if step.kind == "add":  # the identity tile and the terms' scale rows
+                for name in ("I", "P"):
+                    image.reserve((step.name, name), program.tensor(name).nbytes)
+                continue
             w, suffix = ("W", str(i)) if step.kind == "conv" else ("B", "")
             image.reserve((step.name, f"{w}{suffix}"), program.tensor(w).nbytes)
             image.reserve((step.name, f"P{suffix}"), program.tensor("P").nbytes)
@@ -364,6 +375,10 @@ def _step_image(cn: CompiledNetwork, step: Step, names: dict[tuple[Any, ...], st
         places: dict[str, tuple[int, int | None] | None] = {}
         if step.kind == "conv":
             places["X"], places["Y"] = conv_places(image, step, comp, i, len(programs))
+        elif step.kind == "add":
+            for role, name in [*((f"X{j}", n) for j, n in enumerate(step.inputs)), ("Y", step.outputs[0])]:
+                addr = image.address(name, 0)
+                places[role] = (addr, None) if addr is not None else None
         elif step.kind == "gemm":
             for role, name, used in zip("AC", (step.inputs[0], step.outputs[0]),
                                         gemm_in_place(step, cn.net.shapes[step.inputs[0]]), strict=True):
@@ -572,7 +587,7 @@ def _report(cn: CompiledNetwork, ex: Execution, times: dict[str, float]) -> dict
             "compulsory_bytes": run.compulsory_bytes, "macs": run.macs, "host_bytes": run.host_bytes,
             "programs": run.programs, "host_seconds": ex.host_seconds[step.name],
             "epilogue": "npu" if npu else "",
-            "note": (run.note or step.reason) if not npu else _npu_note(run),
+            "note": run.note or (step.reason if not npu else _npu_note(run)),
         })
         npu_cycles += run.cycles
         macs += run.macs

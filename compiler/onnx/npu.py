@@ -272,7 +272,55 @@ def gemm_layer(a2d: np.ndarray, w_nk: np.ndarray, epi: Epilogue, *, cache: Progr
     return y
 
 
-def _simulate(comp: Compiled, inputs: dict[str, np.ndarray], out: str, epi: NpuEpilogue, cfg: ArchConfig,
+def add_program_key(cache: ProgramCache, step: Step, shape: tuple[int, ...]) -> tuple[Any, ...]:
+    """The cached program of a residual add step on tensors of ``shape`` (as the image lays them out)."""
+    from tinynpu.compiler.onnx.eltwise import add_compiled
+
+    a = step.attrs
+    pixels, channels = _rows_and_channels(shape)
+    key = ("add", pixels, channels, a["scales"], a["relu"])
+    cache.get(key, lambda: add_compiled(cache.cfg, pixels, channels, a["scales"], relu=a["relu"]))
+    return key
+
+
+def _rows_and_channels(shape: tuple[int, ...]) -> tuple[int, int]:
+    """A tensor as the image holds it: (pixels, channels) for NCHW (stored NHWC), else (rows, last dim)."""
+    if len(shape) == 4:
+        return shape[0] * shape[2] * shape[3], shape[1]
+    return int(np.prod(shape[:-1])), shape[-1]
+
+
+def add_layer(step: Step, xs: list[np.ndarray], *, cache: ProgramCache | None, run: LayerRun,
+              image: DramImage | None = None) -> np.ndarray:
+    """A residual add step's int8 output (the inputs' shape); ``cache`` None = the numpy reference."""
+    from tinynpu.compiler.onnx.eltwise import FRACTION_BITS, add_parameters, add_reference
+    from tinynpu.compiler.onnx.image import from_image_layout, image_layout
+
+    a = step.attrs
+    if cache is None:
+        return add_reference(xs, a["scales"], relu=a["relu"])
+    key = add_program_key(cache, step, xs[0].shape)
+    comp = cache.programs[key]
+    run.note = ("residual add on the accelerator: each input through tmm with an identity tile, scaled to "
+                f"{FRACTION_BITS} bits below the point (vmul, vrequant), summed (vadd), rounded by the store")
+    params = {"I": np.eye(cache.cfg.tile, dtype=np.int8), "P": add_parameters(a["scales"], cache.cfg.tile)}
+    if image is None:
+        inputs = {f"X{i}": image_layout(x).reshape(comp.program.tensor("X0").shape) for i, x in enumerate(xs)}
+        y = _simulate(comp, inputs | params, "Y", None, cache.cfg, run)
+    else:
+        places = {f"X{i}": image.address(name, x.nbytes) for i, (name, x) in enumerate(zip(step.inputs, xs,
+                                                                                         strict=True))}
+        places["Y"] = image.address(step.outputs[0], xs[0].nbytes)
+        bases = {k: v for k, v in places.items() if v is not None}
+        if len(bases) < len(places):  # never: the planner places every int8 activation
+            raise RuntimeError(f"add step {step.name!r}: an operand has no place in the image")
+        bases |= {name: image.weight((step.name, name), value) for name, value in params.items()}
+        run.output_in_image = True
+        y = _simulate(comp, {}, "Y", None, cache.cfg, run, image=image, key=(*key, step.name), bases=bases)
+    return from_image_layout(y.reshape(-1), xs[0].shape)
+
+
+def _simulate(comp: Compiled, inputs: dict[str, np.ndarray], out: str, epi: NpuEpilogue | None, cfg: ArchConfig,
               run: LayerRun, *, image: DramImage | None = None, key: tuple[Any, ...] = (),
               bases: dict[str, int] | None = None, pitches: dict[str, int] | None = None,
               packed: int = 1) -> np.ndarray:
@@ -282,7 +330,8 @@ def _simulate(comp: Compiled, inputs: dict[str, np.ndarray], out: str, epi: NpuE
     :func:`~tinynpu.compiler.onnx.image.relocate`); a tensor without a base gets room in the
     staging area, and ``inputs`` are then the device-layout tensors the host writes there.
     ``packed`` groups of a conv run block-diagonal in the program: only one in ``packed`` of
-    its MACs and weight bytes is the layer's own, and only those are counted as useful.
+    its MACs and weight bytes is the layer's own, and only those are counted as useful.  ``epi``
+    None: a program without an epilogue's parameter rows (a residual add's come in ``inputs``).
     """
     from tinynpu.simulator import Machine
 
@@ -291,7 +340,8 @@ def _simulate(comp: Compiled, inputs: dict[str, np.ndarray], out: str, epi: NpuE
         program = comp.program
         machine.load(program)
         device = comp.to_device(inputs)
-        device["P"] = epi.param_table(cfg.tile)  # this layer's parameter rows (the program was compiled for the shape)
+        if epi is not None:  # this layer's parameter rows (the program was compiled for the shape)
+            device["P"] = epi.param_table(cfg.tile)
     else:
         bases = dict(bases or {})
         for t in comp.program.tensors:
@@ -317,7 +367,8 @@ def _simulate(comp: Compiled, inputs: dict[str, np.ndarray], out: str, epi: NpuE
         y = np.ascontiguousarray(y).view(t.dtype).reshape(t.shape)
     else:
         y = machine.read_tensor(out)
-    run.compulsory_bytes += comp.bounds.io_lower_bound_bytes if comp.bounds.bound_kind == "compulsory" else \
+    run.compulsory_bytes += comp.bounds.io_lower_bound_bytes if comp.bounds.bound_kind == "compulsory" or \
+        epi is None else \
         sum(t.nbytes for t in program.tensors if t.name != "P") + \
         epi.param_rows * epi.channels * cfg.elem_bytes("acc")
     if packed > 1:  # the zero blocks of the kernel are no compulsory traffic
@@ -327,5 +378,6 @@ def _simulate(comp: Compiled, inputs: dict[str, np.ndarray], out: str, epi: NpuE
     return y
 
 
-__all__ = ["LayerRun", "ProgramCache", "block_diagonal", "conv_layer", "conv_places", "conv_program", "gemm_in_place",
+__all__ = ["LayerRun", "ProgramCache", "add_layer", "add_program_key", "block_diagonal", "conv_layer",
+           "conv_places", "conv_program", "gemm_in_place",
            "gemm_layer", "gemm_program", "groups_per_program"]

@@ -18,7 +18,7 @@ from tinynpu.compiler.onnx.graph import NPU, Network, Step
 from tinynpu.compiler.onnx.image import DramImage
 from tinynpu.compiler.onnx.intops import max_pool_int, rescale_sum, sum_pool_int
 from tinynpu.compiler.onnx.memory import ChannelSlice
-from tinynpu.compiler.onnx.npu import LayerRun, ProgramCache, conv_layer, gemm_in_place, gemm_layer
+from tinynpu.compiler.onnx.npu import LayerRun, ProgramCache, add_layer, conv_layer, gemm_in_place, gemm_layer
 
 
 @dataclass
@@ -103,6 +103,8 @@ def _run_step(step: Step, env: dict[str, np.ndarray], cache: ProgramCache | None
                                  image=image) for i in range(xb.shape[0])])
         run.host_bytes += 2 * wb.nbytes  # B transposed to N x K on the host
         return [y.reshape(*batch, *y.shape[-2:])]
+    if step.kind == "add" and step.where == NPU:
+        return [add_layer(step, [env[name] for name in step.inputs], cache=cache, run=run, image=image)]
     if step.kind == "add":
         terms = [(env[name].astype(np.int64) - zp, scale) for name, scale, zp in a["terms"]]
         return [rescale_sum(terms, zero_point=a["zero_point"], lo=a["lo"], hi=a["hi"])]

@@ -1,0 +1,57 @@
+"""Residual adds on the accelerator: the program equals its numpy arithmetic, which is the real-valued sum's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tinynpu.compiler.onnx.eltwise import FRACTION_BITS, add_compiled, add_reference, chunk_rows, term_scales
+from tinynpu.intmath import ceil_div, round_up
+from tinynpu.isa import load_config, load_isa
+from tinynpu.simulator import Machine
+
+
+@pytest.mark.parametrize(("config", "pixels", "channels", "ratios", "relu"), [
+    ("default", 37, 40, [0.8, 1.7], True),           # channels past one tile, a partial tile of pixels
+    ("default", 200, 16, [0.05, 3.3, 1.0], False),   # three inputs (a Sum)
+    ("default", 1100, 24, [1.23, 0.91], True),       # more pixels than one pass holds
+    ("t8", 90, 11, [0.37, 2.9], False),
+])
+def test_program_is_its_reference(config: str, pixels: int, channels: int, ratios: list[float],
+                                  relu: bool) -> None:
+    cfg = load_config(config)
+    scales = term_scales(ratios)
+    assert scales is not None
+    comp = add_compiled(cfg, pixels, channels, scales, relu=relu)
+    rows = min(chunk_rows(cfg, len(ratios)), round_up(pixels, cfg.tile))
+    stores = [w for w in comp.program.words if load_isa().decode(w)[0].mnemonic == "store"]
+    assert len(stores) == ceil_div(pixels, rows) * ceil_div(channels, cfg.tile)  # a store per pass and column tile
+    inputs = comp.make_inputs(3)
+    machine = Machine(cfg)
+    machine.load(comp.program)
+    for name, value in inputs.items():
+        machine.write_tensor(name, value)
+    stats = machine.run(check_races=True).to_json()  # the syncs leave no race
+    assert stats["cycles"] > 0
+    np.testing.assert_array_equal(machine.read_tensor("Y"), comp.reference(inputs)["Y"])
+
+
+def test_reference_is_the_real_sum_but_within_a_hair_of_a_tie() -> None:
+    """Away from rounding ties the arithmetic is round(sum x_i r_i) itself; near one, off by one at most."""
+    rng = np.random.default_rng(1)
+    ratios = [0.7431, 1.3187]
+    xs = [rng.integers(-128, 128, 50_000, dtype=np.int8) for _ in ratios]
+    real = sum(x.astype(np.float64) * r for x, r in zip(xs, ratios, strict=True))
+    scales = term_scales(ratios)
+    assert scales is not None
+    got = add_reference(xs, scales, relu=False).astype(np.int64)
+    want = np.clip(np.floor(real + 0.5), -128, 127)
+    off = got != want
+    assert np.all(np.abs(got - want) <= 1)
+    assert np.all(np.abs(real[off] - np.round(real[off] - 0.5) - 0.5) < 2.0 ** -(FRACTION_BITS - 2))
+
+
+def test_scales_that_cannot_be_held_are_refused() -> None:
+    assert term_scales([0.5, 1.5]) is not None
+    assert term_scales([5000.0, 1.0]) is None  # the scaled int8 sum would leave int32
+    assert term_scales([0.0, 1.0]) is None
