@@ -14,8 +14,8 @@ real-valued ``round(sum_i x_i * r_i)`` only where that sum lies within about
 rounds it to even).
 
 The program works on ``rows`` pixels (NHWC rows) of every channel tile at a time,
-with a ``sync`` between its phases: loads, the identity products, the scaling
-and sum, the store.  It is relocated into the DRAM image like a conv's program,
+its units ordered by tokens (see :func:`add_program`), so one pass's loads run
+while the previous pass is scaled, summed and stored.  It is relocated into the DRAM image like a conv's program,
 the inputs and output at their planned places (their rows a whole pixel apart).
 """
 
@@ -88,7 +88,7 @@ def chunk_rows(cfg: ArchConfig, inputs: int) -> int:
     """Pixels per pass: each input's rows in the accumulators at once, beside the parameter rows."""
     t = cfg.tile
     fit = (cfg.rows("acc") - 2 * inputs) // inputs // t * t
-    return max(t, min(fit, 127 * t, cfg.rows("a_reg") // t * t))
+    return max(t, min(fit, 127 * t, cfg.rows("a_reg") // inputs // t * t))
 
 
 def add_program(cfg: ArchConfig, pixels: int, channels: int, scales: tuple[TermScale, ...], *,
@@ -111,21 +111,32 @@ def add_program(cfg: ArchConfig, pixels: int, channels: int, scales: tuple[TermS
     lines.append(f".tensor Y, {addr}, int8, [{pixels}, {channels}], output")
     params = n * rows  # the accumulator rows of M_i, S_i after every input's rows
     lines += [f"load b[0], [I], rows={t}, stride={t}", f"load acc[{params}], [P], rows={2 * n}, stride={4 * t}", "sync"]
-    for r0 in range(0, pixels, rows):
-        r = min(rows, pixels - r0)
-        for c0 in range(0, channels, t):
-            cols = min(t, channels - c0)
-            for i, sc in enumerate(scales):
-                lines += [f"load a[0], [X{i} + {r0 * channels + c0}], rows={r}, cols={cols}, stride={channels}",
-                          "sync",
-                          f"tmm acc[{i * rows}], a[0], b[0], m={ceil_div(r, t)}, n=1, k=1, accumulate=0",
-                          "sync"]
-                if sc.prescale:
-                    lines.append(f"vmul acc[{i * rows}], {1 << sc.prescale}, rows={r}")
-                lines.append(f"vrequant acc[{i * rows}], acc[{params + 2 * i}], rows={r}")
-            lines += [f"vadd acc[0], acc[{i * rows}], rows={r}" for i in range(1, n)]
-            lines += ["sync", f"store [Y + {r0 * channels + c0}], acc[0], rows={r}, cols={cols}, "
-                      f"stride={channels}, shift={FRACTION_BITS}, narrow=1, relu={int(relu)}", "sync"]
+    passes = [(r0, c0) for r0 in range(0, pixels, rows) for c0 in range(0, channels, t)]
+    for p, (r0, c0) in enumerate(passes):
+        r, cols, last = min(rows, pixels - r0), min(t, channels - c0), p == len(passes) - 1
+        # Input i lives in a rows and acc rows i*rows.. of every pass.  Tokens: a load waits for the
+        # previous pass's tmm to have read its a rows; a tmm waits for its load and, the first of a
+        # pass, for the previous store to have read the sums (by then the ALU is done with every term);
+        # the ALU waits for each term's tmm; the store waits for the ALU.
+        for i in range(n):
+            wait = ", wait=tensor" if p else ""
+            lines.append(f"load a[{i * rows}], [X{i} + {r0 * channels + c0}], rows={r}, cols={cols}, "
+                         f"stride={channels}{wait}, signal=tensor")
+        for i in range(n):
+            waits = "load|store" if i == 0 and p else "load"
+            signals = "alu" if last else "load|alu"
+            lines.append(f"tmm acc[{i * rows}], a[{i * rows}], b[0], m={ceil_div(r, t)}, n=1, k=1, accumulate=0, "
+                         f"wait={waits}, signal={signals}")
+        body = []
+        for i, sc in enumerate(scales):  # each term's first ALU instruction waits for its tmm
+            term = [f"vmul acc[{i * rows}], {1 << sc.prescale}, rows={r}"] if sc.prescale else []
+            term.append(f"vrequant acc[{i * rows}], acc[{params + 2 * i}], rows={r}")
+            body += [term[0] + ", wait=tensor", *term[1:]]
+        body += [f"vadd acc[0], acc[{i * rows}], rows={r}" for i in range(1, n)]
+        body[-1] += ", signal=store"
+        store_signal = "" if last else ", signal=tensor"
+        lines += [*body, f"store [Y + {r0 * channels + c0}], acc[0], rows={r}, cols={cols}, stride={channels}, "
+                         f"shift={FRACTION_BITS}, narrow=1, relu={int(relu)}, wait=alu{store_signal}"]
     lines.append("halt")
     return assemble("\n".join(lines), filename="<residual add>", isa=load_isa(), cfg=cfg)
 
