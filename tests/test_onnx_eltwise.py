@@ -55,3 +55,27 @@ def test_scales_that_cannot_be_held_are_refused() -> None:
     assert term_scales([0.5, 1.5]) is not None
     assert term_scales([5000.0, 1.0]) is None  # the scaled int8 sum would leave int32
     assert term_scales([0.0, 1.0]) is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("config", ["t8", "t32"])
+def test_program_agrees_on_the_rtl_of_other_tile_edges(config: str) -> None:
+    """The token-ordered add program on the RTL built for T = 8 and 32: cycle-exact and equal to numpy
+    (the default config's run is in test_rtl_cosim, on Icarus and Verilator)."""
+    from test_rtl_cosim import require_simulator
+
+    from tinynpu.rtl.compare import CosimCase, cosimulate
+
+    require_simulator("verilator")
+    cfg = load_config(config)
+    cases = []
+    for pixels, channels, ratios, relu in [(37, 20, [0.8, 1.7], True), (70, 9, [0.05, 3.3, 1.0], False)]:
+        scales = term_scales(ratios)
+        assert scales is not None
+        comp = add_compiled(cfg, pixels, channels, scales, relu=relu)
+        inputs = comp.make_inputs(1)
+        cases.append((CosimCase(f"add{len(ratios)}", comp.program, comp.to_device(inputs)), comp.reference(inputs)))
+    for report, (_, want) in zip(cosimulate(load_isa(), cfg, [c for c, _ in cases], simulator="verilator"), cases,
+                                 strict=True):
+        assert report.rtl_error is None and report.model_error is None and report.agree, report.to_json()
+        np.testing.assert_array_equal(report.outputs["Y"].reshape(want["Y"].shape), want["Y"])
