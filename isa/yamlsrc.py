@@ -51,6 +51,7 @@ def format_key_path(key_path: KeyPath) -> str:
 MAX_YAML_BYTES = 4 << 20
 MAX_DEPTH = 64
 MAX_NODES = 200_000
+_TOO_DEEP = f"mappings and lists nest more than {MAX_DEPTH} deep."
 # libyaml's loader where installed (same documents, same marks, several times faster), else PyYAML's own.
 _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -81,6 +82,10 @@ def load_yaml(path: Path) -> YamlSource:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         place = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        if "nesting depth" in str(exc.problem):
+            # PyYAML >= 6.0.4 stops at 1,000 levels while scanning ahead, before _check_depth sees an event;
+            # the rule the user must meet is still ours.
+            raise SpecError(f"{place}: not valid here: {_TOO_DEEP}") from None
         raise SpecError(f"{place}: not valid YAML: {exc.problem}.") from None
     except ValueError as exc:  # a scalar PyYAML cannot convert, e.g. an integer of 5,000 digits
         raise SpecError(f"{path}: not valid YAML: a value cannot be read: {str(exc).split(';')[0]}.") from None
@@ -110,8 +115,7 @@ def _check_depth(text: str, path: Path) -> None:
         if isinstance(event, yaml.CollectionStartEvent):
             depth += 1
             if depth > MAX_DEPTH:
-                raise SpecError(f"{_place(path, event.start_mark)}: not valid here: mappings and lists nest more "
-                                f"than {MAX_DEPTH} deep.")
+                raise SpecError(f"{_place(path, event.start_mark)}: not valid here: {_TOO_DEEP}")
         elif isinstance(event, yaml.CollectionEndEvent):
             depth -= 1
 

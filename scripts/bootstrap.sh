@@ -43,20 +43,30 @@ if ! command -v yosys >/dev/null 2>&1 || ! command -v yosys-abc >/dev/null 2>&1;
 fi
 
 python="${PYTHON:-python3}"
-if [ ! -x .venv/bin/python ]; then
-  echo "bootstrap: creating .venv" >&2
-  "$python" -m venv .venv
+# The tests run against the exact versions of requirements/test.lock
+# (refreshed by scripts/lock.sh); TINYNPU_NEWEST=1 installs the newest
+# versions pyproject.toml allows instead, into a venv of their own, to see
+# what the next refresh of the lock will bring.
+if [ "${TINYNPU_NEWEST:-0}" = 1 ]; then
+  venv=.venv-newest; constraints=()
+else
+  venv=.venv; constraints=(-c requirements/test.lock)
 fi
-stamp=.venv/.tinynpu-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  echo "bootstrap: installing tinynpu and its test tools into .venv" >&2
-  .venv/bin/python -m pip install -q --upgrade pip setuptools wheel
+if [ ! -x "$venv/bin/python" ]; then
+  echo "bootstrap: creating $venv" >&2
+  "$python" -m venv "$venv"
+fi
+stamp="$venv/.tinynpu-installed"
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ requirements/test.lock -nt "$stamp" ]; then
+  echo "bootstrap: installing tinynpu and its test tools into $venv" >&2
+  "$venv/bin/python" -m pip install -q --upgrade pip setuptools wheel
   # setuptools says "Editable installation ... be careful with folders named like your package" on
   # every editable install; ours map isa/, rtl/, ... under tinynpu.*, so the note is noise here.
-  .venv/bin/python -W "ignore:Editable installation:UserWarning" -m pip install -q -e '.[test]'
+  "$venv/bin/python" -W "ignore:Editable installation:UserWarning" -m pip install -q --upgrade \
+    "${constraints[@]}" -e '.[test]'
   touch "$stamp"
 fi
-export PATH="$root/.venv/bin:$PATH"
+export PATH="$root/$venv/bin:$PATH"
 # Build the simulator's native core now (cached by source, compiler and CPU) rather than in the first run.
-.venv/bin/python -c "from tinynpu.simulator.native import library; library()" \
+"$venv/bin/python" -c "from tinynpu.simulator.native import library; library()" \
   || echo "bootstrap: the simulator's native core did not build; the Python core will run instead" >&2

@@ -136,7 +136,14 @@ CORPUS: dict[str, tuple[Case, str]] = {
                                        {"seed.bin": _manifest(_tensors(addr=(64 << 20) - 16))}), "beyond the"),
     # 11: config YAML
     "config NUL": (_config(CONFIG.replace("tile:", "ti\0le:")), "a NUL byte"),
-    "config nested 5000 deep": (_config(CONFIG + "deep: " + "[" * 5000 + "]" * 5000 + "\n"), "nest more than 64"),
+    # 65 levels (the document itself is one): the project's own check; 5000: PyYAML's (1,000 levels)
+    # fires first, reworded to the same rule
+    "config nested 65 deep": (_config(CONFIG + "deep: " + "[" * 65 + "]" * 65 + "\n"),
+                              f"cfg.yaml:{CONFIG.count(chr(10)) + 1}:70: not valid here: mappings and lists nest"),
+    "config nested 5000 deep": (_config(CONFIG + "deep: " + "[" * 5000 + "]" * 5000 + "\n"),
+                                f"cfg.yaml:{CONFIG.count(chr(10)) + 1}:"),
+    "config nested 5000 deep, the rule": (_config(CONFIG + "deep: " + "[" * 5000 + "]" * 5000 + "\n"),
+                                          "not valid here: mappings and lists nest more than 64 deep."),
     "rows: 2048.0": (_config(CONFIG.replace("rows: 2048", "rows: 2048.0", 1),
                              "run", "matmul", *MM16, "--config", "cfg.yaml"), "is not of type 'integer'"),
     "duplicate key": (_config(CONFIG + "tile: 16\n"), "duplicate key 'tile' (first at line"),
