@@ -1,12 +1,18 @@
 """``DIR/index.md`` of a sweep: per-config totals, Pareto fronts as figures, the best config per objective.
 
+A config is named by its base and the swept values that set it apart
+(``t32, dram.bytes_per_cycle=64``), never by the hash its file name carries.
 A config is ranked only when every workload ran on it (and its area is known,
 when area is an objective) and it meets every constraint; its figures are
-summed over the workloads (EDP: total energy x total delay, in the
-simulator's EDP units); its area is the config's own.  The fronts drawn are
-cycles against area and energy against cycles, those of them the objectives
-allow (else the first two objectives); then each objective's sensitivity to
-each parameter (:mod:`tinynpu.explore.sensitivity`).
+summed over the workloads, each weighted by how often the workload set holds
+it (EDP: total energy x total delay, in the simulator's EDP units); its area
+is the config's own.  The index shows every complete config's totals, the
+Pareto fronts (cycles against area and energy against cycles, those of them
+the objectives allow, else the first two objectives), the best config per
+objective, each objective's sensitivity to each parameter
+(:mod:`tinynpu.explore.sensitivity`) and to each pair of them
+(:mod:`tinynpu.explore.interactions`).  Numbers are written in their units
+(:mod:`tinynpu.explore.quantities`); ``--json`` keeps them raw.
 """
 
 from __future__ import annotations
@@ -15,14 +21,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tinynpu.explore import figures, sensitivity
-from tinynpu.explore.spec import SweepSpec
+from tinynpu.explore import figures, interactions, quantities, sensitivity
+from tinynpu.explore.spec import BASE_KEY, SweepSpec
 from tinynpu.fsio import write_atomic
 
 RUN_COMMAND = {"gemm": "matmul", "conv2d": "conv2d", "mlp": "mlp"}
 #: The fronts shown when the objectives allow them: (x, y), lower is better on both.
 FRONTS = (("area_mm2", "cycles"), ("cycles", "energy_pj"))
 UNITS = {"cycles": "cycles", "dram_bytes": "bytes", "energy_pj": "pJ", "edp": "pJ*s", "area_mm2": "mm^2"}
+#: The columns of the per-config totals table, with their headings.
+TOTALS_COLUMNS = (("cycles", "cycles"), ("dram_bytes", "DRAM traffic"), ("energy_pj", "energy"), ("edp", "EDP"),
+                  ("area_mm2", "area"))
 
 
 @dataclass(frozen=True)
@@ -30,6 +39,7 @@ class ConfigTotals:
     """One config's figures summed over the sweep's workloads."""
 
     config: str
+    label: str  # the base and the swept values that set this config apart, for people
     config_file: str
     overrides: tuple[tuple[str, str], ...]
     totals: dict[str, float]
@@ -46,7 +56,7 @@ def config_totals(spec: SweepSpec, rows: list[dict[str, str]]) -> tuple[list[Con
     for name, group in by_config.items():
         if len(group) < len(spec.workloads) or any(r["status"] != "ok" for r in group) or (
                 "area_mm2" in spec.objectives and not group[0].get("area_mm2")):
-            incomplete.append(name)
+            incomplete.append(config_label(spec, group[0]))
             continue
         # A layer the workloads have `count` times counts that often (it ran once).
         weight = [int(r.get("count") or 1) for r in group]
@@ -61,11 +71,24 @@ def config_totals(spec: SweepSpec, rows: list[dict[str, str]]) -> tuple[list[Con
         if group[0].get("area_mm2"):
             totals["area_mm2"] = float(group[0]["area_mm2"])
         feasible = all(c.holds(totals[c.objective]) for c in spec.constraints if c.objective in totals)
-        complete.append(ConfigTotals(config=name, config_file=group[0]["config_file"],
+        complete.append(ConfigTotals(config=name, label=config_label(spec, group[0]),
+                                     config_file=group[0]["config_file"],
                                      overrides=tuple((p.key, group[0][p.key]) for p in spec.parameters),
                                      totals=totals, feasible=feasible,
                                      first_workload=(group[0]["kind"], group[0]["run_args"])))
     return complete, incomplete
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def config_label(spec: SweepSpec, row: dict[str, str]) -> str:
+    """``t32, dram.bytes_per_cycle=64``: the base (when several are swept) and each swept key's value
+    (keys with one value are the same for every config and left out); the base's name when nothing varies."""
+    parts = [row[p.key] if p.key == BASE_KEY else f"{p.key}={row[p.key]}"
+             for p in spec.parameters if len(p.values) > 1]
+    return ", ".join(parts) or spec.bases[0].name
 
 
 def pareto_front(configs: list[ConfigTotals], x: str, y: str) -> list[ConfigTotals]:
@@ -136,11 +159,32 @@ def summary(spec: SweepSpec, rows: list[dict[str, str]]) -> dict[str, Any]:
     ranked = [c for c in configs if c.feasible]
     return {
         "configs": len(configs) + len(incomplete), "ranked": len(ranked),
-        "best": {o: {"config": c.config, "overrides": dict(c.overrides), "value": c.totals[o],
+        "totals": [{"config": c.config, "label": c.label, "overrides": dict(c.overrides), "ranked": c.feasible,
+                    **c.totals} for c in configs],
+        "best": {o: {"config": c.config, "label": c.label, "overrides": dict(c.overrides), "value": c.totals[o],
                      "command": reproduce_command(c)} for o, c in best_configs(spec, ranked).items()},
         "sensitivity": [{"objective": s.objective, "parameter": s.parameter, **s.to_json()}
                         for s in sensitivity.sensitivities(spec, ranked)],
+        "interactions": [i.to_json() for i in interactions.interactions(spec, ranked)],
     }
+
+
+def totals_table(spec: SweepSpec, configs: list[ConfigTotals]) -> list[str]:
+    """The index.md section: every complete config's totals over the workloads, in their units."""
+    if not configs:
+        return []
+    columns = [(key, head) for key, head in TOTALS_COLUMNS if any(key in c.totals for c in configs)]
+    weighted = sum(w.count for w in spec.workloads)
+    lines = ["## Every config: totals over the workloads", "",
+             f"Each of the {_count(len(spec.workloads), 'workload')} counted as often as the set holds it "
+             f"({weighted} in all); EDP is the total energy times the total delay; area is the config's own.  "
+             "Ranked: ran every workload and meets the constraints.", "",
+             f"| config | {' | '.join(head for _, head in columns)} | ranked |",
+             f"|---|{'---:|' * len(columns)}---|"]
+    for c in configs:
+        cells = [quantities.objective(key, c.totals[key]) if key in c.totals else "-" for key, _ in columns]
+        lines.append(f"| {c.label} | {' | '.join(cells)} | {'yes' if c.feasible else 'no: a constraint'} |")
+    return [*lines, ""]
 
 
 def write_index(spec: SweepSpec, out: Path, rows: list[dict[str, str]]) -> list[Path]:
@@ -150,8 +194,9 @@ def write_index(spec: SweepSpec, out: Path, rows: list[dict[str, str]]) -> list[
     ranked = [c for c in configs if c.feasible]
     bases = ", ".join(f"`{b.name}`" for b in spec.bases)  # as the spec names them: no machine's paths
     lines = [f"# Sweep {spec.source.name}", "",
-             f"{len(rows)} points ({sum(r['status'] != 'ok' for r in rows)} failed) over {len(configs)} complete "
-             f"configs and {len(spec.workloads)} workloads; base config{'s' if len(spec.bases) > 1 else ''} "
+             f"{len(rows)} points ({sum(r['status'] != 'ok' for r in rows)} failed) over "
+             f"{_count(len(configs), 'complete config')} and {_count(len(spec.workloads), 'workload')}; "
+             f"base config{'s' if len(spec.bases) > 1 else ''} "
              f"{bases}; results in `results.csv`.", ""]
     if spec.constraints:
         lines += [f"Constraints: {', '.join(f'`{c.text}`' for c in spec.constraints)}: {len(ranked)} of "
@@ -162,33 +207,33 @@ def write_index(spec: SweepSpec, out: Path, rows: list[dict[str, str]]) -> list[
         errors = sorted({r["area_error"] for r in rows if r.get("area_error")})
         lines += [f"Area failed: {e}" for e in errors] + ([""] if errors else [])
     written = [out / "index.md"]
+    lines += totals_table(spec, configs)
     if ranked:
         for x, y in front_axes(spec):
             front = pareto_front(ranked, x, y)
             _figure(out / figure_name(x, y), ranked, front, x, y)
             written.append(out / figure_name(x, y))
             lines += [f"## Pareto front: {y} against {x}", "", f"![Pareto front: {y} against {x}]({figure_name(x, y)})",
-                      "", f"| config | {' | '.join(p.key for p in spec.parameters)} | {x} | {y} |",
-                      f"|---|{'---|' * len(spec.parameters)}---:|---:|"]
-            lines += [f"| {c.config} | {' | '.join(v for _, v in c.overrides)} | {c.totals[x]:.6g} | "
-                      f"{c.totals[y]:.6g} |" for c in front]
+                      "", f"| config | {x} | {y} |", "|---|---:|---:|"]
+            lines += [f"| {c.label} | {quantities.objective(x, c.totals[x])} | "
+                      f"{quantities.objective(y, c.totals[y])} |" for c in front]
             lines += [""]
         lines += ["## Best config per objective", ""]
         for objective, best in best_configs(spec, ranked).items():
-            shown = ", ".join(f"{k}={v}" for k, v in best.overrides)
-            lines += [f"- **{objective}**: {best.config} ({shown}): {best.totals[objective]:.6g}; one workload "
-                      f"on it: `{reproduce_command(best)}`"]
+            lines += [f"- **{objective}**: {best.label}: {quantities.objective(objective, best.totals[objective])}; "
+                      f"one workload on it: `{reproduce_command(best)}`"]
         lines += [""]
         found = sensitivity.sensitivities(spec, ranked)
         if found:
             sensitivity.write_figure(out / sensitivity.FIGURE, spec, ranked, found)
             written.append(out / sensitivity.FIGURE)
             lines += sensitivity.markdown(found)
+        lines += interactions.markdown(interactions.interactions(spec, ranked))
     else:
         lines += ["No config ran every workload and met the constraints, so nothing is ranked."]
     write_atomic(out / "index.md", "\n".join(lines) + "\n", what="sweep index")
     return written
 
 
-__all__ = ["ConfigTotals", "best_configs", "config_totals", "figure_name", "front_axes", "front_data",
-           "pareto_front", "reproduce_command", "summary", "write_index"]
+__all__ = ["ConfigTotals", "best_configs", "config_label", "config_totals", "figure_name", "front_axes", "front_data",
+           "pareto_front", "reproduce_command", "summary", "totals_table", "write_index"]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tinynpu.explore import figures
+from tinynpu.explore import figures, quantities
 from tinynpu.explore.spec import SweepSpec
 
 if TYPE_CHECKING:
@@ -109,8 +109,9 @@ def markdown(found: list[Sensitivity]) -> list[str]:
              "over the smallest.", "",
              "| objective | parameter | median per value | spread |", "|---|---|---|---:|"]
     for s in found:
-        per_value = ", ".join(f"{v}: {m:.4g}" for v, m in zip(s.values, s.median, strict=True))
-        lines.append(f"| {s.objective} | {s.parameter} | {per_value} | {s.spread:.3g} |")
+        per_value = ", ".join(f"{v}: {quantities.objective(s.objective, m)}"
+                              for v, m in zip(s.values, s.median, strict=True))
+        lines.append(f"| {s.objective} | {s.parameter} | {per_value} | {quantities.ratio(s.spread)} |")
     return [*lines, ""]
 
 
