@@ -13,6 +13,8 @@ quotes some of the numbers.
 
 Usage: ``python docs/tutorial/refresh.py [--check]`` (``--check``: exit 1
 if any block differs, without writing; ``--help``: the options).
+``tests/test_report_tutorial.py`` checks every block in the normal suite, one
+test per block (:func:`blocks`, :func:`differs`).
 """
 
 from __future__ import annotations
@@ -45,6 +47,17 @@ def shown(cmd: str) -> str:
 
 def stable(text: str) -> list[str]:
     return [line for line in text.splitlines() if not VOLATILE.search(line)]
+
+
+def blocks(text: str | None = None) -> list[tuple[str, str]]:
+    """Every output block of the tutorial: (command, the output the page shows, command line included)."""
+    text = TUTORIAL.read_text(encoding="utf-8") if text is None else text
+    return [(m.group("cmd"), m.group("body")) for m in BLOCK.finditer(text)]
+
+
+def differs(cmd: str, body: str) -> bool:
+    """Whether ``cmd`` run now prints something else than ``body`` (volatile lines aside)."""
+    return stable(shown(cmd) + run(cmd)) != stable(body)
 
 
 SUMMARY_RUNS = "tinynpu run matmul --m 1024 --n 1024 --k 1024"  # the steps the summary table compares
@@ -116,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         cmd = match.group("cmd")
         print(f"$ {cmd}", file=sys.stderr, flush=True)
         out = shown(cmd) + run(cmd)
-        if stable(out) != stable(match.group("body")):
+        if stable(out) != stable(match.group("body")):  # as differs(), keeping the output for the page
             differ.append(cmd)
         return match.group(1) + out + match.group(4)
 
