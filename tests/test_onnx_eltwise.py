@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tinynpu.compiler.onnx.eltwise import FRACTION_BITS, add_compiled, add_reference, chunk_rows, term_scales
+from tinynpu.compiler.onnx.lower.eltwise import FRACTION_BITS, add_compiled, add_reference, chunk_rows, term_scales
 from tinynpu.intmath import ceil_div, round_up
 from tinynpu.isa import load_config, load_isa
 from tinynpu.simulator import Machine
@@ -79,3 +79,4 @@ def test_program_agrees_on_the_rtl_of_other_tile_edges(config: str) -> None:
                                  strict=True):
         assert report.rtl_error is None and report.model_error is None and report.agree, report.to_json()
         np.testing.assert_array_equal(report.outputs["Y"].reshape(want["Y"].shape), want["Y"])
+
