@@ -14,7 +14,8 @@ real-valued ``round(sum_i x_i * r_i)`` only where that sum lies within about
 rounds it to even).
 
 The program works on ``rows`` pixels (NHWC rows) of every channel tile at a time,
-its units ordered by tokens (see :func:`add_program`), so one pass's loads run
+built through the compiler's Emitter, which derives the tokens from the rows
+each instruction touches (see :func:`add_program`), so one pass's loads run
 while the previous pass is scaled, summed and stored.  It is relocated into the
 DRAM image like a conv's program, the inputs and output at their planned places
 (their rows a whole pixel apart).
@@ -94,52 +95,49 @@ def chunk_rows(cfg: ArchConfig, inputs: int) -> int:
 
 def add_program(cfg: ArchConfig, pixels: int, channels: int, scales: tuple[TermScale, ...], *,
                 relu: bool) -> Program:
-    """The program adding ``len(scales)`` int8 tensors ``X0, X1, ...`` (``pixels`` x ``channels``) into ``Y``."""
-    from tinynpu.assembler.assemble import assemble
+    """The program adding ``len(scales)`` int8 tensors ``X0, X1, ...`` (``pixels`` x ``channels``) into ``Y``.
+
+    Built through the compiler's :class:`~tinynpu.compiler.operands.Emitter` like every other
+    program: it records the rows each instruction reads and writes and derives the tokens.  Input
+    ``i`` lives in ``a`` rows and ``acc`` rows ``i*rows..`` of every pass, so a pass's loads wait only
+    for the previous pass's ``tmm`` of their rows, and run while the ALU scales and sums that pass.
+
+    The derived tokens are those the earlier hand-written program carried, plus one: a pass's
+    first ``tmm`` also waits for the ALU (it overwrites the rows the last ``vadd`` wrote), which
+    the store it already waits for had waited for; the per-instruction timeline is the same.
+    """
+    from tinynpu.compiler.operands import Emitter
+    from tinynpu.compiler.workload import DramAllocator
 
     t, n = cfg.tile, len(scales)
     rows = min(chunk_rows(cfg, n), round_up(pixels, t))
-    size = pixels * channels
-    lines = [f".config {cfg.name}"]
-    addr = 0
-    for i in range(n):
-        lines.append(f".tensor X{i}, {addr}, int8, [{pixels}, {channels}], input")
-        addr += round_up(size, 64)
-    lines.append(f".tensor I, {addr}, int8, [{t}, {t}], input")
-    addr += round_up(t * t, 64)
-    lines.append(f".tensor P, {addr}, int32, [{2 * n}, {t}], input")
-    addr += round_up(2 * n * t * 4, 64)
-    lines.append(f".tensor Y, {addr}, int8, [{pixels}, {channels}], output")
-    params = n * rows  # the accumulator rows of M_i, S_i after every input's rows
-    lines += [f"load b[0], [I], rows={t}, stride={t}", f"load acc[{params}], [P], rows={2 * n}, stride={4 * t}", "sync"]
-    passes = [(r0, c0) for r0 in range(0, pixels, rows) for c0 in range(0, channels, t)]
-    for p, (r0, c0) in enumerate(passes):
-        r, cols, last = min(rows, pixels - r0), min(t, channels - c0), p == len(passes) - 1
-        # Input i lives in a rows and acc rows i*rows.. of every pass.  Tokens: a load waits for the
-        # previous pass's tmm to have read its a rows; a tmm waits for its load and, the first of a
-        # pass, for the previous store to have read the sums (by then the ALU is done with every term);
-        # the ALU waits for each term's tmm; the store waits for the ALU.
-        for i in range(n):
-            wait = ", wait=tensor" if p else ""
-            lines.append(f"load a[{i * rows}], [X{i} + {r0 * channels + c0}], rows={r}, cols={cols}, "
-                         f"stride={channels}{wait}, signal=tensor")
-        for i in range(n):
-            waits = "load|store" if i == 0 and p else "load"
-            signals = "alu" if last else "load|alu"
-            lines.append(f"tmm acc[{i * rows}], a[{i * rows}], b[0], m={ceil_div(r, t)}, n=1, k=1, accumulate=0, "
-                         f"wait={waits}, signal={signals}")
-        body = []
-        for i, sc in enumerate(scales):  # each term's first ALU instruction waits for its tmm
-            term = [f"vmul acc[{i * rows}], {1 << sc.prescale}, rows={r}"] if sc.prescale else []
-            term.append(f"vrequant acc[{i * rows}], acc[{params + 2 * i}], rows={r}")
-            body += [term[0] + ", wait=tensor", *term[1:]]
-        body += [f"vadd acc[0], acc[{i * rows}], rows={r}" for i in range(1, n)]
-        body[-1] += ", signal=store"
-        store_signal = "" if last else ", signal=tensor"
-        lines += [*body, f"store [Y + {r0 * channels + c0}], acc[0], rows={r}, cols={cols}, stride={channels}, "
-                         f"shift={FRACTION_BITS}, narrow=1, relu={int(relu)}, wait=alu{store_signal}"]
-    lines.append("halt")
-    return assemble("\n".join(lines), filename="<residual add>", isa=load_isa(), cfg=cfg)
+    dram = DramAllocator(cfg, "the residual add")
+    xs = [dram.add(f"X{i}", (pixels, channels), "int8", "input") for i in range(n)]
+    ident = dram.add("I", (t, t), "int8", "input")
+    params = dram.add("P", (2 * n, t), "int32", "input")
+    y = dram.add("Y", (pixels, channels), "int8", "output")
+    emit = Emitter(load_isa(), cfg)
+    param_row = n * rows  # the accumulator rows of M_i, S_i after every input's rows
+    emit.load("b", 0, ident.addr, rows=t, cols=t, stride=t, comment="identity tile")
+    emit.load("acc", param_row, params.addr, rows=2 * n, cols=t, stride=4 * t, comment="each input's M, S rows")
+    emit.barrier()
+    for r0 in range(0, pixels, rows):
+        for c0 in range(0, channels, t):
+            r, cols = min(rows, pixels - r0), min(t, channels - c0)
+            for i, x in enumerate(xs):
+                emit.load("a", i * rows, x.addr + r0 * channels + c0, rows=r, cols=cols, stride=channels)
+            for i in range(n):  # x_i exactly into acc rows: x_i @ I
+                emit.tmm(i * rows, i * rows, 0, m=ceil_div(r, t), n=1, k=1, accumulate=False)
+            for i, sc in enumerate(scales):
+                if sc.prescale:
+                    emit.alu("vmul", i * rows, rows=r, imm=1 << sc.prescale)
+                emit.alu("vrequant", i * rows, rows=r, src=param_row + 2 * i)
+            for i in range(1, n):
+                emit.alu("vadd", 0, rows=r, src=i * rows)
+            emit.store(0, y.addr + r0 * channels + c0, rows=r, cols=cols, stride=channels, narrow=True,
+                       relu=relu, shift=FRACTION_BITS)
+    words, _ = emit.finish()
+    return Program.build(load_isa(), cfg, words, dram.tensors)
 
 
 def add_compiled(cfg: ArchConfig, pixels: int, channels: int, scales: tuple[TermScale, ...], *,
