@@ -93,7 +93,7 @@ def test_encoder_block_end_to_end(tmp_path: Path, gelu_op: bool) -> None:
 def test_encoder_block_steps_on_onnxruntime_inputs(tmp_path: Path) -> None:
     """Each step against the tensor onnxruntime computes: the model's own 4-D transposes (Kᵀ) are
     not mistaken for onnxruntime's channels-last layout."""
-    from tinynpu.compiler.onnx.origins import ort_difference_origins
+    from tinynpu.compiler.onnx.verify.origins import ort_difference_origins
 
     cn = compile_onnx(encoder_block(tmp_path / "enc.onnx", gelu_op=False))
     found = ort_difference_origins(cn, cn.make_inputs(0))

@@ -11,10 +11,11 @@ pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
 from onnx_models import small_cnn  # noqa: E402
+from test_onnx_ops import CASES, build  # noqa: E402
 
 from tinynpu.compiler.matmul import compile_matmul  # noqa: E402
 from tinynpu.compiler.onnx import compile_onnx, run_network  # noqa: E402
-from tinynpu.compiler.onnx.image import relocate  # noqa: E402
+from tinynpu.compiler.onnx.runtime.image import relocate  # noqa: E402
 from tinynpu.isa import load_config, load_isa  # noqa: E402
 from tinynpu.simulator import Machine  # noqa: E402
 
@@ -56,9 +57,9 @@ def test_network_runs_in_one_dram_image(cnn: Path) -> None:
     relocated = {t.addr for p in image.programs.values() for t in p.tensors}
     direct = 0
     for s in cn.net.steps:
-        if s.kind == "conv" and s.where == "npu" and s.attrs["group"] == 1:
+        if s.kind == "conv" and s.where == "npu" and s.group == 1:
             assert image.address(s.outputs[0], 0) in relocated
-            if cn.cache.programs[s.attrs["program"]].workload["layout"] == "direct":
+            if cn.cache.programs[cn.programs[s.name][0]].workload["layout"] == "direct":
                 assert image.address(s.inputs[0], 0) in relocated
                 direct += 1
     assert direct > 0
@@ -69,8 +70,8 @@ def test_network_runs_in_one_dram_image(cnn: Path) -> None:
 
 def test_an_output_stored_at_a_wrong_address_is_caught(cnn: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A program relocated 64 bytes past its output's planned place: the next steps read the planned place."""
-    from tinynpu.compiler.onnx.image import DramImage
-    from tinynpu.compiler.onnx.network import NetworkVerificationError
+    from tinynpu.compiler.onnx.runtime.image import DramImage
+    from tinynpu.compiler.onnx.verify.checks import NetworkVerificationError
 
     cn = compile_onnx(cnn)
     real = DramImage.program
@@ -88,8 +89,8 @@ def test_an_output_stored_at_a_wrong_address_is_caught(cnn: Path, monkeypatch: p
 
 def test_host_steps_read_their_inputs_from_the_image(cnn: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The pooling's output corrupted in DRAM only: the host step reading it (the flatten) sees it."""
-    from tinynpu.compiler.onnx.image import DramImage
-    from tinynpu.compiler.onnx.network import NetworkVerificationError
+    from tinynpu.compiler.onnx.runtime.image import DramImage
+    from tinynpu.compiler.onnx.verify.checks import NetworkVerificationError
 
     cn = compile_onnx(cnn)
     gap = next(s for s in cn.net.steps if s.name == "gap")
@@ -151,3 +152,29 @@ def test_network_json_lists_the_image_addresses_a_run_uses(cnn: Path, tmp_path: 
     # every placed weight tensor is listed once, without overlaps
     spans = sorted((w["address"], w["address"] + w["bytes"]) for w in image["weights"])
     assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:], strict=False))
+
+
+def test_grouped_programs_read_and_write_their_channels_in_place(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A depthwise conv of 48 channels runs as 3 programs of 16: each reads and writes its 16 channels of
+    every pixel where the tensors are (the pitch a whole pixel), nothing staged; without the pitch the
+    bit-exact check catches the programs writing over each other."""
+    from tinynpu.compiler.onnx.runtime.image import DramImage
+    from tinynpu.compiler.onnx.runtime.layers import conv_places
+    from tinynpu.compiler.onnx.verify.checks import NetworkVerificationError
+
+    cn = compile_onnx(build(CASES["conv_depthwise_48ch_stride2"], tmp_path / "dw48.onnx"))
+    step = next(s for s in cn.net.steps if s.name == "op")
+    programs = cn.programs[step.name]
+    assert len(programs) == 3
+    x0, y0 = cn.image.address(step.inputs[0], 0), cn.image.address(step.outputs[0], 0)
+    for i, key in enumerate(programs):
+        assert conv_places(cn.image, step, cn.cache.programs[key], i, 3) == ((x0 + 16 * i, 48), (y0 + 16 * i, 48))
+    layer = next(e for e in run_network(cn)["layers"] if e["name"] == "op")
+    assert layer["host_bytes"] == 0
+
+    real = DramImage.program
+    monkeypatch.setattr(DramImage, "program", lambda self, key, program, bases, pitches=None:
+                        real(self, key, program, bases, None))
+    with pytest.raises(NetworkVerificationError, match="step 'op' "):
+        run_network(compile_onnx(build(CASES["conv_depthwise_48ch_stride2"], tmp_path / "dw48b.onnx")))

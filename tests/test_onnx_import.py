@@ -14,7 +14,7 @@ pytest.importorskip("onnxruntime")
 from onnx_models import _init, save  # noqa: E402
 
 from tinynpu.compiler.onnx import compile_onnx  # noqa: E402
-from tinynpu.compiler.onnx.importer import import_model  # noqa: E402
+from tinynpu.compiler.onnx.frontend.importer import import_model  # noqa: E402
 
 C_IN, C_OUT, HW = 3, 8, 10
 
@@ -78,7 +78,7 @@ def test_opset9_unsqueeze_mul_add_chain_folds_into_its_conv(tmp_path: Path) -> N
     _float_outputs_agree(path, im)
     steps = compile_onnx(path).net.steps
     assert [s.where for s in steps if s.op == "Conv"] == ["npu"]
-    assert next(s for s in steps if s.op == "Conv").attrs["activation"] == "Relu"
+    assert next(s for s in steps if s.op == "Conv").activation == "Relu"
 
 
 @pytest.mark.parametrize("case", ["varies-along-width", "conv-read-twice"])

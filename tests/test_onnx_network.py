@@ -52,20 +52,20 @@ def test_small_cnn_end_to_end(cnn: Path) -> None:
 
 def test_accelerator_fault_is_caught_by_the_bit_exact_check(cnn: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A one-LSB error in one accelerator layer's int8 output, as stored in DRAM, is reported, naming the layer."""
-    from tinynpu.compiler.onnx import npu
-    from tinynpu.compiler.onnx.network import NetworkVerificationError
+    from tinynpu.compiler.onnx.runtime import layers
+    from tinynpu.compiler.onnx.verify.checks import NetworkVerificationError
 
     cn = compile_onnx(cnn)
-    real = npu._simulate
+    real = layers._simulate
 
-    def off_by_one(comp, *args, **kwargs):  # type: ignore[no-untyped-def]
-        y = real(comp, *args, **kwargs)
+    def off_by_one(npu, comp, *args, **kwargs):  # type: ignore[no-untyped-def]
+        y = real(npu, comp, *args, **kwargs)
         if comp.workload["kind"] == "conv2d" and comp.workload["k"] == 16 and comp.workload["stride"] == 2:
-            machine, addr = kwargs["image"].machine, kwargs["bases"]["Y"]  # stored in place in the image
+            machine, addr = npu.image.machine, kwargs["bases"]["Y"]  # stored in place in the image
             machine.write_dram(addr, bytes([machine.read_dram(addr, 1)[0] ^ 1]))
         return y
 
-    monkeypatch.setattr(npu, "_simulate", off_by_one)
+    monkeypatch.setattr(layers, "_simulate", off_by_one)
     with pytest.raises(NetworkVerificationError, match="conv2"):
         run_network(cn)
 
@@ -107,7 +107,8 @@ def test_compile_onnx_writes_programs(cnn: Path, tmp_path: Path, capsys: pytest.
 def test_any_scale_runs_its_epilogue_on_the_accelerator() -> None:
     """vrequantf takes any binary32 scale: a scale of 1 or more stays in the program too."""
     from tinynpu.compiler.onnx.intops import Epilogue
-    from tinynpu.compiler.onnx.npu import LayerRun, ProgramCache, gemm_layer
+    from tinynpu.compiler.onnx.lower.programs import ProgramCache
+    from tinynpu.compiler.onnx.runtime.layers import Accelerator, LayerRun, gemm_layer
     from tinynpu.isa import load_config
 
     rng = np.random.default_rng(0)
@@ -117,8 +118,8 @@ def test_any_scale_runs_its_epilogue_on_the_accelerator() -> None:
     for scale in (1e-4, 3.0):
         epi = Epilogue(scale=np.full(20, scale, np.float32), bias=None, zero_point=0, lo=-128, hi=127)
         run = LayerRun()
-        got = gemm_layer(a, w, epi, cache=cache, run=run)
-        assert np.array_equal(got, gemm_layer(a, w, epi, cache=None, run=LayerRun()))
+        got = gemm_layer(a, w, epi, npu=Accelerator(cache), run=run)
+        assert np.array_equal(got, gemm_layer(a, w, epi, npu=None, run=LayerRun()))
         assert run.programs == 1 and run.host_bytes == 0
     assert sorted(key[-1] for key in cache.programs) == ["int8_binary32_clamp-128to127"]
 
@@ -142,7 +143,7 @@ def test_relu_after_a_conv_is_fused_at_its_own_scale(cnn: Path) -> None:
         assert q.op_type == "QuantizeLinear" and dq.op_type == "DequantizeLinear"
         assert list(q.input[1:]) == list(dq.input[1:]) == list(after.input[1:])
         step = next(s for s in cn.net.steps if s.name == conv)
-        assert step.where == "npu" and step.attrs["activation"] == "Relu"
+        assert step.where == "npu" and step.activation == "Relu"
         assert step.outputs == (after.output[0],)
     assert not any(s.op == "Relu" for s in cn.net.steps if s.name in ("relu1", "relu2"))
 
@@ -162,7 +163,7 @@ def test_a_pair_at_another_scale_keeps_the_relu_on_the_host(cnn: Path, tmp_path:
     onnx.save(model, str(path))
     cn = compile_onnx(path)
     conv2 = next(s for s in cn.net.steps if s.name == "conv2")
-    assert conv2.where == "npu" and conv2.attrs["activation"] is None and conv2.outputs == (q.output[0],)
+    assert conv2.where == "npu" and conv2.activation is None and conv2.outputs == (q.output[0],)
     assert any(s.name == "relu2" and s.where == "host" for s in cn.net.steps)
     r = run_network(cn, extra_seeds=1)
     assert r["verified"] is True

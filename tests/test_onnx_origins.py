@@ -13,8 +13,8 @@ pytest.importorskip("onnxruntime")
 from onnx_models import _init, save  # noqa: E402
 
 from tinynpu.compiler.onnx import compile_onnx  # noqa: E402
-from tinynpu.compiler.onnx.origins import ort_difference_origins  # noqa: E402
-from tinynpu.compiler.onnx.runtime import execute  # noqa: E402
+from tinynpu.compiler.onnx.runtime.execute import execute  # noqa: E402
+from tinynpu.compiler.onnx.verify.origins import ort_difference_origins  # noqa: E402
 
 INTEGER_KERNELS = ("QLinearConv", "QGemm", "QLinearMatMul")
 

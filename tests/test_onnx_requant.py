@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tinynpu.compiler.epilogue import quantize_multiplier
+from tinynpu.compiler.onnx.frontend.requant import layer_scale
 from tinynpu.compiler.onnx.intops import Epilogue, rescale_sum
-from tinynpu.compiler.onnx.requant import layer_scale
 from tinynpu.simulator.semantics import requantize, requantize_float
 
 N = 4096

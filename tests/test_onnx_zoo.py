@@ -28,7 +28,7 @@ def test_zoo_network(name: str) -> None:
 #: Every conv and gemm equals onnxruntime's integer kernel; what differs comes from the layers both
 #: compute in float between DequantizeLinear and QuantizeLinear, whose float32 arithmetic rounds
 #: apart at rare ties (Inception-v1: its LRNs, 617 of 140 K outputs of the second, and a padded
-#: average pool, 6 of 2,048), compounding with depth (compiler/onnx/origins.py finds them).
+#: average pool, 6 of 2,048), compounding with depth (compiler/onnx/verify/origins.py finds them).
 OTHER_CNNS = [("densenet121", "default", 0.99), ("inception_v1", "default", 0.95),
               ("inception_v2", "default", 0.99), ("shufflenet", "default", 0.99),
               ("zfnet512", "dram256", 0.99), ("vgg19", "dram256", 0.99)]

@@ -32,3 +32,7 @@ class AsmError(TinyNpuError):
 
 class UsageError(TinyNpuError):
     """Bad command-line arguments or paths."""
+
+
+class OnnxError(TinyNpuError):
+    """An ONNX model tinynpu cannot take (not ONNX, truncated, unsupported op, dynamic shape, too big)."""

@@ -4,8 +4,21 @@ Public API::
 
     compile_onnx(path, *, batch=None, random_weights=None, calibrate=8, cfg=None) -> CompiledNetwork
     run_network(compiled, *, feeds=None, seed=0, extra_seeds=0) -> dict
+
+Layout, one sub-package per job (each argues its own modules):
+
+- :mod:`.frontend`: import, folding, quantization, the QDQ graph as typed steps;
+- :mod:`.ir`: the typed steps every stage shares;
+- :mod:`.lower`: the steps to accelerator programs, the DRAM plan;
+- :mod:`.runtime`: the DRAM image and the execution of the steps;
+- :mod:`.verify`: the three checks, the per-layer report, where differences come from;
+- :mod:`.network`: the pipeline (``compile_onnx``); :mod:`.cli` and :mod:`.bench`: the commands.
+
+``importer``, ``npu``, ``report`` and ``eltwise`` at this level are one-line
+re-exports of names code outside the package still imports from there.
 """
 
-from tinynpu.compiler.onnx.network import CompiledNetwork, compile_onnx, run_network
+from tinynpu.compiler.onnx.network import CompiledNetwork, compile_onnx
+from tinynpu.compiler.onnx.verify.run import run_network
 
 __all__ = ["CompiledNetwork", "compile_onnx", "run_network"]

@@ -7,7 +7,7 @@ shared, so wall time includes waiting for a core; onnxruntime's own inference
 time is measured in the same run beside it);
 then the integer reference, which that run showed bit-exact with the
 simulator, is compared against onnxruntime on every seeded input, and each
-step on onnxruntime's own inputs (:mod:`~tinynpu.compiler.onnx.origins`).
+step on onnxruntime's own inputs (:mod:`~tinynpu.compiler.onnx.verify.origins`).
 """
 
 from __future__ import annotations
@@ -39,9 +39,11 @@ def zoo_path(name: str) -> Path:
 
 def bench_model(name: str, inputs: int) -> dict[str, Any]:
     """One network: end-to-end time, the three checks over ``inputs`` seeded inputs, utilization."""
-    from tinynpu.compiler.onnx.network import compile_onnx, ort_compare, run_network
-    from tinynpu.compiler.onnx.origins import ort_difference_origins
-    from tinynpu.compiler.onnx.runtime import execute
+    from tinynpu.compiler.onnx.network import compile_onnx
+    from tinynpu.compiler.onnx.runtime.execute import execute
+    from tinynpu.compiler.onnx.verify.checks import ort_compare
+    from tinynpu.compiler.onnx.verify.origins import ort_difference_origins
+    from tinynpu.compiler.onnx.verify.run import run_network
 
     path = zoo_path(name)
     load0 = os.getloadavg()[0]

@@ -88,8 +88,9 @@ def _feeds(specs: list[str]) -> dict[str, Any]:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from tinynpu import fsio
-    from tinynpu.compiler.onnx.network import compile_onnx, run_network
-    from tinynpu.compiler.onnx.report import REPORT_FILES, format_run, write_report
+    from tinynpu.compiler.onnx.network import compile_onnx
+    from tinynpu.compiler.onnx.verify.report import REPORT_FILES, format_run, write_report
+    from tinynpu.compiler.onnx.verify.run import run_network
 
     if args.compare < 0:
         raise UsageError(f"--compare must be 0 or more inputs, not {args.compare}.")
@@ -109,7 +110,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _cmd_compile(args: argparse.Namespace) -> int:
     from tinynpu import fsio
-    from tinynpu.compiler.onnx.network import compile_onnx, describe
+    from tinynpu.compiler.onnx.network import compile_onnx
+    from tinynpu.compiler.onnx.verify.describe import describe
 
     out = args.output
     ours = (out / "network.json").is_file() and _ours(out / "network.json")

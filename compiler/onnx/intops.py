@@ -65,7 +65,7 @@ class Epilogue:
     Attributes:
         bias: int32 per output channel (or None).
         scale: float32 per output channel: ``vrequantf``'s binary32 scale
-            (:func:`~tinynpu.compiler.onnx.requant.layer_scale`, as onnxruntime computes it).
+            (:func:`~tinynpu.compiler.onnx.frontend.requant.layer_scale`, as onnxruntime computes it).
         zero_point: the output's zero point.
         lo, hi: the clamp (relu: ``lo = zero_point``; Clip: its bounds in the output's integers).
     """

@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from tinynpu.compiler.onnx.importer import OnnxError
+from tinynpu.errors import OnnxError
 
 FUSED_ACTIVATIONS = ("Relu", "Clip")
 FUSING_PRODUCERS = ("Conv", "Gemm", "MatMul")

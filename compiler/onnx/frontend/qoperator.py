@@ -74,7 +74,7 @@ class _Rewriter:
         """The int32 bias dequantized with scale ``x_scale * w_scale`` (per channel when the weight is)."""
         sx, sw = self.consts.get(x_scale), self.consts.get(w_scale)
         if sx is None or sw is None:
-            from tinynpu.compiler.onnx.importer import OnnxError
+            from tinynpu.errors import OnnxError
 
             raise OnnxError(f"node {node_name!r}: the scales {x_scale!r} and {w_scale!r} of its bias must be "
                             "constants (tinynpu needs static quantization parameters).")

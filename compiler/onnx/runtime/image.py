@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from tinynpu.assembler.image import Program
-from tinynpu.compiler.onnx.importer import OnnxError
-from tinynpu.compiler.onnx.memory import ALIGN, ChannelSlice, MemoryPlan
+from tinynpu.compiler.onnx.lower.memory import ALIGN, ChannelSlice, MemoryPlan
+from tinynpu.errors import OnnxError
 from tinynpu.intmath import round_up
 from tinynpu.isa import ArchConfig, Isa, load_isa
 from tinynpu.isa.encoding import field_value
@@ -39,7 +39,7 @@ def relocate(program: Program, isa: Isa, cfg: ArchConfig, bases: dict[str, int],
              pitches: dict[str, int] | None = None) -> Program:
     """``program`` with each DRAM tensor named in ``bases`` moved there (its loads and stores re-addressed).
 
-    A tensor named in ``pitches`` is a :class:`~tinynpu.compiler.onnx.memory.ChannelSlice`: its
+    A tensor named in ``pitches`` is a :class:`~tinynpu.compiler.onnx.lower.memory.ChannelSlice`: its
     rows (its last dimension) go ``pitches[name]`` bytes apart instead of back to back, so each
     access to row ``r``, byte ``c`` moves to ``base + r * pitch + c`` and its row stride scales alike.
 

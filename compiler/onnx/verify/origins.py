@@ -24,12 +24,15 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tinynpu.compiler.onnx.network import CompiledNetwork, _session
-from tinynpu.compiler.onnx.runtime import reference_step
+from tinynpu.compiler.onnx.runtime.execute import reference_step
+from tinynpu.compiler.onnx.verify.checks import session
+
+if TYPE_CHECKING:
+    from tinynpu.compiler.onnx.network import CompiledNetwork
 
 #: Operators that only move, retype or re-lay data, or clamp it (a Relu/Clip between a DequantizeLinear
 #: and a QuantizeLinear of one scale is an integer clamp): the step's kernel is further up.
@@ -44,7 +47,7 @@ def _optimized_model(cn: CompiledNetwork) -> Any:
     fd, path = tempfile.mkstemp(suffix=".onnx", prefix="tinynpu-ort-")
     os.close(fd)
     try:
-        _session(cn.qmodel, [], save_optimized=path)
+        session(cn.qmodel, [], save_optimized=path)
         return onnx.load(path)
     finally:
         os.unlink(path)
@@ -168,7 +171,7 @@ def ort_difference_origins(cn: CompiledNetwork, feeds: dict[str, np.ndarray]) ->
     opt = _optimized_model(cn)
     carriers = _carriers(cn, opt)
     names = sorted({c[0] for c in carriers.values()})
-    values = dict(zip(names, (np.asarray(v) for v in _session(opt, names, optimize=False).run(names, feeds)),
+    values = dict(zip(names, (np.asarray(v) for v in session(opt, names, optimize=False).run(names, feeds)),
                       strict=True))
     env: dict[str, np.ndarray] = dict(cn.net.constants)
     env.update(feeds)

@@ -1,0 +1,295 @@
+"""The typed network IR every stage of the ONNX path shares: one frozen dataclass per kind of step.
+
+The front end (:mod:`~tinynpu.compiler.onnx.frontend`) produces a :class:`Network`
+of steps; the lowering (:mod:`~tinynpu.compiler.onnx.lower`) compiles the
+accelerator steps; the runtime (:mod:`~tinynpu.compiler.onnx.runtime`) executes
+them; verification (:mod:`~tinynpu.compiler.onnx.verify`) reads them.  Each kind
+carries exactly the fields it needs, checked when it is built (a bad field is a
+front-end bug, reported as :class:`StepError` naming the step), so no stage
+looks a parameter up by a string key or finds one missing at run time.
+
+Steps are immutable (and compared by identity: their weights are arrays): a
+stage that decides otherwise (the lowering moving a conv whose input shape is
+unknown to the host) builds a new step with :func:`dataclasses.replace`, and
+what a stage derives (a step's programs) it keeps in its own tables, keyed by
+the step's name.  A residual add's fixed-point
+scaling (:class:`~tinynpu.compiler.onnx.lower.eltwise.TermScale`) is part of its
+step: whether the terms can be held decides where the front end places it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from tinynpu.compiler.onnx.intops import Epilogue
+from tinynpu.compiler.onnx.lower.eltwise import TermScale
+
+NPU = "npu"
+HOST = "host"
+
+
+class StepError(ValueError):
+    """A step built with fields that contradict each other (a bug of the front end, never the user's)."""
+
+
+@dataclass(frozen=True)
+class QParam:
+    """A QuantizeLinear/DequantizeLinear's scale and zero point (per tensor, or per ``axis``)."""
+
+    scale: np.ndarray
+    zero_point: np.ndarray
+    axis: int | None
+
+    @property
+    def per_tensor(self) -> bool:
+        return self.scale.size == 1
+
+    @property
+    def s(self) -> float:
+        return float(self.scale.reshape(-1)[0])
+
+    @property
+    def z(self) -> int:
+        return int(self.zero_point.reshape(-1)[0])
+
+    def same_as(self, other: QParam) -> bool:
+        """Both per tensor, with one scale, zero point and type: a Q/DQ pair of the two is the identity."""
+        return (self.per_tensor and other.per_tensor and self.s == other.s and self.z == other.z
+                and self.zero_point.dtype == other.zero_point.dtype)
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Step:
+    """One unit of work of the network, in execution order (a concrete kind below, never this class).
+
+    Attributes:
+        name: The ONNX node's name (or its first output's).
+        op: The ONNX op type (``Conv``, ``Gemm``, ``MatMul``, ``Add``, ``QuantizeLinear``, ...).
+        where: ``npu`` or ``host``.
+        inputs, outputs: Tensor names in the environment.
+        reason: Why a node that could in principle run on the accelerator runs on the host.
+        kind: How it runs (a class constant): ``conv``, ``gemm``, ``matmul``, ``add`` (either place),
+            ``concat``, ``move``, ``maxpool``, ``avgpool`` (host integer), ``onnx`` (host, the ONNX
+            operator on float values).
+    """
+
+    kind: ClassVar[str] = ""
+    #: Where a step of this kind may run.
+    places: ClassVar[tuple[str, ...]] = (HOST,)
+
+    name: str
+    op: str
+    where: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    reason: str = ""
+
+    def __post_init__(self) -> None:
+        if self.where not in self.places:
+            raise StepError(f"step {self.name!r} ({self.kind}): it cannot run on the {self.where!r}.")
+        if not self.outputs:
+            raise StepError(f"step {self.name!r} ({self.kind}): it has no outputs.")
+
+    def fail(self, why: str) -> StepError:
+        """The error naming this step, for a field check of a kind."""
+        return StepError(f"step {self.name!r} ({self.kind}): {why}")
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class LayerStep(Step):
+    """An int8 x int8 -> int32 layer with its requantizing epilogue (conv, gemm, matmul)."""
+
+    places: ClassVar[tuple[str, ...]] = (NPU, HOST)
+
+    epilogue: Epilogue
+    activation: str | None = None  # the Relu/Clip fused into the epilogue's clamp, if any
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.activation not in (None, "Relu", "Clip"):
+            raise self.fail(f"activation {self.activation!r} is neither Relu nor Clip.")
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class ConvStep(LayerStep):
+    """A convolution: KRSC int8 weights, ONNX pads ``(top, left, bottom, right)``."""
+
+    kind: ClassVar[str] = "conv"
+
+    weight: np.ndarray  # K x R x S x C/group, int8
+    weight_name: str
+    group: int
+    pads: tuple[int, int, int, int]
+    strides: tuple[int, int]
+    dilations: tuple[int, int]
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.weight.ndim != 4 or self.weight.dtype != np.int8:
+            raise self.fail(f"its weight is {self.weight.dtype} {self.weight.shape}, not int8 K x R x S x C.")
+        if self.group < 1 or self.weight.shape[0] % self.group:
+            raise self.fail(f"{self.weight.shape[0]} output channels do not split into {self.group} groups.")
+        if (len(self.pads), len(self.strides), len(self.dilations)) != (4, 2, 2):
+            raise self.fail(f"pads {self.pads}, strides {self.strides}, dilations {self.dilations} are not 2-D.")
+        if len(self.inputs) != 1:
+            raise self.fail(f"it reads {len(self.inputs)} tensors, not one.")
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class GemmStep(LayerStep):
+    """A Gemm or a MatMul by constant weights: ``epilogue(A @ weight.T)``, weight N x K."""
+
+    kind: ClassVar[str] = "gemm"
+
+    weight: np.ndarray  # N x K, int8
+    weight_name: str
+    trans_a: bool = False  # Gemm's transA: the host transposes A first
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.weight.ndim != 2 or self.weight.dtype != np.int8:
+            raise self.fail(f"its weight is {self.weight.dtype} {self.weight.shape}, not int8 N x K.")
+        if len(self.inputs) != 1:
+            raise self.fail(f"it reads {len(self.inputs)} tensors, not one.")
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class MatmulStep(LayerStep):
+    """A (batched) MatMul between two int8 activations (attention)."""
+
+    kind: ClassVar[str] = "matmul"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if len(self.inputs) != 2:
+            raise self.fail(f"it reads {len(self.inputs)} tensors, not two.")
+
+
+@dataclass(frozen=True)
+class AddTerm:
+    """One input of a residual add: ``(x - zero_point) * ratio`` with ``ratio = s_x / s_out``."""
+
+    name: str
+    ratio: float
+    zero_point: int
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class AddStep(Step):
+    """``clamp(round(sum_i (x_i - z_i) r_i) + z, lo, hi)``: on the accelerator (``scales``), or on the host."""
+
+    kind: ClassVar[str] = "add"
+    places: ClassVar[tuple[str, ...]] = (NPU, HOST)
+
+    terms: tuple[AddTerm, ...]
+    zero_point: int
+    lo: int
+    hi: int
+    scales: tuple[TermScale, ...] | None = None  # each term's fixed-point scaling on the accelerator
+    relu: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if len(self.terms) < 2 or tuple(t.name for t in self.terms) != self.inputs:
+            raise self.fail("its terms are not its inputs (two or more).")
+        if not -128 <= self.lo <= self.hi <= 127:
+            raise self.fail(f"clamp {self.lo}..{self.hi} is not within int8.")
+        if self.where == NPU and (self.scales is None or len(self.scales) != len(self.terms)):
+            raise self.fail("on the accelerator it needs one fixed-point scale per term.")
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class ConcatStep(Step):
+    """The int8 inputs, all at the output's scale, concatenated along ``axis``."""
+
+    kind: ClassVar[str] = "concat"
+
+    axis: int
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class OnnxStep(Step):
+    """The ONNX operator itself on the host (``onnx.reference``), on dequantized float values."""
+
+    kind: ClassVar[str] = "onnx"
+
+    node: Any  # onnx.NodeProto
+    opset: int
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class MoveStep(Step):
+    """A data-movement operator (Reshape, Transpose, ...) on the int8 values, at one scale in and out.
+
+    ``inputs[0]`` is the int8 tensor standing in for the node's first (dequantized) input.
+    """
+
+    kind: ClassVar[str] = "move"
+
+    node: Any  # onnx.NodeProto
+    opset: int
+
+
+@dataclass(frozen=True)
+class PoolWindow:
+    """A 2-D pooling window: ONNX pads ``(top, left, bottom, right)``."""
+
+    kernel: tuple[int, int]
+    strides: tuple[int, int]
+    pads: tuple[int, int, int, int]
+    ceil_mode: bool
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class MaxPoolStep(Step):
+    """A max pool on int8 values (input and output at one scale)."""
+
+    kind: ClassVar[str] = "maxpool"
+
+    window: PoolWindow
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class AvgPoolStep(Step):
+    """Window sums of ``x - input_zero_point``, then one requantization per window size."""
+
+    kind: ClassVar[str] = "avgpool"
+
+    window: PoolWindow
+    input_scale: float
+    input_zero_point: int
+    scale: float
+    zero_point: int
+    count_include_pad: bool
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not (self.input_scale > 0 and self.scale > 0):
+            raise self.fail(f"scales {self.input_scale} -> {self.scale} are not positive.")
+
+
+@dataclass
+class Network:
+    """The quantized network as steps, its constants and its interface.
+
+    Attributes:
+        evaluators: The host's ``onnx.reference`` evaluator of each ONNX step, by step name, built
+            on its first run and reused by every later run (a cache of the runtime).
+    """
+
+    steps: list[Step]
+    constants: dict[str, np.ndarray]
+    inputs: list[str]
+    outputs: list[str]
+    shapes: dict[str, tuple[int, ...]]
+    opset: int
+    qparams: dict[str, QParam]  # every quantized activation tensor (Q outputs)
+    evaluators: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+__all__ = ["HOST", "NPU", "AddStep", "AddTerm", "AvgPoolStep", "ConcatStep", "ConvStep", "GemmStep", "LayerStep",
+           "MatmulStep", "MaxPoolStep", "MoveStep", "Network", "OnnxStep", "PoolWindow", "QParam", "Step",
+           "StepError"]

@@ -1,0 +1,173 @@
+"""Accelerator programs: each accelerator step becomes a workload of the existing compiler, cached by shape.
+
+A network layer is compiled by :func:`~tinynpu.compiler.conv2d.compile_conv2d`
+or :func:`~tinynpu.compiler.matmul.compile_matmul` (int8 operands, int32
+int8 output): no second tiler.  The layer's epilogue (bias, per-channel
+``vrequantf`` with onnxruntime's binary32 scale, zero point, relu/clip) runs
+in the program (:class:`~tinynpu.compiler.epilogue.Epilogue`), its parameter
+rows written to DRAM as data, so programs are cached by shape and epilogue
+form: a shape that recurs (ResNet-50 has 53 convolutions of 20 shapes) is
+compiled once and re-run with the next layer's data and parameters.  A
+residual add's program comes from :mod:`.eltwise`.
+
+This module only builds and names programs; running them is the runtime's job
+(:mod:`~tinynpu.compiler.onnx.runtime.layers`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tinynpu.compiler.compiled import Compiled
+from tinynpu.compiler.epilogue import Epilogue as NpuEpilogue
+from tinynpu.compiler.onnx.ir import NPU, AddStep, ConvStep, GemmStep, MatmulStep, Network
+from tinynpu.isa import ArchConfig
+
+#: A cached program's key: the workload, its shape and its epilogue form.
+ProgramKey = tuple[Any, ...]
+
+
+@dataclass
+class ProgramCache:
+    """Compiled programs by workload key, with the time spent compiling."""
+
+    cfg: ArchConfig
+    programs: dict[ProgramKey, Compiled] = field(default_factory=dict)
+    compile_seconds: float = 0.0
+
+    def get(self, key: ProgramKey, build: Callable[[], Compiled]) -> Compiled:
+        hit = self.programs.get(key)
+        if hit is None:
+            t0 = time.perf_counter()
+            hit = build()
+            self.compile_seconds += time.perf_counter() - t0
+            self.programs[key] = hit
+        return hit
+
+
+def groups_per_program(groups: int, c_per_group: int, tile: int) -> int:
+    """How many of a grouped conv's groups one program runs, their kernels block-diagonal.
+
+    The largest divisor of ``groups`` whose groups' input channels together fit one
+    reduction tile (1 when one group alone fills it).  One group alone would leave all but
+    its own channels' reduction lanes zero and, with few output channels, most output
+    columns empty; packed, the lanes and columns fill, and each output channel still uses
+    only its own group's lanes, which is what the report's padding ceiling shows
+    (README, "A network run", argues the choice).
+    """
+    return max(d for d in range(1, groups + 1) if groups % d == 0 and (d == 1 or d * c_per_group <= tile))
+
+
+def conv_programs(step: ConvStep, tile: int) -> int:
+    """How many programs a conv step runs (one per set of packed groups)."""
+    return step.group // groups_per_program(step.group, step.weight.shape[3], tile)
+
+
+def block_diagonal(w_krsc: np.ndarray, groups: int, per_program: int, index: int) -> np.ndarray:
+    """The KRSC kernel of program ``index`` of a grouped conv: its ``per_program`` groups' kernels on the diagonal.
+
+    ``w_krsc`` is the layer's ``K x R x S x C/groups`` kernel; the result is dense
+    ``per_program*K/groups x R x S x per_program*C/groups``, zero off the diagonal blocks.
+    """
+    k_per, c_per = w_krsc.shape[0] // groups, w_krsc.shape[3]
+    out = np.zeros((per_program * k_per, *w_krsc.shape[1:3], per_program * c_per), dtype=w_krsc.dtype)
+    for j in range(per_program):
+        g = index * per_program + j
+        out[j * k_per:(j + 1) * k_per, :, :, j * c_per:(j + 1) * c_per] = w_krsc[g * k_per:(g + 1) * k_per]
+    return out
+
+
+def conv_program(cache: ProgramCache, n: int, c: int, h: int, w: int, k: int, r: int, s: int, *, step: ConvStep,
+                 epilogue: NpuEpilogue) -> tuple[ProgramKey, Compiled]:
+    """The program of one conv shape (strides, pads, dilations from ``step``), by shape and epilogue form.
+
+    The epilogue's parameter rows are data, so layers that differ only in them share the program.
+    """
+    from tinynpu.compiler.conv2d import compile_conv2d
+    from tinynpu.compiler.conv_shape import ConvShape
+
+    shape = ConvShape(n=n, c=c, h=h, w=w, k=k, r=r, s=s, stride=step.strides, pad=step.pads,
+                      dilation=step.dilations)
+    key = ("conv2d", *shape.kwargs().values(), _epilogue_form(epilogue))
+    return key, cache.get(key, lambda: compile_conv2d(**shape.kwargs(), dtype="int8", cfg=cache.cfg,
+                                                      epilogue=epilogue))
+
+
+def gemm_program(cache: ProgramCache, m: int, n: int, k: int, *,
+                 epilogue: NpuEpilogue) -> tuple[ProgramKey, Compiled]:
+    """The program of one GEMM shape, by shape and epilogue form (its parameter rows are data)."""
+    from tinynpu.compiler.matmul import compile_matmul
+
+    key = ("matmul", m, n, k, _epilogue_form(epilogue))
+    return key, cache.get(key, lambda: compile_matmul(m, n, k, dtype="int8", cfg=cache.cfg, epilogue=epilogue))
+
+
+def _epilogue_form(epi: NpuEpilogue) -> str:
+    """What of an epilogue the instructions depend on (the rows it loads, the ALU ops it runs), as a name."""
+    return "_".join(["int8", epi.requantizer, *(["bias"] if epi.bias is not None else []),
+                     *(["zp"] if epi.zero_point else []),
+                     f"clamp{epi.lo}to{epi.hi}"])
+
+
+def rows_and_channels(shape: tuple[int, ...]) -> tuple[int, int]:
+    """A tensor as the image holds it: (pixels, channels) for NCHW (stored NHWC), else (rows, last dim)."""
+    if len(shape) == 4:
+        return shape[0] * shape[2] * shape[3], shape[1]
+    return int(np.prod(shape[:-1])), shape[-1]
+
+
+def add_program_key(cache: ProgramCache, step: AddStep, shape: tuple[int, ...]) -> ProgramKey:
+    """The cached program of a residual add step on tensors of ``shape`` (as the image lays them out)."""
+    from tinynpu.compiler.onnx.lower.eltwise import add_compiled
+
+    if step.scales is None:  # never: an accelerator add step has its scales (ir.AddStep checks)
+        raise RuntimeError(f"add step {step.name!r} has no fixed-point scales")
+    scales = step.scales
+    pixels, channels = rows_and_channels(shape)
+    key = ("add", pixels, channels, scales, step.relu)
+    cache.get(key, lambda: add_compiled(cache.cfg, pixels, channels, scales, relu=step.relu))
+    return key
+
+
+def compile_programs(net: Network, cache: ProgramCache) -> dict[str, tuple[ProgramKey, ...]]:
+    """Compile every accelerator step's programs (each distinct shape and epilogue form once).
+
+    Returns:
+        Each accelerator step's program keys, by step name (a conv's one per set of packed groups).
+    """
+    out: dict[str, tuple[ProgramKey, ...]] = {}
+    for step in net.steps:
+        if step.where != NPU:
+            continue
+        if isinstance(step, AddStep):
+            out[step.name] = (add_program_key(cache, step, net.shapes[step.inputs[0]]),)
+        elif isinstance(step, ConvStep):
+            n, _, h, w = net.shapes[step.inputs[0]]
+            k, r, s, cg = step.weight.shape
+            per = groups_per_program(step.group, cg, cache.cfg.tile)
+            kp = k // step.group * per
+            out[step.name] = tuple(
+                conv_program(cache, n, cg * per, h, w, kp, r, s, step=step,
+                             epilogue=step.epilogue.channels(k, slice(i * kp, (i + 1) * kp)).on_accelerator())[0]
+                for i in range(step.group // per))
+        elif isinstance(step, GemmStep):
+            shape = net.shapes[step.inputs[0]]
+            if step.trans_a:
+                shape = shape[::-1]
+            n_out = step.weight.shape[0]
+            out[step.name] = (gemm_program(cache, int(np.prod(shape[:-1])), n_out, shape[-1],
+                                           epilogue=step.epilogue.channels(n_out).on_accelerator())[0],)
+        elif isinstance(step, MatmulStep):
+            a, b = net.shapes[step.inputs[0]], net.shapes[step.inputs[1]]
+            out[step.name] = (gemm_program(cache, a[-2], b[-1], a[-1],
+                                           epilogue=step.epilogue.channels(b[-1]).on_accelerator())[0],)
+    return out
+
+
+__all__ = ["ProgramCache", "ProgramKey", "add_program_key", "block_diagonal", "compile_programs", "conv_program",
+           "conv_programs", "gemm_program", "groups_per_program", "rows_and_channels"]

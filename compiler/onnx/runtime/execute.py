@@ -1,0 +1,144 @@
+"""Run the network's steps in order: accelerator layers on the simulator (or numpy), host steps in numpy.
+
+The same code runs both ways; only where an accelerator layer's int32
+accumulators come from differs (the simulator, or
+:mod:`~tinynpu.compiler.onnx.intops`), so the reference is the same integer
+network and the comparison is bit for bit.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tinynpu.compiler.onnx.ir import (
+    NPU,
+    AddStep,
+    AvgPoolStep,
+    ConcatStep,
+    ConvStep,
+    GemmStep,
+    MatmulStep,
+    MaxPoolStep,
+    MoveStep,
+    Network,
+    OnnxStep,
+    Step,
+)
+from tinynpu.compiler.onnx.lower.programs import ProgramCache
+from tinynpu.compiler.onnx.runtime import host
+from tinynpu.compiler.onnx.runtime.image import DramImage
+from tinynpu.compiler.onnx.runtime.layers import Accelerator, LayerRun, add_layer, conv_layer, gemm_in_place, gemm_layer
+
+
+@dataclass
+class Execution:
+    """Every tensor a run produced, and what each step cost."""
+
+    values: dict[str, np.ndarray]
+    runs: dict[str, LayerRun] = field(default_factory=dict)
+    host_seconds: dict[str, float] = field(default_factory=dict)
+
+
+def execute(net: Network, feeds: dict[str, np.ndarray], *, cache: ProgramCache | None,
+            image: DramImage | None = None, check_races: bool = False) -> Execution:
+    """Run ``net`` on ``feeds`` (float inputs by name); ``cache`` None = the numpy reference.
+
+    With an ``image`` the accelerator layers run in the network's one DRAM image: the host
+    writes its steps' outputs (and the network's inputs) to their planned places, the layers
+    read and write theirs there, and every step reads its inputs back from the image (a
+    host step as well as the host's re-layout for a staged layer operand), so what a step
+    sees is what is at the planned address, never a copy the host kept.  ``check_races``
+    runs every program under the simulator's data-race sanitizer (slower; the tests do).
+    """
+    npu = Accelerator(cache, image, check_races) if cache is not None else None
+    env: dict[str, np.ndarray] = dict(net.constants)
+    env.update(feeds)
+    ex = Execution(values=env)
+    if image is not None:
+        image.forget()
+        for name, value in feeds.items():
+            image.publish(name, value)
+    for step in net.steps:
+        run = LayerRun()
+        t0 = time.perf_counter()
+        view = env
+        if image is not None:
+            image.reset_staging()
+            view = env | {name: v for name in step.inputs if name and (v := image.fetch(name)) is not None}
+        outs = _run_step(step, view, npu, run, net)
+        for i, (name, value) in enumerate(zip(step.outputs, outs, strict=False)):
+            if name:
+                if image is not None and i == 0 and run.output_in_image:
+                    image.hold(name, value.shape, value.dtype)
+                    value = image.read(name)  # what the program stored at the planned place
+                elif image is not None:
+                    image.publish(name, value)
+                env[name] = value
+        if step.where != NPU and not run.output_in_image:  # else the step counted what it moved
+            run.host_bytes += sum(int(np.asarray(env[i]).nbytes) for i in step.inputs if i in env) + \
+                sum(int(np.asarray(v).nbytes) for v in outs)
+        ex.runs[step.name] = run
+        ex.host_seconds[step.name] = time.perf_counter() - t0 - run.sim_seconds
+    return ex
+
+
+def reference_step(step: Step, env: dict[str, np.ndarray], net: Network) -> list[np.ndarray]:
+    """One step's outputs from the values in ``env``, by the numpy integer reference."""
+    return _run_step(step, env, None, LayerRun(), net)
+
+
+def _run_step(step: Step, env: dict[str, np.ndarray], npu: Accelerator | None, run: LayerRun,
+              net: Network) -> list[np.ndarray]:
+    if isinstance(step, ConvStep):
+        y = conv_layer(step, env[step.inputs[0]], npu=npu, run=run)  # N x P x Q x K int8
+        if not run.output_in_image:  # the host lays it back to NCHW; in the image the next layer reads it as is
+            run.host_bytes += 2 * y.nbytes
+        return [np.ascontiguousarray(y.transpose(0, 3, 1, 2))]
+    if isinstance(step, GemmStep):
+        return [_gemm(step, env, npu, run)]
+    if isinstance(step, MatmulStep):
+        return [_matmul(step, env, npu, run)]
+    if isinstance(step, AddStep):
+        if step.where == NPU:
+            return [add_layer(step, [env[name] for name in step.inputs], npu=npu, run=run)]
+        return [host.fixed_point_add(step, env)]
+    if isinstance(step, ConcatStep):
+        return [host.concat(step, env, npu.image if npu is not None else None, run)]
+    if isinstance(step, MoveStep):
+        return host.move(step, env, net)
+    if isinstance(step, MaxPoolStep):
+        return [host.max_pool(step, env)]
+    if isinstance(step, AvgPoolStep):
+        return [host.average_pool(step, env)]
+    if isinstance(step, OnnxStep):
+        return host.onnx_operator(step, env, net)
+    raise TypeError(f"step {step.name!r}: no runtime for a {type(step).__name__}")
+
+
+def _gemm(step: GemmStep, env: dict[str, np.ndarray], npu: Accelerator | None, run: LayerRun) -> np.ndarray:
+    x = env[step.inputs[0]]
+    if step.trans_a:  # Gemm's A arrives K x M: the host transposes it (a staged operand, counted)
+        x = np.ascontiguousarray(x.T)
+        run.host_bytes += 2 * x.nbytes
+    x2 = x.reshape(-1, x.shape[-1])
+    a_in, c_in = gemm_in_place(step, x.shape)
+    names = (step.name, step.inputs[0] if a_in else "", step.outputs[0] if c_in else "")
+    y = gemm_layer(x2, step.weight, step.epilogue, npu=npu, run=run, names=names)
+    return y.reshape(*x.shape[:-1], y.shape[-1])
+
+
+def _matmul(step: MatmulStep, env: dict[str, np.ndarray], npu: Accelerator | None, run: LayerRun) -> np.ndarray:
+    x, w = env[step.inputs[0]], env[step.inputs[1]]
+    batch = np.broadcast_shapes(x.shape[:-2], w.shape[:-2])
+    xb = np.broadcast_to(x, (*batch, *x.shape[-2:])).reshape(-1, *x.shape[-2:])
+    wb = np.broadcast_to(w, (*batch, *w.shape[-2:])).reshape(-1, *w.shape[-2:])
+    y = np.stack([gemm_layer(xb[i], np.ascontiguousarray(wb[i].T), step.epilogue, npu=npu, run=run)
+                  for i in range(xb.shape[0])])
+    run.host_bytes += 2 * wb.nbytes  # B transposed to N x K on the host
+    return y.reshape(*batch, *y.shape[-2:])
+
+
+__all__ = ["Execution", "execute", "reference_step"]
