@@ -32,6 +32,9 @@ from tinynpu import fsio
 from tinynpu.errors import AsmError
 from tinynpu.isa import ArchConfig, Isa, build_hash
 
+# write_output lives in tinynpu.fsio (below every layer); re-exported until isa/cli.py imports it from there.
+write_output = fsio.write_output
+
 MAGIC = b"TNPU"
 FORMAT_VERSION = 1
 _HEADER = struct.Struct("<4sHH16s16sII")
@@ -149,7 +152,7 @@ class Program:
 
     def save(self, path: Path, *, overwrite: bool = False) -> None:
         """Write the image; an existing file that is not a tinynpu binary is never replaced."""
-        write_output(path, self.to_bytes(), overwrite=overwrite, magic=MAGIC)
+        fsio.write_output(path, self.to_bytes(), overwrite=overwrite, magic=MAGIC)
 
     @classmethod
     def load(cls, path: Path) -> Program:
@@ -188,17 +191,6 @@ def check_manifest(tensors: tuple[Tensor, ...], cfg: ArchConfig) -> None:
         if t.addr + t.nbytes > cfg.dram_bytes:
             raise AsmError(f"tensor {t.name} ends at byte {t.addr + t.nbytes}, beyond the "
                            f"{cfg.dram_bytes} bytes of DRAM in config {cfg.name!r}.")
-
-
-def write_output(path: Path, data: bytes | str, *, overwrite: bool, magic: bytes | None = None) -> None:
-    """Write an output file atomically without silently destroying a user's file.
-
-    An existing file is replaced only when ``overwrite`` is set, or when it
-    starts with ``magic`` (it is one of ours, e.g. a previous build); never
-    when it is not a regular file.
-    """
-    target = fsio.check_output(path, force=overwrite, ours=fsio.starts_with(magic) if magic else None)
-    fsio.write_atomic(target, data)
 
 
 __all__ = ["HEADER_BYTES", "MAGIC", "Program", "Tensor", "check_manifest", "write_output"]
