@@ -25,7 +25,6 @@ from tinynpu import fsio
 from tinynpu.errors import UsageError
 from tinynpu.progress import step, wrote
 
-WORKLOADS = ("matmul", "conv2d", "mlp")
 # bench cosim targets: Verilator fast enough that whole workloads run on the RTL, cycle for cycle, in minutes.
 TARGET_VERILATOR_OVER_ICARUS = 100.0  # cycles/s ratio on the same matmul in the same run
 TARGET_SEED_SECONDS = 120.0           # the tuned 1024^3 seed (4.2 M cycles) co-simulated on Verilator
@@ -76,10 +75,10 @@ def _program_parser() -> argparse.ArgumentParser:
 
 
 def _workload_parser() -> argparse.ArgumentParser:
-    from tinynpu.compiler.cli import _add_workloads
+    from tinynpu.compiler.workload_args import add_workloads
 
     p = _Parser(prog="tinynpu cosim")
-    for q in _add_workloads(p):
+    for q in add_workloads(p):
         _common(q)
         q.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     return p
@@ -114,12 +113,10 @@ def _case_from_program(args: argparse.Namespace) -> tuple[Any, Any, Any, dict[st
 
 
 def _case_from_workload(args: argparse.Namespace) -> tuple[Any, Any, Any, dict[str, np.ndarray] | None]:
-    from tinynpu.compiler.cli import compile_from_args
+    from tinynpu.compiler.workload_args import compile_from_args
     from tinynpu.isa import load_config, load_isa
     from tinynpu.rtl.compare import CosimCase
 
-    if getattr(args, "schedule", None) is None:
-        args.schedule = "auto"
     compiled = compile_from_args(args)
     isa = load_isa()
     cfg = load_config(compiled.program.config_name, isa)
@@ -161,10 +158,11 @@ def _format(out: dict[str, Any]) -> str:
 
 
 def _cmd_cosim(args: argparse.Namespace) -> int:
+    from tinynpu.compiler.kinds import KINDS
     from tinynpu.rtl.compare import cosimulate
 
     argv = [args.target, *args.rest]
-    if args.target in WORKLOADS:
+    if args.target in KINDS:
         inner = _workload_parser().parse_args(argv)
         isa, cfg, case, reference = _case_from_workload(inner)
     else:
