@@ -30,7 +30,8 @@ import numpy as np
 
 from tinynpu import fsio
 from tinynpu.errors import AsmError
-from tinynpu.isa import ArchConfig, Isa, build_hash
+from tinynpu.isa import ArchConfig, Isa, build_hash, load_config
+from tinynpu.isa.config import CONFIG_DIR
 
 # write_output lives in tinynpu.fsio (below every layer); re-exported until isa/cli.py imports it from there.
 write_output = fsio.write_output
@@ -96,6 +97,29 @@ class Program:
                 return t
         raise AsmError(f"the program has no tensor {name!r}; its manifest names "
                        f"{', '.join(t.name for t in self.tensors) or 'none'}.")
+
+    def config_for(self, isa: Isa, config: str | None, where: str = "program") -> ArchConfig:
+        """The config to run this program on, checked against the image's build hash.
+
+        ``config`` is the user's ``--config`` (a built-in's name or a YAML file, used as given whatever the
+        ``name:`` inside says); without it, the built-in config named in the image.  An image built from a
+        config file records only that file's ``name:``, so it needs ``--config FILE`` again: the refusal says so.
+
+        Raises:
+            AsmError: the image names no built-in config and no ``--config`` was given, or the hashes differ.
+        """
+        if config is None and not (CONFIG_DIR / f"{self.config_name}.yaml").is_file():
+            raise AsmError(f"{where}: built for config {self.config_name!r}, which is not a built-in config; "
+                           "pass the config file it was built from as --config FILE.")
+        cfg = load_config(config if config is not None else self.config_name, isa)
+        try:
+            self.check_built_for(isa, cfg, where=where)
+        except AsmError as exc:
+            if config is not None or self.build_hash == build_hash(isa, cfg):
+                raise
+            raise AsmError(f"{exc.message} If it was built from a config file that reuses the name "
+                           f"{self.config_name!r}, pass that file as --config FILE.") from None
+        return cfg
 
     def check_built_for(self, isa: Isa, cfg: ArchConfig, where: str = "program") -> None:
         """Refuse a program built for another ISA or config, or whose manifest does not fit its DRAM."""

@@ -94,13 +94,12 @@ def _waves_path(args: argparse.Namespace) -> Path | None:
 
 def _case_from_program(args: argparse.Namespace) -> tuple[Any, Any, Any, dict[str, np.ndarray] | None]:
     from tinynpu.assembler.image import Program
-    from tinynpu.isa import load_config, load_isa
+    from tinynpu.isa import load_isa
     from tinynpu.rtl.compare import CosimCase
 
     isa = load_isa()
     program = Program.load(Path(args.program))
-    cfg = load_config(args.config or program.config_name, isa)
-    program.check_built_for(isa, cfg, where=str(args.program))
+    cfg = program.config_for(isa, args.config, where=str(args.program))
     inputs: dict[str, np.ndarray] = {}
     for item in args.input:
         name, sep, path = item.partition("=")
@@ -119,7 +118,9 @@ def _case_from_workload(args: argparse.Namespace) -> tuple[Any, Any, Any, dict[s
 
     compiled = compile_from_args(args)
     isa = load_isa()
-    cfg = load_config(compiled.program.config_name, isa)
+    # The config the program was compiled for: the user's file when --config names one (whatever its `name:`,
+    # a built-in's included), else the built-in the compiler chose; never looked up again by the name inside.
+    cfg = load_config(args.config, isa) if args.config else load_config(compiled.program.config_name, isa)
     inputs = compiled.make_inputs(args.seed)
     ref = compiled.reference(inputs)
     case = CosimCase(args.workload, compiled.program, compiled.to_device(inputs))

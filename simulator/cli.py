@@ -15,7 +15,7 @@ from tinynpu import fsio
 from tinynpu.argtypes import positive_int_at_most
 from tinynpu.assembler.image import Program
 from tinynpu.errors import UsageError
-from tinynpu.isa import load_config, load_isa
+from tinynpu.isa import load_isa
 from tinynpu.progress import step, wrote
 from tinynpu.simulator.machine import ENGINES, Machine
 from tinynpu.simulator.stats import Stats
@@ -84,8 +84,7 @@ def _sim(args: argparse.Namespace) -> int:
         targets[key] = what.rstrip("=")
     isa = load_isa()
     program = Program.load(program_path)
-    cfg = load_config(args.config or program.config_name, isa)
-    program.check_built_for(isa, cfg, where=str(args.program))
+    cfg = program.config_for(isa, args.config, where=str(args.program))
     for name, _ in outputs:
         program.tensor(name)
     machine = Machine(cfg, isa)
