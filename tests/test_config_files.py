@@ -29,7 +29,8 @@ def config_file(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
     if request.param == "mine8":
         text = T8.replace("name: t8", "name: mine8")
     else:
-        text = T8.replace("latency_cycles: 100", "latency_cycles: 50")
+        assert "dram:\n" in T8
+        text = T8.replace("dram:\n", "dram:\n  latency_cycles: 50\n")
     path = tmp_path / f"{request.param}.yaml"
     path.write_text(text, encoding="utf-8")
     return path
