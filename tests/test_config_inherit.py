@@ -105,3 +105,19 @@ def test_an_override_still_meets_the_rules(tmp_path: Path) -> None:
     """The merged config is validated as a whole file is: a bad value points at the override's line."""
     path = _write(tmp_path, "mine.yaml", "base: default\nname: mine\ntile: 37\n")
     assert _error(path).startswith(f"{path}:3:1 (at tile): tile must be a power of two from 4 to 128, not 37")
+
+
+def write_golden() -> None:
+    """Record every built-in's resolved data, ArchConfig and build hash (after a deliberate config change)."""
+    isa = load_isa()
+    out = {}
+    for path in sorted(CONFIG_DIR.glob("*.yaml")):
+        cfg = load_config(path.stem, isa)
+        out[path.stem] = {"build_hash": build_hash(isa, cfg).hex(), "config": _fields(cfg),
+                          "data": json.loads(json.dumps(config_source(path).data))}
+    target = Path(__file__).parent / "golden" / "builtin_configs.json"
+    target.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":  # python tests/test_config_inherit.py: rewrite the golden file, then review its diff
+    write_golden()
