@@ -145,6 +145,10 @@ class Program:
     @classmethod
     def from_bytes(cls, data: bytes, where: str = "<bytes>") -> Program:
         """Parse an image; every malformation is an :class:`AsmError` naming the byte offset."""
+        if data and not data.startswith(MAGIC) and _is_text(data):
+            raise AsmError(f"{where}: this is text, not a program image (an image starts with {MAGIC!r}); if it "
+                           f"is assembly, assemble it first: tinynpu asm {where} -o PROGRAM.bin, then give "
+                           "PROGRAM.bin.")
         if len(data) < HEADER_BYTES:
             raise AsmError(f"{where}: truncated binary: {len(data)} bytes, shorter than the "
                            f"{HEADER_BYTES}-byte header.")
@@ -196,6 +200,14 @@ def _tensor_from_json(entry: object) -> Tensor:
         raise TypeError(f"a tensor's name, dtype and role must be strings, not {name!r:.40}, {dtype!r:.40}, "
                         f"{role!r:.40}")
     return Tensor(name=name, addr=addr, shape=tuple(shape), dtype=dtype, role=role)
+
+
+def _is_text(data: bytes) -> bool:
+    """UTF-8 without NUL bytes: what an assembly source (or any text file) is, and an image never is."""
+    try:
+        return b"\0" not in data and bool(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        return False
 
 
 def check_manifest(tensors: tuple[Tensor, ...], cfg: ArchConfig) -> None:

@@ -8,7 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from tinynpu import fsio
-from tinynpu.compiler.workload_args import CONFIG_HELP, DTYPE_HELP, add_gemm_sizes, add_workloads, compile_from_args
+from tinynpu.compiler.workload_args import (
+    CONFIG_HELP,
+    DTYPE_HELP,
+    add_gemm_sizes,
+    add_workloads,
+    compile_from_args,
+    note_dtype_config,
+)
 from tinynpu.errors import UsageError
 from tinynpu.progress import step, wrote
 
@@ -169,6 +176,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
                          f"not {args.simulate_best}.")
     target = fsio.check_output(Path(args.output), force=args.force, what="-o") if args.output else None
     cfg = resolve_config(args.dtype, load_config(args.config) if args.config else None)
+    note_dtype_config(args)
     _check_seed(args.seed)
     _check_fits_dram(cfg, args.m, args.n, args.k)  # as `run` does, before a search over a shape that cannot run
     with step(f"tuning: ranking {args.trials} sampled tilings, simulating the best {args.simulate_best}",

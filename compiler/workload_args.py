@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from typing import TYPE_CHECKING, Any
 
 from tinynpu.compiler.kinds import compile_workload, workload_kind
@@ -121,14 +122,22 @@ def workload_params(args: argparse.Namespace) -> dict[str, Any]:
     return params
 
 
+def note_dtype_config(args: argparse.Namespace) -> None:
+    """Say on stderr that ``--dtype fp32`` without ``--config`` runs on the built-in fp32 config, not default."""
+    if args.dtype == "fp32" and not getattr(args, "config", None):
+        print("tinynpu: note: --dtype fp32 runs on the built-in fp32 config (float32 scratchpads, the default's "
+              "sizes and timing); give --config NAME|FILE for another float32 config.", file=sys.stderr)
+
+
 def compile_from_args(args: argparse.Namespace) -> Compiled:
     """Build the Compiled for the parsed workload arguments (through the registry of workload kinds)."""
     from tinynpu.isa import load_config
 
     cfg = load_config(args.config) if getattr(args, "config", None) else None
+    note_dtype_config(args)
     return compile_workload(args.workload, workload_params(args), dtype=args.dtype, cfg=cfg,
                             schedule=getattr(args, "schedule", None) or "auto")
 
 
 __all__ = ["CONFIG_HELP", "DTYPE_HELP", "SCHEDULE_HELP", "add_gemm_sizes", "add_workloads", "compile_from_args",
-           "conv_geometry_kwargs", "parse_int_tuple", "workload_params"]
+           "conv_geometry_kwargs", "note_dtype_config", "parse_int_tuple", "workload_params"]

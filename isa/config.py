@@ -213,6 +213,9 @@ def config_source(path: Path, _chain: tuple[Path, ...] = ()) -> YamlSource:
             not have, or a config with a base and no name of its own.
     """
     src = load_yaml(path)
+    if isinstance(src.data, dict) and {"parameters", "workloads"} <= set(src.data):
+        raise _fail(src, ("parameters",), "this is a sweep spec (it has parameters: and workloads:), not an "
+                                          f"architecture config; run it with: tinynpu sweep {path}")
     if not isinstance(src.data, dict) or BASE_KEY not in src.data:
         return src
     base_path = _base_path(src, src.data[BASE_KEY])

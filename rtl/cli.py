@@ -40,7 +40,11 @@ Verilator where it builds, else Icarus; the output says which ran."""
 
 
 class _Parser(argparse.ArgumentParser):
-    """Usage errors as one paragraph (the inner parsers of the two forms)."""
+    """Usage errors as one paragraph (the inner parsers of the two forms); no abbreviated options."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(f"{self.prog}: {message}. Run 'tinynpu cosim --help' for the two forms.")
