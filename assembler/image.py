@@ -30,7 +30,11 @@ import numpy as np
 
 from tinynpu import fsio
 from tinynpu.errors import AsmError
-from tinynpu.isa import ArchConfig, Isa, build_hash
+from tinynpu.isa import ArchConfig, Isa, build_hash, load_config
+from tinynpu.isa.config import CONFIG_DIR
+
+# write_output lives in tinynpu.fsio (below every layer); re-exported until isa/cli.py imports it from there.
+write_output = fsio.write_output
 
 MAGIC = b"TNPU"
 FORMAT_VERSION = 1
@@ -94,6 +98,29 @@ class Program:
         raise AsmError(f"the program has no tensor {name!r}; its manifest names "
                        f"{', '.join(t.name for t in self.tensors) or 'none'}.")
 
+    def config_for(self, isa: Isa, config: str | None, where: str = "program") -> ArchConfig:
+        """The config to run this program on, checked against the image's build hash.
+
+        ``config`` is the user's ``--config`` (a built-in's name or a YAML file, used as given whatever the
+        ``name:`` inside says); without it, the built-in config named in the image.  An image built from a
+        config file records only that file's ``name:``, so it needs ``--config FILE`` again: the refusal says so.
+
+        Raises:
+            AsmError: the image names no built-in config and no ``--config`` was given, or the hashes differ.
+        """
+        if config is None and not (CONFIG_DIR / f"{self.config_name}.yaml").is_file():
+            raise AsmError(f"{where}: built for config {self.config_name!r}, which is not a built-in config; "
+                           "pass the config file it was built from as --config FILE.")
+        cfg = load_config(config if config is not None else self.config_name, isa)
+        try:
+            self.check_built_for(isa, cfg, where=where)
+        except AsmError as exc:
+            if config is not None or self.build_hash == build_hash(isa, cfg):
+                raise
+            raise AsmError(f"{exc.message} If it was built from a config file that reuses the name "
+                           f"{self.config_name!r}, pass that file as --config FILE.") from None
+        return cfg
+
     def check_built_for(self, isa: Isa, cfg: ArchConfig, where: str = "program") -> None:
         """Refuse a program built for another ISA or config, or whose manifest does not fit its DRAM."""
         expected = build_hash(isa, cfg)
@@ -118,6 +145,10 @@ class Program:
     @classmethod
     def from_bytes(cls, data: bytes, where: str = "<bytes>") -> Program:
         """Parse an image; every malformation is an :class:`AsmError` naming the byte offset."""
+        if data and not data.startswith(MAGIC) and _is_text(data):
+            raise AsmError(f"{where}: this is text, not a program image (an image starts with {MAGIC!r}); if it "
+                           f"is assembly, assemble it first: tinynpu asm {where} -o PROGRAM.bin, then give "
+                           "PROGRAM.bin.")
         if len(data) < HEADER_BYTES:
             raise AsmError(f"{where}: truncated binary: {len(data)} bytes, shorter than the "
                            f"{HEADER_BYTES}-byte header.")
@@ -149,7 +180,7 @@ class Program:
 
     def save(self, path: Path, *, overwrite: bool = False) -> None:
         """Write the image; an existing file that is not a tinynpu binary is never replaced."""
-        write_output(path, self.to_bytes(), overwrite=overwrite, magic=MAGIC)
+        fsio.write_output(path, self.to_bytes(), overwrite=overwrite, magic=MAGIC)
 
     @classmethod
     def load(cls, path: Path) -> Program:
@@ -171,6 +202,14 @@ def _tensor_from_json(entry: object) -> Tensor:
     return Tensor(name=name, addr=addr, shape=tuple(shape), dtype=dtype, role=role)
 
 
+def _is_text(data: bytes) -> bool:
+    """UTF-8 without NUL bytes: what an assembly source (or any text file) is, and an image never is."""
+    try:
+        return b"\0" not in data and bool(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        return False
+
+
 def check_manifest(tensors: tuple[Tensor, ...], cfg: ArchConfig) -> None:
     """Tensor names unique, no two tensors overlapping, every tensor inside the config's DRAM.
 
@@ -188,17 +227,6 @@ def check_manifest(tensors: tuple[Tensor, ...], cfg: ArchConfig) -> None:
         if t.addr + t.nbytes > cfg.dram_bytes:
             raise AsmError(f"tensor {t.name} ends at byte {t.addr + t.nbytes}, beyond the "
                            f"{cfg.dram_bytes} bytes of DRAM in config {cfg.name!r}.")
-
-
-def write_output(path: Path, data: bytes | str, *, overwrite: bool, magic: bytes | None = None) -> None:
-    """Write an output file atomically without silently destroying a user's file.
-
-    An existing file is replaced only when ``overwrite`` is set, or when it
-    starts with ``magic`` (it is one of ours, e.g. a previous build); never
-    when it is not a regular file.
-    """
-    target = fsio.check_output(path, force=overwrite, ours=fsio.starts_with(magic) if magic else None)
-    fsio.write_atomic(target, data)
 
 
 __all__ = ["HEADER_BYTES", "MAGIC", "Program", "Tensor", "check_manifest", "write_output"]

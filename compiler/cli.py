@@ -1,22 +1,25 @@
-"""``tinynpu compile|run|tune`` and ``tinynpu bench compiler``."""
+"""``tinynpu compile|run|tune`` and ``tinynpu bench sim|compiler|onnx``."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 from tinynpu import fsio
+from tinynpu.compiler.workload_args import (
+    CONFIG_HELP,
+    DTYPE_HELP,
+    add_gemm_sizes,
+    add_workloads,
+    compile_from_args,
+    note_dtype_config,
+)
 from tinynpu.errors import UsageError
 from tinynpu.progress import step, wrote
 
 _GENERATOR = "tinynpu compile"
-DTYPE_HELP = "element type of the inputs: int8 (int32 accumulation) or fp32 (default int8)"
-SCHEDULE_HELP = ("naive (the course's seed loop), auto (the compiler's best tiling) or a schedule JSON file "
-                 "from `tinynpu tune -o` or `tinynpu compile` (default auto)")
-CONFIG_HELP = "architecture config: a name in isa/configs or a YAML path (default: default, or fp32 for --dtype fp32)"
 
 
 # Most tilings `tune --trials` samples: the sampler gives up after 20 attempts per trial, so this bounds a run.
@@ -37,108 +40,6 @@ def _check_fits_dram(cfg: Any, m: int, n: int, k: int) -> None:
     for name, shape, dtype in (("A", (m, k), cfg.input_dtype), ("B", (n, k), cfg.input_dtype),
                                ("C", (m, n), cfg.acc_dtype)):
         alloc.add(name, shape, dtype, "input")
-
-
-def add_gemm_sizes(parser: argparse.ArgumentParser) -> None:
-    """``--m --n --k`` of a GEMM C[M, N] = A[M, K] @ B: K is the reduction (inner) size."""
-    parser.add_argument("--m", type=int, required=True, help="rows of A and C (elements)")
-    parser.add_argument("--n", type=int, required=True,
-                        help="columns of C, rows of B in the nt layout (elements)")
-    parser.add_argument("--k", type=int, required=True, help="reduction size: columns of A (elements)")
-
-
-def parse_int_tuple(option: str, text: str, *, counts: tuple[int, ...], least: int, form: str) -> tuple[int, ...]:
-    """``text`` as comma-separated integers: one of ``counts`` many, each at least ``least`` (else a UsageError).
-
-    Args:
-        option: The option's name as the user typed it (``--pad``), for the message.
-        text: The option's value.
-        counts: How many integers it may hold (``(1, 2, 4)``).
-        least: The smallest value allowed (1 for a stride, 0 for a pad).
-        form: What the longest form means (``TOP,LEFT,BOTTOM,RIGHT``), for the message.
-    """
-    parts = [part.strip() for part in text.split(",")]
-    if len(parts) in counts and all(re.fullmatch(r"-?[0-9]+", part) and int(part) >= least for part in parts):
-        return tuple(int(part) for part in parts)
-    kind = "positive" if least == 1 else "non-negative"
-    allowed = ", ".join(str(c) for c in counts[:-1]) + f" or {counts[-1]}"
-    raise UsageError(f"{option} must be {allowed} comma-separated {kind} integers ({form}), not {text!r}.")
-
-
-def conv_geometry_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    """``stride``, ``pad`` and ``dilation`` of ``compile_conv2d`` from ``--stride --pad --dilation``.
-
-    ``--pad PH,PW`` pads top and bottom by PH, left and right by PW: ONNX's ``(PH, PW, PH, PW)``.
-    """
-    stride = parse_int_tuple("--stride", args.stride, counts=(1, 2), least=1, form="SH,SW")
-    pad = parse_int_tuple("--pad", args.pad, counts=(1, 2, 4), least=0, form="TOP,LEFT,BOTTOM,RIGHT")
-    dilation = parse_int_tuple("--dilation", args.dilation, counts=(1, 2), least=1, form="DH,DW")
-    return {"stride": stride, "pad": pad * 2 if len(pad) == 2 else pad, "dilation": dilation}
-
-
-def _add_workloads(p: argparse.ArgumentParser, *, schedule: bool = True,
-                   onnx: str = "") -> list[argparse.ArgumentParser]:
-    sub = p.add_subparsers(dest="workload", required=True, metavar="WORKLOAD")
-    mm = sub.add_parser("matmul", help="C = A @ B^T (nt) or A @ B (nn)")
-    add_gemm_sizes(mm)
-    mm.add_argument("--dtype", default="int8", choices=("int8", "fp32"), help=DTYPE_HELP)
-    mm.add_argument("--layout", default="nt", choices=("nt", "nn"),
-                    help="how B is stored: nt = N x K (C = A @ B^T), nn = K x N (C = A @ B) (default nt)")
-    mm.add_argument("--out-dtype", default=None,
-                    help="C's element type: int32/float32 (default: the accumulator's) or int8 (requantized "
-                         "by --shift)")
-    mm.add_argument("--shift", type=int, default=None,
-                    help="int8 output only: C = saturate(round(acc / 2^SHIFT)), 0-31 (default: the smallest "
-                         "shift mapping 3 sigma of a K-deep sum of uniform int8 products to 127, e.g. 11 for K=64)")
-    if schedule:
-        mm.add_argument("--schedule", default="auto", help=SCHEDULE_HELP)
-    conv = sub.add_parser("conv2d", help="2-D convolution by implicit im2col (NHWC input, KRSC filters, NHWC output)")
-    for name, what in (("n", "batch size N (images)"), ("c", "input channels C"), ("h", "input height H, pixels"),
-                       ("w", "input width W, pixels"),
-                       ("k", "output channels K (filters; not the matmul's reduction size)"),
-                       ("r", "filter height R, pixels"), ("s", "filter width S, pixels")):
-        conv.add_argument(f"--{name}", type=int, required=True, help=what)
-    conv.add_argument("--stride", default="1", metavar="S|SH,SW",
-                      help="stride, pixels: S on both axes or SH,SW (height, width) (default 1)")
-    conv.add_argument("--pad", default="0", metavar="P|PH,PW|T,L,B,R",
-                      help="zero padding, pixels: P on every side, PH,PW (top and bottom, left and right) or "
-                           "TOP,LEFT,BOTTOM,RIGHT in ONNX's order (default 0: none; 1 keeps a 3x3 conv's size)")
-    conv.add_argument("--dilation", default="1", metavar="D|DH,DW",
-                      help="kernel dilation, pixels from one tap to the next: D on both axes or DH,DW (height, width) "
-                           "(default 1: a dense kernel)")
-    conv.add_argument("--dtype", default="int8", choices=("int8", "fp32"), help=DTYPE_HELP)
-    if schedule:
-        conv.add_argument("--schedule", default="auto", help=SCHEDULE_HELP)
-    mlp = sub.add_parser("mlp", help="the course's MLP 784 -> 128 -> relu -> 10")
-    mlp.add_argument("--batch", type=int, required=True, help="images per batch (rows of the input)")
-    mlp.add_argument("--dtype", default="int8", choices=("int8", "fp32"), help=DTYPE_HELP)
-    for q in (mm, conv, mlp):
-        q.add_argument("--config", default=None, help=CONFIG_HELP)
-    if onnx:  # an ONNX network: its own options and handler (tinynpu.compiler.onnx.cli)
-        from tinynpu.compiler.onnx.cli import add_onnx_workload
-
-        add_onnx_workload(sub, onnx)
-    return [mm, conv, mlp]
-
-
-def compile_from_args(args: argparse.Namespace) -> Any:
-    """Build the Compiled for the parsed workload arguments (each workload's module imported when used)."""
-    from tinynpu.isa import load_config
-
-    cfg = load_config(args.config) if getattr(args, "config", None) else None
-    if args.workload == "matmul":
-        from tinynpu.compiler.matmul import compile_matmul
-
-        return compile_matmul(args.m, args.n, args.k, dtype=args.dtype, schedule=args.schedule,
-                              layout=args.layout, cfg=cfg, out_dtype=args.out_dtype, shift=args.shift)
-    if args.workload == "conv2d":
-        from tinynpu.compiler.conv2d import compile_conv2d
-
-        return compile_conv2d(args.n, args.c, args.h, args.w, args.k, args.r, args.s, **conv_geometry_kwargs(args),
-                              dtype=args.dtype, cfg=cfg, schedule=args.schedule)
-    from tinynpu.compiler.mlp import compile_mlp
-
-    return compile_mlp(args.batch, dtype=args.dtype, cfg=cfg)
 
 
 # -- compile -------------------------------------------------------------------------------------
@@ -275,6 +176,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
                          f"not {args.simulate_best}.")
     target = fsio.check_output(Path(args.output), force=args.force, what="-o") if args.output else None
     cfg = resolve_config(args.dtype, load_config(args.config) if args.config else None)
+    note_dtype_config(args)
     _check_seed(args.seed)
     _check_fits_dram(cfg, args.m, args.n, args.k)  # as `run` does, before a search over a shape that cannot run
     with step(f"tuning: ranking {args.trials} sampled tilings, simulating the best {args.simulate_best}",
@@ -308,14 +210,14 @@ def _cmd_tune(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     comp = subparsers.add_parser("compile",
                                  help="compile matmul, conv2d or the MLP to program.s/.bin + manifest")
-    for q in _add_workloads(comp, onnx="compile"):
+    for q in add_workloads(comp, onnx="compile"):
         q.add_argument("-o", "--output", required=True,
                        help="output directory for program.s, program.bin, manifest.json, schedule.json")
         q.add_argument("--force", action="store_true", help="overwrite files that tinynpu did not write")
         q.set_defaults(handler=_cmd_compile)
 
     run = subparsers.add_parser("run", help="compile, simulate, verify against numpy and report")
-    for q in _add_workloads(run, onnx="run"):
+    for q in add_workloads(run, onnx="run"):
         q.add_argument("--json", action="store_true", help="print one JSON object")
         q.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
         q.add_argument("--no-race-check", action="store_true", help="skip the simulator's race sanitizer")
@@ -342,6 +244,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def register_bench(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``bench sim`` (the simulator's, on programs only the compiler can make), ``bench compiler`` and
+    ``bench onnx``."""
+    from tinynpu.compiler.sim_bench import register_sim_bench
+
+    register_sim_bench(bench_subparsers)
     p = bench_subparsers.add_parser("compiler", help="GEMM (+ conv) suite: utilization, traffic vs bounds, "
                                                      "speed-up over the naive seed, search gap")
     p.add_argument("--json", action="store_true", help="print one JSON object")

@@ -34,7 +34,7 @@ from tinynpu.compiler.conv_shape import RESNET50_CONVS
 from tinynpu.errors import SpecError, TinyNpuError
 from tinynpu.fsio import write_atomic
 from tinynpu.isa import ArchConfig, load_config
-from tinynpu.isa.config import CONFIG_DIR
+from tinynpu.isa.config import CONFIG_DIR, config_source
 from tinynpu.isa.yamlsrc import YamlSource, load_yaml
 
 SCHEMA_PATH = Path(__file__).with_name("sweep.schema.json")
@@ -156,7 +156,7 @@ def _load_base(src: YamlSource, base: str, where: tuple[str | int, ...]) -> Base
         names = ", ".join(sorted(p.stem for p in CONFIG_DIR.glob("*.yaml")))
         raise SpecError(f"{src.where(where)}: base config {base!r} is neither a built-in config ({names}) "
                         f"nor a file ({candidate} does not exist).")
-    data = load_yaml(candidate).data
+    data = config_source(candidate).data  # its base: chain applied, as load_config reads it
     if not isinstance(data, dict):
         raise SpecError(f"{src.where(where)}: base config {candidate} is not a YAML mapping.")
     return BaseConfig(name=base, path=candidate, data=data)

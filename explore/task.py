@@ -65,9 +65,7 @@ def evaluate(config_text: str, digest: str, kind: str, sizes: dict[str, int]) ->
     t0 = time.perf_counter()
     cpu0 = time.thread_time()
     warmup = warm_up()
-    from tinynpu.compiler.conv2d import compile_conv2d
-    from tinynpu.compiler.matmul import compile_matmul
-    from tinynpu.compiler.mlp import compile_mlp
+    from tinynpu.compiler.kinds import compile_workload
     from tinynpu.compiler.run import run_compiled_with_stats
     from tinynpu.isa import load_config
 
@@ -78,13 +76,8 @@ def evaluate(config_text: str, digest: str, kind: str, sizes: dict[str, int]) ->
     try:
         cfg = load_config(_config_file(digest, config_text))
         dtype = "int8" if cfg.is_integer else "fp32"
-        if kind == "gemm":
-            compiled = compile_matmul(sizes["m"], sizes["n"], sizes["k"], dtype=dtype, cfg=cfg)
-        elif kind == "conv2d":
-            compiled = compile_conv2d(sizes["n"], sizes["c"], sizes["h"], sizes["w"], sizes["k"], sizes["r"],
-                                      sizes["s"], stride=sizes["stride"], pad=sizes["pad"], dtype=dtype, cfg=cfg)
-        else:
-            compiled = compile_mlp(sizes["batch"], dtype=dtype, cfg=cfg)
+        # the sweep spec says `gemm` where the compiler's registry says `matmul`
+        compiled = compile_workload("matmul" if kind == "gemm" else kind, sizes, dtype=dtype, cfg=cfg)
         report, _ = run_compiled_with_stats(compiled, cfg=cfg, check_races=False, verify=False)
     except TinyNpuError as exc:  # the point's own error (e.g. it does not fit DRAM): a rerun gives the same
         return timed({"status": "failed", "error": exc.message, "cacheable": True})

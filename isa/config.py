@@ -4,10 +4,16 @@
 energy table (every action priced, :data:`ENERGY_ACTIONS`) and the ISA (every
 field wide enough for the config's address ranges and sizes).
 :func:`build_hash` names the (ISA, config) pair a binary was built for.
+
+A config may inherit: ``base: default`` (a built-in's name, or a YAML path
+relative to the config's folder) and then only the keys it changes, mappings
+merged key by key.  :func:`config_source` applies the chain of bases; every
+config then loads from its resolved data exactly as a complete file would.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import json
@@ -23,6 +29,7 @@ from tinynpu.isa.spec import ISA_DIR, TILES, Isa, _fail, _schema_check, load_isa
 from tinynpu.isa.yamlsrc import KeyPath, YamlSource, format_key_path, load_yaml
 
 CONFIG_DIR = ISA_DIR / "configs"
+BASE_KEY = "base"  # a config's parent: a built-in name or a YAML path relative to the config's folder
 
 _DTYPE_BYTES = {"int8": 1, "int32": 4, "float32": 4}
 _SCOPE_KEYS = ("a_reg", "b_reg", "acc")
@@ -158,6 +165,75 @@ def _resolve(name_or_path: str | Path) -> Path:
     return builtin
 
 
+def _builtin_names() -> str:
+    return ", ".join(sorted(p.stem for p in CONFIG_DIR.glob("*.yaml")))
+
+
+def _base_path(src: YamlSource, base: Any) -> Path:
+    """The file ``base:`` names: a built-in config, or a YAML path relative to ``src``'s folder."""
+    if not isinstance(base, str) or not base:
+        raise _fail(src, (BASE_KEY,), f"base must name a built-in config ({_builtin_names()}) or a .yaml file, "
+                                      f"not {base!r}.")
+    if "/" in base or base.endswith((".yaml", ".yml")):
+        path = src.path.parent / base
+        if not path.is_file():
+            raise _fail(src, (BASE_KEY,), f"base config file {path} does not exist.")
+        return path
+    path = CONFIG_DIR / f"{base}.yaml"
+    if not path.is_file():
+        raise _fail(src, (BASE_KEY,), f"base {base!r} is neither a built-in config ({_builtin_names()}) nor a "
+                                      "file (a path has a / or ends in .yaml).")
+    return path
+
+
+def _override(src: YamlSource, base_path: Path, target: dict[str, Any], overrides: dict[str, Any],
+              at: KeyPath) -> None:
+    """Set each of ``overrides`` in ``target`` (the base's data), merging mappings key by key."""
+    for key, value in overrides.items():
+        where = (*at, key)
+        if key not in target:
+            known = ", ".join(sorted(map(str, target))) or "none"
+            raise _fail(src, where, f"{format_key_path(where)} is not a key of the base config {base_path} "
+                                    f"({format_key_path(at)} has {known}); an override changes a key the base "
+                                    "has: check its spelling.")
+        if isinstance(value, dict) and isinstance(target[key], dict):
+            _override(src, base_path, target[key], value, where)
+        else:
+            target[key] = copy.deepcopy(value)
+
+
+def config_source(path: Path, _chain: tuple[Path, ...] = ()) -> YamlSource:
+    """The YAML of config file ``path`` with its ``base:`` chain applied (unchanged when it has none).
+
+    The result has the data of the complete config and the marks of ``path``
+    itself, so a message about a key the file sets points at its line.
+
+    Raises:
+        SpecError: with file:line:col: an unknown base, a cycle of bases, an override of a key the base does
+            not have, or a config with a base and no name of its own.
+    """
+    src = load_yaml(path)
+    if isinstance(src.data, dict) and {"parameters", "workloads"} <= set(src.data):
+        raise _fail(src, ("parameters",), "this is a sweep spec (it has parameters: and workloads:), not an "
+                                          f"architecture config; run it with: tinynpu sweep {path}")
+    if not isinstance(src.data, dict) or BASE_KEY not in src.data:
+        return src
+    base_path = _base_path(src, src.data[BASE_KEY])
+    chain = (*_chain, src.path.resolve())
+    if base_path.resolve() in chain:
+        cycle = " -> ".join(str(p) for p in (*chain, base_path.resolve()))
+        raise _fail(src, (BASE_KEY,), f"the bases make a cycle ({cycle}); a config cannot inherit from itself.")
+    if "name" not in src.data:
+        raise _fail(src, (), f"a config with a base gives its own name (name: ...), or it would be taken for "
+                             f"{src.data[BASE_KEY]!r}.")
+    base = config_source(base_path, chain)
+    if not isinstance(base.data, dict):
+        raise _fail(src, (BASE_KEY,), f"base config {base_path} is not a YAML mapping.")
+    data = copy.deepcopy(base.data)
+    _override(src, base_path, data, {k: v for k, v in src.data.items() if k != BASE_KEY}, ())
+    return YamlSource(path=src.path, data=data, marks=src.marks)
+
+
 @functools.lru_cache(maxsize=16)
 def load_config(name_or_path: str | Path = "default", isa: Isa | None = None) -> ArchConfig:
     """Load a built-in config by name (``default``, ``fp32``) or a YAML file by path.
@@ -166,7 +242,7 @@ def load_config(name_or_path: str | Path = "default", isa: Isa | None = None) ->
         SpecError: with file:line:col and key path of the first problem.
     """
     isa = isa or load_isa()
-    src = load_yaml(_resolve(name_or_path))
+    src = config_source(_resolve(name_or_path))
     if not isinstance(src.data, dict):
         raise _fail(src, (), "an architecture config must be a YAML mapping.")
     _check_energy_actions(src)
@@ -288,4 +364,5 @@ def build_hash(isa: Isa, cfg: ArchConfig) -> bytes:
     return hashlib.sha256(f"{isa.digest}:{cfg.digest}".encode()).digest()[:16]
 
 
-__all__ = ["CONFIG_DIR", "ENERGY_ACTIONS", "TILES", "ArchConfig", "EnergyTable", "build_hash", "load_config"]
+__all__ = ["BASE_KEY", "CONFIG_DIR", "ENERGY_ACTIONS", "TILES", "ArchConfig", "EnergyTable", "build_hash",
+           "config_source", "load_config"]

@@ -25,7 +25,6 @@ from tinynpu import fsio
 from tinynpu.errors import UsageError
 from tinynpu.progress import step, wrote
 
-WORKLOADS = ("matmul", "conv2d", "mlp")
 # bench cosim targets: Verilator fast enough that whole workloads run on the RTL, cycle for cycle, in minutes.
 TARGET_VERILATOR_OVER_ICARUS = 100.0  # cycles/s ratio on the same matmul in the same run
 TARGET_SEED_SECONDS = 120.0           # the tuned 1024^3 seed (4.2 M cycles) co-simulated on Verilator
@@ -41,7 +40,11 @@ Verilator where it builds, else Icarus; the output says which ran."""
 
 
 class _Parser(argparse.ArgumentParser):
-    """Usage errors as one paragraph (the inner parsers of the two forms)."""
+    """Usage errors as one paragraph (the inner parsers of the two forms); no abbreviated options."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(f"{self.prog}: {message}. Run 'tinynpu cosim --help' for the two forms.")
@@ -76,10 +79,10 @@ def _program_parser() -> argparse.ArgumentParser:
 
 
 def _workload_parser() -> argparse.ArgumentParser:
-    from tinynpu.compiler.cli import _add_workloads
+    from tinynpu.compiler.workload_args import add_workloads
 
     p = _Parser(prog="tinynpu cosim")
-    for q in _add_workloads(p):
+    for q in add_workloads(p):
         _common(q)
         q.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     return p
@@ -95,13 +98,12 @@ def _waves_path(args: argparse.Namespace) -> Path | None:
 
 def _case_from_program(args: argparse.Namespace) -> tuple[Any, Any, Any, dict[str, np.ndarray] | None]:
     from tinynpu.assembler.image import Program
-    from tinynpu.isa import load_config, load_isa
+    from tinynpu.isa import load_isa
     from tinynpu.rtl.compare import CosimCase
 
     isa = load_isa()
     program = Program.load(Path(args.program))
-    cfg = load_config(args.config or program.config_name, isa)
-    program.check_built_for(isa, cfg, where=str(args.program))
+    cfg = program.config_for(isa, args.config, where=str(args.program))
     inputs: dict[str, np.ndarray] = {}
     for item in args.input:
         name, sep, path = item.partition("=")
@@ -114,15 +116,15 @@ def _case_from_program(args: argparse.Namespace) -> tuple[Any, Any, Any, dict[st
 
 
 def _case_from_workload(args: argparse.Namespace) -> tuple[Any, Any, Any, dict[str, np.ndarray] | None]:
-    from tinynpu.compiler.cli import compile_from_args
+    from tinynpu.compiler.workload_args import compile_from_args
     from tinynpu.isa import load_config, load_isa
     from tinynpu.rtl.compare import CosimCase
 
-    if getattr(args, "schedule", None) is None:
-        args.schedule = "auto"
     compiled = compile_from_args(args)
     isa = load_isa()
-    cfg = load_config(compiled.program.config_name, isa)
+    # The config the program was compiled for: the user's file when --config names one (whatever its `name:`,
+    # a built-in's included), else the built-in the compiler chose; never looked up again by the name inside.
+    cfg = load_config(args.config, isa) if args.config else load_config(compiled.program.config_name, isa)
     inputs = compiled.make_inputs(args.seed)
     ref = compiled.reference(inputs)
     case = CosimCase(args.workload, compiled.program, compiled.to_device(inputs))
@@ -161,10 +163,11 @@ def _format(out: dict[str, Any]) -> str:
 
 
 def _cmd_cosim(args: argparse.Namespace) -> int:
+    from tinynpu.compiler.kinds import KINDS
     from tinynpu.rtl.compare import cosimulate
 
     argv = [args.target, *args.rest]
-    if args.target in WORKLOADS:
+    if args.target in KINDS:
         inner = _workload_parser().parse_args(argv)
         isa, cfg, case, reference = _case_from_workload(inner)
     else:

@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -144,20 +145,13 @@ def _prepare_loads(size: int, tmp: Path) -> tuple[Path, Path, Path]:
     return binary, inp, ref
 
 
-def _prepare(size: int, schedule: str, tmp: Path) -> tuple[Path, Path, Path]:
-    from tinynpu.compiler.matmul import compile_matmul
-
-    compiled = compile_matmul(size, size, size, dtype="int8", schedule=schedule, cfg=load_config("default"))
-    inputs = compiled.make_inputs(0)
-    binary, inp, ref = tmp / f"{schedule}.bin", tmp / f"{schedule}_in.npz", tmp / f"{schedule}_ref.npz"
-    compiled.program.save(binary)
-    np.savez(inp, **compiled.to_device(inputs))  # type: ignore[arg-type]  # numpy's stub types **kwds as bool
-    reference = compiled.reference(inputs)
-    np.savez(ref, **{name: reference[name] for name in compiled.outputs})  # type: ignore[arg-type]
-    return binary, inp, ref
+# Writes the compiled seed program of ``schedule`` ("naive" or "auto") at size^3 into ``tmp``: its image,
+# inputs and reference outputs.  The compiler (a layer above) provides it when it registers `bench sim`.
+PrepareSeed = Callable[[int, str, Path], tuple[Path, Path, Path]]
 
 
-def run_bench(args: argparse.Namespace) -> int:
+def run_bench(args: argparse.Namespace, prepare_seed: PrepareSeed) -> int:
+    """``tinynpu bench sim``: every schedule of SCHEDULES on every core of RUNS (``prepare_seed`` compiles)."""
     size = args.size
     if size % load_config("default").tile:
         raise UsageError(f"--size must be a multiple of the tile edge, not {size}.")
@@ -166,7 +160,7 @@ def run_bench(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="tinynpu-bench-") as tmp_name:
         tmp = Path(tmp_name)
         for schedule in SCHEDULES:
-            files = _prepare_loads(size, tmp) if schedule == "loads" else _prepare(size, schedule, tmp)
+            files = _prepare_loads(size, tmp) if schedule == "loads" else prepare_seed(size, schedule, tmp)
             for engine, races in RUNS:
                 cmd = [sys.executable, "-m", "tinynpu.simulator.bench", *map(str, files), str(int(races)), str(size),
                        engine]

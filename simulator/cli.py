@@ -1,4 +1,4 @@
-"""``tinynpu sim`` and ``tinynpu bench sim``."""
+"""``tinynpu sim`` (``tinynpu bench sim`` needs compiled programs: the compiler registers it)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 
 from tinynpu import fsio
+from tinynpu.argtypes import positive_int_at_most
 from tinynpu.assembler.image import Program
 from tinynpu.errors import UsageError
-from tinynpu.isa import load_config, load_isa
+from tinynpu.isa import load_isa
 from tinynpu.progress import step, wrote
 from tinynpu.simulator.machine import ENGINES, Machine
 from tinynpu.simulator.stats import Stats
@@ -83,8 +84,7 @@ def _sim(args: argparse.Namespace) -> int:
         targets[key] = what.rstrip("=")
     isa = load_isa()
     program = Program.load(program_path)
-    cfg = load_config(args.config or program.config_name, isa)
-    program.check_built_for(isa, cfg, where=str(args.program))
+    cfg = program.config_for(isa, args.config, where=str(args.program))
     for name, _ in outputs:
         program.tensor(name)
     machine = Machine(cfg, isa)
@@ -118,27 +118,6 @@ def _sim(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cycle_limit(text: str) -> int:
-    ceiling = max_cycles_ceiling()
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}") from None
-    if not 0 < value <= ceiling:
-        raise argparse.ArgumentTypeError(f"must be a positive integer of at most {ceiling}, not {value}")
-    return value
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, not {value}")
-    return value
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``sim``."""
     p = subparsers.add_parser("sim", help="run a program image on the simulator (stats, trace, race check)")
@@ -154,7 +133,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--log", action="store_true", help="print one line per instruction with its cycles")
     p.add_argument("--no-timing", action="store_true", help="functional only (no cycles)")
     p.add_argument("--no-race-check", action="store_true", help="skip the data-race sanitizer")
-    p.add_argument("--max-cycles", type=_cycle_limit,
+    p.add_argument("--max-cycles", type=positive_int_at_most(max_cycles_ceiling),
                    help="cycle limit (default: the config's limits.max_cycles)")
     p.add_argument("--engine", choices=ENGINES, default=None,
                    help="simulator core: native (C, integer configs), python (the reference), or auto "
@@ -163,14 +142,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_sim)
 
 
-def register_bench(bench_subparsers: argparse._SubParsersAction) -> None:
-    """Add ``bench sim``."""
-    from tinynpu.simulator.bench import run_bench
-
-    p = bench_subparsers.add_parser("sim", help="simulator speed on the seed workload vs numpy's matmul")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--size", type=_positive, default=1024, help="M = N = K (default 1024)")
-    p.set_defaults(handler=run_bench)
-
-
-__all__ = ["register", "register_bench"]
+__all__ = ["max_cycles_ceiling", "register"]

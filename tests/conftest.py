@@ -1,10 +1,13 @@
-"""Shared pytest options: ``--runslow`` (or TINYNPU_SLOW=1) enables tests marked slow."""
+"""Shared pytest options and fixtures: ``--runslow`` (or TINYNPU_SLOW=1) enables tests marked slow; ``isa``
+and ``cfg`` are the shipped ISA and the default config; ``sim_engine`` runs a test on each simulator core."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
+
+from tinynpu.isa import ArchConfig, Isa, load_config, load_isa
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -32,3 +35,15 @@ def sim_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
     default (the native core wherever it can run), so hand-checked expectations hold for both."""
     monkeypatch.setenv("TINYNPU_ENGINE", request.param)
     return str(request.param)
+
+
+@pytest.fixture(scope="session")
+def isa() -> Isa:
+    """The shipped ISA (isa/isa.yaml)."""
+    return load_isa()
+
+
+@pytest.fixture(scope="session")
+def cfg() -> ArchConfig:
+    """The default config (isa/configs/default.yaml)."""
+    return load_config("default")

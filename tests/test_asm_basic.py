@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tinynpu.assembler import Program, assemble, disassemble, format_instruction
-from tinynpu.isa import ArchConfig, Isa, load_config, load_isa
+from tinynpu.isa import ArchConfig, Isa
 
 SOURCE = """\
 ; comment (also '#')
@@ -24,16 +24,6 @@ vmul acc[0], -3, rows=(TILE * 2) // 2
 sync
 end: halt
 """
-
-
-@pytest.fixture(scope="module")
-def isa() -> Isa:
-    return load_isa()
-
-
-@pytest.fixture(scope="module")
-def cfg() -> ArchConfig:
-    return load_config("default")
 
 
 def test_assembles_and_decodes(isa: Isa, cfg: ArchConfig) -> None:

@@ -8,19 +8,9 @@ import pytest
 
 from tinynpu.assembler import Program, assemble, disassemble
 from tinynpu.errors import AsmError
-from tinynpu.isa import ArchConfig, Isa, load_config, load_isa
+from tinynpu.isa import ArchConfig, Isa, load_config
 
 BAD_DIR = Path(__file__).parent / "bad"
-
-
-@pytest.fixture(scope="module")
-def isa() -> Isa:
-    return load_isa()
-
-
-@pytest.fixture(scope="module")
-def cfg() -> ArchConfig:
-    return load_config("default")
 
 
 # (source, expected place, expected words in the message)

@@ -16,23 +16,13 @@ from test_asm_errors import CASES
 from tinynpu.assembler import assemble, disassemble
 from tinynpu.assembler.fastline import FAST_LINE, eval_sum, split_line
 from tinynpu.errors import AsmError
-from tinynpu.isa import ArchConfig, Isa, load_config, load_isa
+from tinynpu.isa import ArchConfig, Isa
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = [*sorted((ROOT / "tests" / "golden").glob("*.s")), *sorted((ROOT / "tests" / "bad").glob("*.s")),
            *sorted((ROOT / "examples").glob("*.s"))]
 
 PRELUDE = ".equ R, 16\n.tensor A, 0x0, int8, [64, 64]\n.tensor C, 0x10000, int32, [64, 64], output\n"
-
-
-@pytest.fixture(scope="module")
-def isa() -> Isa:
-    return load_isa()
-
-
-@pytest.fixture(scope="module")
-def cfg() -> ArchConfig:
-    return load_config("default")
 
 
 def _both(source: str, isa: Isa, cfg: ArchConfig, filename: str = "t.s") -> tuple[object, object]:

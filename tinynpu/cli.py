@@ -9,9 +9,11 @@ stderr and a non-zero exit, never a traceback.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from tinynpu.errors import TinyNpuError
 
@@ -28,10 +30,43 @@ PART_CLIS = (
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that reports usage errors as one paragraph with exit code 2."""
+    """argparse that reports usage errors as one paragraph with exit code 2, and takes no abbreviations.
+
+    ``allow_abbrev`` is off: ``--schedul`` is not ``--schedule``, so a typo is an error rather than a guess,
+    and adding an option never changes what an old command line meant.  Subparsers inherit the class.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message}. Run '{self.prog} --help' for the options.\n")
+
+
+def _chosen(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The innermost (sub)parser the command line chose (``tinynpu run matmul``'s), following each subcommand."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            name = getattr(args, action.dest, None)
+            if name in action.choices:
+                return _chosen(action.choices[name], args)
+    return parser
+
+
+def _unknown_options(parser: argparse.ArgumentParser, args: argparse.Namespace, extras: list[str]) -> str:
+    """One paragraph naming what the command did not take and, for an option, the closest option it has."""
+    chosen = _chosen(parser, args)
+    known = [o for action in chosen._actions for o in action.option_strings if o.startswith("--")]
+    hints = []
+    for extra in extras:
+        if extra.startswith("--"):
+            close = difflib.get_close_matches(extra.partition("=")[0], known, n=1, cutoff=0.75)
+            if close:
+                hints.append(f"{extra}: did you mean {close[0]}?")
+    said = f"{chosen.prog}: error: unrecognized arguments: {' '.join(extras)}"
+    said += f"; {'; '.join(hints)}" if hints else "."
+    return f"{said} Run '{chosen.prog} --help' for the options.\n"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,7 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        parser.exit(2, _unknown_options(parser, args, extras))
     try:
         return int(args.handler(args) or 0)
     except TinyNpuError as exc:

@@ -66,29 +66,9 @@ class Workload:
 
     def compile(self, cfg: ArchConfig) -> Any:
         """Compile with the compiler's public entry points."""
-        p = dict(self.params)
-        if self.kind == "matmul":
-            from tinynpu.compiler import compile_matmul
+        from tinynpu.compiler.kinds import compile_workload
 
-            return compile_matmul(p["m"], p["n"], p["k"], dtype=self.dtype, schedule=self.schedule, cfg=cfg)
-        if self.kind == "conv2d":
-            from tinynpu.compiler.conv2d import compile_conv2d
-
-            return compile_conv2d(
-                p["n"],
-                p["c"],
-                p["h"],
-                p["w"],
-                p["k"],
-                p["r"],
-                p["s"],
-                stride=p["stride"],
-                pad=p["pad"],
-                cfg=cfg,
-            )
-        from tinynpu.compiler.mlp import compile_mlp
-
-        return compile_mlp(p["batch"], dtype=self.dtype, cfg=cfg)
+        return compile_workload(self.kind, dict(self.params), dtype=self.dtype, cfg=cfg, schedule=self.schedule)
 
 
 def for_config(w: Workload, config: str, cfg: ArchConfig) -> Workload:
