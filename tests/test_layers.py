@@ -180,6 +180,10 @@ def test_the_architecture_table_lists_every_package_in_layer_order() -> None:
     packages = [p.strip() for p in re.findall(r'"(tinynpu[a-z_.]*)"', (ROOT / "pyproject.toml").read_text())]
     # the data folders (generated files, configs) and the RTL's cocotb benches are not parts of their own
     python_packages = [p for p in dict.fromkeys(packages) if p.rsplit(".", 1)[-1] not in ("generated", "tb", "configs")]
+    # a part's own rooms (compiler.onnx's frontend/, lower/, ...) are described in its row, not rows of their own
+    rows = {m.group(1): m.group(0) for m in re.finditer(r"^\| [^|]+ \| `(tinynpu(?:\.[a-z_.]+)?)` \|.*$", text, re.M)}
+    python_packages = [p for p in python_packages if p in documented or
+                       f"`{p.rsplit('.', 1)[-1]}/`" not in rows.get(p.rsplit(".", 1)[0], "")]
     assert sorted(set(documented)) == sorted(set(python_packages)), (
         f"{DOC.name}'s table of parts differs from pyproject.toml's packages: "
         f"missing {sorted(set(python_packages) - set(documented))}, "
