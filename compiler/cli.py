@@ -98,7 +98,12 @@ def format_report(r: dict[str, Any]) -> str:
     """A human-readable table of a run report, with units, and the schedule trace."""
     from tinynpu.compiler.schedule import Schedule
 
-    wl = ", ".join(f"{k}={v}" for k, v in r["workload"].items() if not isinstance(v, dict))
+    from tinynpu.isa.config import CONFIG_DIR
+
+    # A built-in config is named by `config=`; its path is this machine's install, noise in a table people share.
+    builtin = str(CONFIG_DIR / f"{r['workload'].get('config')}.yaml")
+    wl = ", ".join(f"{k}={v}" for k, v in r["workload"].items()
+                   if not isinstance(v, dict) and not (k == "config_path" and v == builtin))
     rows = [
         ("workload", wl),
         ("schedule", r.get("schedule", "")),

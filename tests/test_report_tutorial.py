@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -54,3 +55,10 @@ def test_tutorial_refresh_check_passes() -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
+
+
+def test_the_page_names_no_machine_paths() -> None:
+    """What the page shows runs anywhere: no absolute path of the machine that refreshed it."""
+    text = (ROOT / "docs" / "tutorial.md").read_text(encoding="utf-8")
+    assert str(ROOT) not in text
+    assert not re.search(r"(^|[\s=(])/(home|work|tmp|root|usr|opt)/", text, re.M), "an absolute path on the page"
