@@ -97,7 +97,6 @@ def _fmt_bytes(x: float) -> str:
 def format_report(r: dict[str, Any]) -> str:
     """A human-readable table of a run report, with units, and the schedule trace."""
     from tinynpu.compiler.schedule import Schedule
-
     from tinynpu.isa.config import CONFIG_DIR
 
     # A built-in config is named by `config=`; its path is this machine's install, noise in a table people share.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import stat
 import subprocess
@@ -52,6 +53,34 @@ def test_output_over_a_users_npy_needs_force(seed: Path, capsys: pytest.CaptureF
     assert mine.read_bytes() == before
     assert _sim(seed, "--output", f"C={mine}", "--force") == 0
     assert np.load(mine).shape == (32, 32)
+
+
+def test_a_rerun_replaces_its_own_output_but_not_one_changed_since(seed: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    out = seed.parent / "c.npy"
+    assert _sim(seed, "--output", f"C={out}") == 0
+    assert _sim(seed, "--output", f"C={out}") == 0  # the same command again: tinynpu wrote this file
+    np.save(out, np.arange(3))  # the user writes over it: now it is theirs
+    capsys.readouterr()
+    assert _sim(seed, "--output", f"C={out}") == 2
+    assert "was not written by tinynpu (or was changed since)" in capsys.readouterr().err
+    assert np.load(out).shape == (3,)
+
+
+def test_a_file_copied_over_an_earlier_output_is_the_users(seed: Path) -> None:
+    out, mine = seed.parent / "c.npy", seed.parent / "mine.npy"
+    assert _sim(seed, "--output", f"C={out}") == 0
+    np.save(mine, np.arange(4))
+    os.replace(mine, out)  # same name, another file (another inode)
+    assert _sim(seed, "--output", f"C={out}") == 2
+    assert np.load(out).shape == (4,)
+
+
+def test_tune_twice_replaces_its_schedule(tmp_path: Path) -> None:
+    out = tmp_path / "schedule.json"
+    for _ in range(2):
+        assert main(["tune", "matmul", "--m", "32", "--n", "32", "--k", "32", "--trials", "4", "-o", str(out)]) == 0
+    assert json.loads(out.read_text())["steps"]
 
 
 def test_output_over_an_input_is_refused_even_with_force(seed: Path, capsys: pytest.CaptureFixture[str]) -> None:

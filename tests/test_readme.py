@@ -72,10 +72,12 @@ def test_the_readme_block_has_the_commands_it_promises() -> None:
     assert any("a.npy" in c and "np.save" in c for c in commands[:sim])
 
 
-def test_readme_fast_commands_run_as_written(tmp_path: Path) -> None:
-    _run_in_order([c for c in readme_commands() if not c.startswith(SLOW_PREFIXES)], tmp_path)
+def test_readme_fast_commands_run_as_written_twice(tmp_path: Path) -> None:
+    """Run in order, then all again in the same folder: every output the first pass wrote may be replaced."""
+    fast = [c for c in readme_commands() if not c.startswith(SLOW_PREFIXES)]
+    _run_in_order(fast + fast, tmp_path)
 
 
 @pytest.mark.slow
-def test_readme_commands_run_as_written(tmp_path: Path) -> None:
-    _run_in_order(readme_commands(), tmp_path)
+def test_readme_commands_run_as_written_twice(tmp_path: Path) -> None:
+    _run_in_order(readme_commands() * 2, tmp_path)

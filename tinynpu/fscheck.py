@@ -1,7 +1,8 @@
 """Checks before any work: may this output file or directory be written?
 
 Refuses, before a command starts computing, to replace a file the user made
-(unless ``--force``), to write an output over an input of the same run (even
+(unless ``--force``; a file tinynpu wrote and nobody changed since is replaced,
+see :mod:`tinynpu.written`), to write an output over an input of the same run (even
 with ``--force``), or to replace anything that is not a regular file.  Part of
 :mod:`tinynpu.fsio`, which re-exports it.
 """
@@ -13,6 +14,7 @@ import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from tinynpu import written
 from tinynpu.errors import UsageError
 from tinynpu.fsread import file_kind, os_reason
 
@@ -72,10 +74,11 @@ def check_output(path: Path | str, *, force: bool, ours: Ours | None = None, inp
         if not stat.S_ISREG(info.st_mode):
             raise UsageError(f"{what} {path}: it is {file_kind(info.st_mode)}; an output replaces only a regular "
                              "file (even with --force); choose a file path.")
-        if not force and not (ours is not None and ours(target)):
-            raise UsageError(f"{what} {path}: the file already exists and was not written by tinynpu; pass --force "
-                             "to overwrite it or choose another path.")
+        if not force and not (ours is not None and ours(target)) and not written.wrote(target):
+            raise UsageError(f"{what} {path}: the file already exists and was not written by tinynpu (or was "
+                             "changed since); pass --force to overwrite it or choose another path.")
     _check_dir_writable(target.parent, what, path)
+    written.claim(target)
     return target
 
 

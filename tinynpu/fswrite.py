@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from tinynpu import written
 from tinynpu.errors import UsageError
 from tinynpu.fsread import file_kind, os_reason
 
@@ -176,6 +177,7 @@ def _replace_file(tmp: Path, path: Path, what: str) -> None:
         os.replace(tmp, path)
     except OSError as exc:
         raise UsageError(f"{what} {path}: cannot write: {os_reason(exc)}.") from None
+    written.remember_if_claimed(path)
 
 
 # ---------------------------------------------------------------- directory sets
