@@ -62,7 +62,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     _simulator_option(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--waves", metavar="FILE.fst", help="dump every RTL signal for GTKWave (FST)")
-    p.add_argument("--force", action="store_true", help="overwrite an existing --waves file")
+    p.add_argument("--force", action="store_true", help="overwrite a --waves file that tinynpu did not write")
 
 
 def _program_parser() -> argparse.ArgumentParser:
