@@ -35,6 +35,7 @@ from typing import Any
 
 from tinynpu.errors import TinyNpuError, UsageError
 from tinynpu.isa import ArchConfig, Isa
+from tinynpu.progress import announce
 
 RTL_DIR = Path(__file__).resolve().parent
 TB_DIR = RTL_DIR / "tb"
@@ -265,6 +266,9 @@ def build(simulator: str, isa: Isa, cfg: ArchConfig, toplevel: str, *, parameter
                              build_dir=build_dir, parameters=dict(parameters), timescale=("1ns", "1ps"),
                              waves=True, log_file=log)
             elif not done.exists():
+                announce(f"building the RTL of config {cfg.name!r} with Verilator",
+                         f"about 3 to 4 minutes on a 2-core machine; once per config and RTL version, then cached "
+                         f"in {build_dir}")
                 runner.build(sources=sources(), includes=[include_dir(cfg, isa)], hdl_toplevel=toplevel,
                              build_dir=build_dir, parameters=dict(parameters), timescale=("1ns", "1ps"),
                              build_args=_VERILATOR_BENCH_ARGS, waves=waves, log_file=log)

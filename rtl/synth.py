@@ -43,6 +43,7 @@ import numpy as np
 from tinynpu.errors import TinyNpuError, UsageError
 from tinynpu.isa import ArchConfig
 from tinynpu.isa.config import BUFFERS_PER_SCOPE, TILES
+from tinynpu.progress import announce
 from tinynpu.rtl.runner import RTL_DIR, cache_root
 
 #: Bumped whenever the flow or a figure below changes, so cached results are recomputed.
@@ -341,10 +342,12 @@ def synth_key(sources: Mapping[str, str], header: str) -> str:
     return h.hexdigest()[:16]
 
 
-def _cached(kind: str, key: str, compute: Callable[[], dict[str, Any]], ran: list[str]) -> dict[str, Any]:
+def _cached(kind: str, key: str, compute: Callable[[], dict[str, Any]], ran: list[str], *,
+            what: str, expect: str) -> dict[str, Any]:
     path = cache_root().parent / "synth" / f"{kind}-{key}.json"
     if path.exists():
         return dict(json.loads(path.read_text()))
+    announce(f"synthesizing {what} with Yosys", f"{expect} on a 2-core machine; once, then cached in {path.parent}")
     result = compute()
     ran.append(kind)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -376,7 +379,8 @@ def module_stat(module: str, cfg: ArchConfig, ran: list[str]) -> dict[str, Any]:
     def compute() -> dict[str, Any]:
         return _run_yosys(f"read_verilog -sv {name}\nsynth -top {module}",
                           {**sources, "tinynpu_isa.vh": yosys_text(header)}, f"{module} at T = {cfg.tile}")
-    return _cached(f"{module}-T{cfg.tile}", synth_key(sources, header), compute, ran)
+    return _cached(f"{module}-T{cfg.tile}", synth_key(sources, header), compute, ran,
+                   what=f"{module} at T = {cfg.tile}", expect="seconds at T = 8, minutes at T = 32")
 
 
 def _mac_array_row(cfg: ArchConfig, instances: int, ran: list[str]) -> ModuleArea:
@@ -451,7 +455,8 @@ def _logic_stat(cfg: ArchConfig, ran: list[str]) -> dict[str, Any]:
                   "hierarchy -top tinynpu_top\nsynth -top tinynpu_top")
         return _run_yosys(script, {**sources, "tinynpu_isa.vh": yosys_text(header)},
                           f"tinynpu_top for config {cfg.name!r}")
-    return _cached(f"logic-T{cfg.tile}", synth_key(sources, header), compute, ran)
+    return _cached(f"logic-T{cfg.tile}", synth_key(sources, header), compute, ran,
+                   what=f"the accelerator's logic for config {cfg.name!r}", expect="about 5 to 10 minutes")
 
 
 def _sram_rows(cfg: ArchConfig, imem_words: int) -> list[ModuleArea]:

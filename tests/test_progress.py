@@ -62,3 +62,19 @@ def test_commands_name_the_files_they_wrote(tmp_path: Path, capsys: pytest.Captu
     assert main(["tune", "matmul", "--m", "32", "--n", "32", "--k", "32", "--trials", "4", "--simulate-best", "1",
                  "-o", str(schedule)]) == 0
     assert f"wrote {schedule}" in capsys.readouterr().out
+
+
+def test_a_long_step_announces_itself_without_a_terminal_and_under_json(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A synthesis that runs says so on stderr (a log shows why nothing moves); a cached one says nothing."""
+    from tinynpu.rtl import synth
+
+    monkeypatch.setenv("TINYNPU_CACHE", str(tmp_path))
+    ran: list[str] = []
+    for _ in range(2):
+        assert synth._cached("m-T8", "k", lambda: {"cells": 1}, ran, what="m at T = 8", expect="seconds") == {
+            "cells": 1}
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("tinynpu: synthesizing m at T = 8 with Yosys (seconds on a 2-core machine") == 1
+    assert ran == ["m-T8"]

@@ -8,6 +8,11 @@ terminal (a log file or a pipe gets no bar redraws).  Three shapes cover every l
 - :func:`step`: one long call whose length is unknown (a simulation, a co-simulation), shown as its
   name and the seconds elapsed, refreshed while it runs;
 - :func:`say`: a line between steps that does not break a bar drawn below it.
+
+One more, :func:`announce`, is never silent: a step that can take more than about ten seconds (a
+synthesis, a Verilator build) says what it does and roughly how long it takes when it starts, on
+stderr, with ``--json`` and without a terminal too, so a log or a CI job shows why nothing else
+moves for minutes.
 """
 
 from __future__ import annotations
@@ -70,6 +75,13 @@ def say(message: str, *, quiet: bool) -> None:
         tqdm.write(message, file=sys.stderr)
 
 
+def announce(what: str, expect: str) -> None:
+    """``tinynpu: WHAT (EXPECT)`` on stderr, always: the start of a step that can take minutes."""
+    from tqdm import tqdm
+
+    tqdm.write(f"tinynpu: {what} ({expect})", file=sys.stderr)
+
+
 def wrote(paths: Sequence[Path | str]) -> str:
     """The closing line of a command that wrote files: every file named, those in one folder grouped."""
     if not paths:
@@ -82,4 +94,4 @@ def wrote(paths: Sequence[Path | str]) -> str:
     return "wrote " + "; ".join(parts)
 
 
-__all__ = ["enabled", "progress", "say", "step", "wrote"]
+__all__ = ["announce", "enabled", "progress", "say", "step", "wrote"]
