@@ -175,8 +175,10 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
             ch = chan[v][u]
             if not ch:
                 return -1
-            if timing and ch[0][0] > t:
-                t = ch[0][0]
+            if timing:
+                signalled, _, _ = ch[0]  # the oldest token's end cycle
+                if signalled > t:
+                    t = signalled
         if waits_prev[entry.op] and last_e[u] > t:
             t = last_e[u]
         entry.ready = t
