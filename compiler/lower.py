@@ -134,63 +134,87 @@ def lower_gemm_by_calls(emit: Emitter, *, m: int, n: int, k: int, a: OperandA, b
     Returns:
         The MACs issued by tmm (whole tile steps), for the padding ceiling.
     """
-    cfg = emit.cfg
-    e = cfg.tile
-    t = tiling
     if bias is not None and epilogue is not None:
         raise ValueError("lower_gemm: an epilogue carries its own bias; pass bias or epilogue, not both")
-    epi = epilogue.epilogue if epilogue is not None else None
-    per_tile = epi.param_rows if epi is not None else int(bias is not None)  # acc parameter rows per column tile
-    rows = buffer_rows(t, cfg, bias=per_tile, k=k)
-    a_buf = rows["a_reg"] // t.buffers("a")
-    b_buf = rows["b_reg"] // t.buffers("b")
-    acc_buf = rows["acc"] // t.acc_buffers
-    bias_row0 = t.bm * t.bn * e  # bias rows follow the block inside each acc buffer
-    bias_bytes = cfg.elem_bytes("acc")
-    plan = chunks(m, n, k, t, e)
+    t = tiling
+    low = _ByCalls(emit, m, n, k, a, b, c, t, bias, epilogue)
+    plan = chunks(m, n, k, t, emit.cfg.tile)
+    _zero_edge_rows(emit, m, plan, lambda ch, kk: low.sub(ch, "a", kk), "a", is_a=True)
+    _zero_edge_rows(emit, n, plan, lambda ch, kk: low.sub(ch, "b", kk), "b", is_a=False)
+    if t.double_buffer and plan:  # prologue: the first chunk; later ones are prefetched
+        _issue(emit, low.loads(plan[0]))
     issued = 0
+    for idx, ch in enumerate(plan):
+        if ch.first:
+            low.start_block(ch)
+        if not t.double_buffer:  # single buffers: load right before use, as the seed loop does
+            _issue(emit, low.loads(ch))
+        issued += low.compute(ch, plan[idx + 1] if idx + 1 < len(plan) else None)
+    return issued
 
-    def sub(ch: _Chunk, operand: str, kk: int) -> int:
+
+class _ByCalls:
+    """One GEMM's lowering, call by call: where each chunk's operands live and the instructions of a chunk."""
+
+    def __init__(self, emit: Emitter, m: int, n: int, k: int, a: OperandA, b: OperandA, c: OutputC, t: Tiling,
+                 bias: Bias | None, epilogue: EpilogueRows | None) -> None:
+        cfg = emit.cfg
+        self.emit, self.m, self.n, self.a, self.b, self.c, self.t = emit, m, n, a, b, c, t
+        self.bias, self.epilogue = bias, epilogue
+        self.e = e = cfg.tile
+        self.epi = epilogue.epilogue if epilogue is not None else None
+        # acc parameter rows per column tile
+        self.per_tile = self.epi.param_rows if self.epi is not None else int(bias is not None)
+        rows = buffer_rows(t, cfg, bias=self.per_tile, k=k)
+        self.a_buf = rows["a_reg"] // t.buffers("a")
+        self.b_buf = rows["b_reg"] // t.buffers("b")
+        self.acc_buf = rows["acc"] // t.acc_buffers
+        self.bias_row0 = t.bm * t.bn * e  # bias rows follow the block inside each acc buffer
+        self.bias_bytes = cfg.elem_bytes("acc")
+
+    def sub(self, ch: _Chunk, operand: str, kk: int) -> int:
         """First row of reduction tile kk of chunk ch in ``operand``'s scope.
 
         Streamed chunks reuse sub-buffers 0..bk-1; a resident panel keeps every
         reduction tile of K at its own offset.
         """
+        t, e = self.t, self.e
         if operand == "a":
-            return ch.abuf * a_buf + ((ch.k0 if t.resident == "a" else 0) + kk) * t.bm * e
-        return ch.bbuf * b_buf + ((ch.k0 if t.resident == "b" else 0) + kk) * t.bn * e
+            return ch.abuf * self.a_buf + ((ch.k0 if t.resident == "a" else 0) + kk) * t.bm * e
+        return ch.bbuf * self.b_buf + ((ch.k0 if t.resident == "b" else 0) + kk) * t.bn * e
 
-    _zero_edge_rows(emit, m, plan, lambda ch, kk: sub(ch, "a", kk), "a", is_a=True)
-    _zero_edge_rows(emit, n, plan, lambda ch, kk: sub(ch, "b", kk), "b", is_a=False)
-
-    def overlaps(cur: _Chunk, nxt: _Chunk, op: str, blk: int) -> bool:
+    def overlaps(self, cur: _Chunk, nxt: _Chunk, op: str, blk: int) -> bool:
         """Whether ``nxt``'s ``op`` rows overlap the rows ``cur`` reads."""
+        sub, e = self.sub, self.e
         lo, hi = sub(cur, op, 0), sub(cur, op, cur.nk - 1) + blk * e
         return lo < sub(nxt, op, nxt.nk - 1) + blk * e and sub(nxt, op, 0) < hi
 
-    def loads(ch: _Chunk, operands: str = "ab") -> list[_Load]:
+    def loads(self, ch: _Chunk, operands: str = "ab") -> list[_Load]:
         """The loads of ``operands`` of one chunk, as deferred loads (so they can be interleaved).
 
         Reduction tile kk of the chunk has its own sub-buffer of ``bm`` (``bn``)
         tiles, so its rows are consecutive GEMM rows: one DMA per operand and kk.
         """
+        e = self.e
         calls: list[_Load] = []
         for kk in range(ch.nk):
-            for op, scope, r0, nr, total, need in ((a, "a", ch.i0, ch.ni, m, ch.load_a),
-                                                   (b, "b", ch.j0, ch.nj, n, ch.load_b)):
+            for op, scope, r0, nr, total, need in ((self.a, "a", ch.i0, ch.ni, self.m, ch.load_a),
+                                                   (self.b, "b", ch.j0, ch.nj, self.n, ch.load_b)):
                 if not need or scope not in operands:
                     continue
                 row0 = r0 * e
-                calls.append((op, scope, sub(ch, scope, kk), row0, min(nr * e, total - row0), (ch.k0 + kk) * e))
+                calls.append((op, scope, self.sub(ch, scope, kk), row0, min(nr * e, total - row0),
+                              (ch.k0 + kk) * e))
         return calls
 
-    if t.double_buffer and plan:  # prologue: the first chunk; later ones are prefetched
-        _issue(emit, loads(plan[0]))
-    for idx, ch in enumerate(plan):
-        acc0 = ch.acc * acc_buf
-        if ch.first and t.init == "fill_zero":
+    def start_block(self, ch: _Chunk) -> None:
+        """What the first chunk of an output block does first: clear its acc block, load its parameter rows."""
+        emit, e, t = self.emit, self.e, self.t
+        acc0 = ch.acc * self.acc_buf
+        if t.init == "fill_zero":
             emit.zero("acc", acc0, rows=t.bm * ch.nj * e, comment="fill_zero(acc)")
-        if ch.first and bias is not None:
+        bias, bias_bytes, bias_row0 = self.bias, self.bias_bytes, self.bias_row0
+        if bias is not None:
             col0 = ch.j0 * e
             full = min(ch.nj, (bias.n - col0) // e)
             if full:
@@ -200,7 +224,8 @@ def lower_gemm_by_calls(emit: Emitter, *, m: int, n: int, k: int, a: OperandA, b
                 c0 = col0 + full * e
                 emit.load("acc", acc0 + bias_row0 + full, bias.addr + c0 * bias_bytes, rows=1,
                           cols=bias.n - c0, stride=e * bias_bytes, comment=f"bias[{c0}:{bias.n}]")
-        if ch.first and epilogue is not None:
+        epilogue, per_tile, n = self.epilogue, self.per_tile, self.n
+        if epilogue is not None:
             # Whole column tiles in one load; a last, narrower one on its own (the load zeroes the rest).
             table_row = e * bias_bytes
             full = min(ch.nj, (n - ch.j0 * e) // e)
@@ -209,9 +234,12 @@ def lower_gemm_by_calls(emit: Emitter, *, m: int, n: int, k: int, a: OperandA, b
                     emit.load("acc", acc0 + bias_row0 + (j - ch.j0) * per_tile,
                               epilogue.addr + j * per_tile * table_row, rows=nj * per_tile, cols=cols,
                               stride=table_row, comment=f"epilogue rows of column tiles {j}..{j + nj - 1}")
-        if not t.double_buffer:  # single buffers: load right before use, as the seed loop does
-            _issue(emit, loads(ch))
-        nxt = plan[idx + 1] if idx + 1 < len(plan) else None
+
+    def compute(self, ch: _Chunk, nxt: _Chunk | None) -> int:
+        """The chunk's tmm loop (with its block's stores when it is the last chunk), the next chunk's loads
+        spread over it; the MACs it issues."""
+        emit, e, t, sub = self.emit, self.e, self.t, self.sub
+        acc0 = ch.acc * self.acc_buf
         # Prefetch into the other buffer while this chunk computes; an operand whose next chunk
         # reuses this chunk's buffer (a single-buffered resident panel) loads after the tmm loop.
         prefetch: list[_Load] = []
@@ -219,9 +247,10 @@ def lower_gemm_by_calls(emit: Emitter, *, m: int, n: int, k: int, a: OperandA, b
         if nxt is not None and t.double_buffer:
             # Rows the next chunk writes that this chunk still reads (a single panel buffer
             # reloaded at the same reduction tiles) must wait for the whole tmm loop.
-            reuse = {"a": overlaps(ch, nxt, "a", t.bm), "b": overlaps(ch, nxt, "b", t.bn)}
-            prefetch = loads(nxt, "".join(x for x in "ab" if not reuse[x]))
-            after = loads(nxt, "".join(x for x in "ab" if reuse[x]))
+            reuse = {"a": self.overlaps(ch, nxt, "a", t.bm), "b": self.overlaps(ch, nxt, "b", t.bn)}
+            prefetch = self.loads(nxt, "".join(x for x in "ab" if not reuse[x]))
+            after = self.loads(nxt, "".join(x for x in "ab" if reuse[x]))
+        issued = 0
         done = 0
         for j in range(ch.nj):
             acc_j = acc0 + j * t.bm * e
@@ -231,19 +260,24 @@ def lower_gemm_by_calls(emit: Emitter, *, m: int, n: int, k: int, a: OperandA, b
                          comment=f"C[{ch.i0}+{ch.ni} tiles, {ch.j0 + j}] k-tile {ch.k0 + kk}")
             issued += ch.ni * ch.nk * e * e * e
             if ch.last:
-                row0, col0 = ch.i0 * e, (ch.j0 + j) * e
-                if bias is not None:
-                    emit.alu("vaddrow", acc_j, rows=ch.ni * e, src=acc0 + bias_row0 + j, comment="+ bias")
-                if epi is not None:
-                    _emit_epilogue(emit, epi, acc_j, ch.ni * e, acc0 + bias_row0 + j * per_tile)
-                c.store(emit, sp_row=acc_j, row0=row0, rows=min(ch.ni * e, m - row0), col0=col0,
-                        cols=min(e, n - col0))
+                self.finish_column(ch, j, acc_j, acc0)
             # Spread the next chunk's loads evenly over this chunk's tmm instructions.
             upto = ceil_div(len(prefetch) * (j + 1), ch.nj)
             _issue(emit, prefetch[done:upto])
             done = upto
         _issue(emit, after)
-    return issued
+        return issued
+
+    def finish_column(self, ch: _Chunk, j: int, acc_j: int, acc0: int) -> None:
+        """Column tile j of a finished block: its bias or epilogue, then its store."""
+        emit, e = self.emit, self.e
+        row0, col0 = ch.i0 * e, (ch.j0 + j) * e
+        if self.bias is not None:
+            emit.alu("vaddrow", acc_j, rows=ch.ni * e, src=acc0 + self.bias_row0 + j, comment="+ bias")
+        if self.epi is not None:
+            _emit_epilogue(emit, self.epi, acc_j, ch.ni * e, acc0 + self.bias_row0 + j * self.per_tile)
+        self.c.store(emit, sp_row=acc_j, row0=row0, rows=min(ch.ni * e, self.m - row0), col0=col0,
+                     cols=min(e, self.n - col0))
 
 
 def _emit_epilogue(emit: Emitter, epi: Epilogue, dst: int, rows: int, params: int) -> None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -197,102 +198,145 @@ def apply(schedule: Schedule, *, m: int, n: int, k: int, cfg: ArchConfig, bias: 
         UsageError: naming the step that does not apply, or the scope a buffer
             does not fit (bytes needed and available).
     """
-    e = cfg.tile
-    extents = {"i": m, "j": n, "k": k}
-    inner: dict[str, int] = {}
-    loops = ["i", "j", "k"]
-    order: list[str] | None = None
-    staged: dict[str, str] = {}
-    at: dict[str, str] = {}
-    init: str | None = None
-    tensorized = False
-    double: set[str] = set()
+    replay = _Replay(cfg, {"i": m, "j": n, "k": k})
     for i, s in enumerate(schedule.steps):
         op = s.get("op")
-        if op == "split":
-            loop, factors = s.get("loop"), s.get("factors")
-            if loop not in extents or loop in inner:
-                left = [x for x in "ijk" if x not in inner]
-                raise _bad(i, s, f"loop must be one of the unsplit loops {left}.")
-            if not (isinstance(factors, list) and len(factors) == 2 and factors[0] is None
-                    and isinstance(factors[1], int)):
-                raise _bad(i, s, "factors must be [null, inner] with an integer inner factor.")
-            f = factors[1]
-            padded = round_up(extents[loop], e)
-            if f <= 0 or f % e or f > padded:
-                raise _bad(i, s, f"the inner factor must be a positive multiple of the tile edge {e} and at "
-                                 f"most {padded} (loop {loop} has extent {extents[loop]}), not {f}.")
-            inner[loop] = f // e
-            idx = loops.index(loop)
-            loops[idx:idx + 1] = [f"{loop}0", f"{loop}1"]
-        elif op == "reorder":
-            new = s.get("order")
-            if not isinstance(new, list) or sorted(new) != sorted(loops):
-                raise _bad(i, s, f"order must be a permutation of the current loops {loops}.")
-            outer = [x for x in new if x.endswith("0")]
-            if new[:3] != outer or outer[-1] != "k0":
-                raise _bad(i, s, "the block loops (i0, j0, k0) must be outermost with k0 innermost among "
-                                 "them (output-stationary: partial sums stay in acc).")
-            loops = list(new)
-            order = outer
-        elif op in ("cache_read", "cache_write"):
-            tensor, scope = str(s.get("tensor")), str(s.get("scope"))
-            want = ("A", "B") if op == "cache_read" else ("C",)
-            if tensor not in want or _SCOPE_OF[tensor] != scope:
-                pairs = ", ".join(f"{t}->{_SCOPE_OF[t]}" for t in want)
-                raise _bad(i, s, f"{op} supports {pairs}.")
-            staged[tensor] = scope
-        elif op == "compute_at":
-            stage, loop = s.get("stage"), s.get("loop")
-            if stage not in ("A_reg", "B_reg", "acc"):
-                raise _bad(i, s, "stage must be A_reg, B_reg or acc.")
-            if loop not in loops:
-                raise _bad(i, s, f"loop must be one of {loops}.")
-            outer_loop = order[0] if order else "i0"
-            allowed = {"acc": [order[1] if order else "j0"],
-                       "A_reg": ["k0"] + (["i0"] if outer_loop == "i0" else []),
-                       "B_reg": ["k0"] + (["j0"] if outer_loop == "j0" else [])}[stage]
-            if loop not in allowed:
-                raise _bad(i, s, f"{stage} can be computed at {' or '.join(allowed)} in this lowering "
-                                 "(at the outermost block loop it stays resident across the inner one).")
-            at[stage] = loop
-        elif op == "decompose_reduction":
-            if s.get("loop") != "k0" or s.get("init") not in ("fold", "fill_zero"):
-                raise _bad(i, s, 'expects loop "k0" and init "fold" or "fill_zero".')
-            init = s["init"]
-        elif op == "tensorize":
-            if s.get("intrinsic") != intrinsic(cfg) or s.get("loop") != "i1":
-                raise _bad(i, s, f'the only intrinsic of config {cfg.name!r} (tile edge {e}) is '
-                                 f'"{intrinsic(cfg)}", applied at loop "i1".')
-            if init is None:
-                raise _bad(i, s, f"decompose_reduction must come before tensorize ({intrinsic(cfg)} is an update).")
-            tensorized = True
-        elif op == "double_buffer":
-            if s.get("stage") not in ("A_reg", "B_reg", "acc"):
-                raise _bad(i, s, "stage must be A_reg, B_reg or acc.")
-            double.add(s["stage"])
-        else:
+        primitive = _PRIMITIVES.get(op) if isinstance(op, str) else None
+        if primitive is None:
             raise _bad(i, s, f"unknown primitive {op!r}.")
-    n_steps = len(schedule.steps)
-    missing = [x for x in "ijk" if x not in inner]
-    if missing or order is None or not tensorized or len(staged) < 3 or len(at) < 3:
-        raise UsageError(
-            f"schedule {schedule.name!r} ({n_steps} steps) is incomplete: it must split i, j and k, reorder, "
-            "stage A, B and C in a_reg, b_reg and acc with compute_at, decompose the reduction and tensorize "
-            f"onto {intrinsic(cfg)}."
-        )
-    resident = "a" if at.get("A_reg") == "i0" else "b" if at.get("B_reg") == "j0" else "none"
-    if resident == "none" and ("A_reg" in double) != ("B_reg" in double):
-        raise UsageError(f"schedule {schedule.name!r}: double_buffer A_reg and B_reg together or not at all "
-                         "(unless one of them is a resident panel).")
-    streamed = "B_reg" if resident == "a" else "A_reg"
-    panel = "A_reg" if resident == "a" else "B_reg"
-    t = Tiling(bm=inner["i"], bn=inner["j"], bk=inner["k"], order="mn" if order[0] == "i0" else "nm",
-               double_buffer=streamed in double, acc_buffers=2 if "acc" in double else 1, init=init or "fold",
-               resident=resident,
-               panel_buffers=(2 if panel in double else 1) if resident != "none" else (2 if streamed in double else 1))
+        primitive(replay, i, s)
+    t = replay.tiling(schedule)
     check_fits(t, cfg, bias=bias, k=k)
     return t
+
+
+class _Replay:
+    """The loop nest and stages as a schedule's steps leave them; one method per primitive."""
+
+    def __init__(self, cfg: ArchConfig, extents: dict[str, int]) -> None:
+        self.cfg = cfg
+        self.extents = extents
+        self.inner: dict[str, int] = {}  # split loop -> inner factor in tiles
+        self.loops = ["i", "j", "k"]
+        self.order: list[str] | None = None  # the block loops, outermost first, once reordered
+        self.staged: dict[str, str] = {}  # tensor -> scope
+        self.at: dict[str, str] = {}  # stage -> the loop it is computed at
+        self.init: str | None = None
+        self.tensorized = False
+        self.double: set[str] = set()
+
+    def split(self, i: int, s: Step) -> None:
+        e = self.cfg.tile
+        loop, factors = s.get("loop"), s.get("factors")
+        if loop not in self.extents or loop in self.inner:
+            left = [x for x in "ijk" if x not in self.inner]
+            raise _bad(i, s, f"loop must be one of the unsplit loops {left}.")
+        if not (isinstance(factors, list) and len(factors) == 2 and factors[0] is None
+                and isinstance(factors[1], int)):
+            raise _bad(i, s, "factors must be [null, inner] with an integer inner factor.")
+        f = factors[1]
+        padded = round_up(self.extents[loop], e)
+        if f <= 0 or f % e or f > padded:
+            raise _bad(i, s, f"the inner factor must be a positive multiple of the tile edge {e} and at "
+                             f"most {padded} (loop {loop} has extent {self.extents[loop]}), not {f}.")
+        self.inner[loop] = f // e
+        idx = self.loops.index(loop)
+        self.loops[idx:idx + 1] = [f"{loop}0", f"{loop}1"]
+
+    def reorder(self, i: int, s: Step) -> None:
+        new = s.get("order")
+        if not isinstance(new, list) or sorted(new) != sorted(self.loops):
+            raise _bad(i, s, f"order must be a permutation of the current loops {self.loops}.")
+        outer = [x for x in new if x.endswith("0")]
+        if new[:3] != outer or outer[-1] != "k0":
+            raise _bad(i, s, "the block loops (i0, j0, k0) must be outermost with k0 innermost among "
+                             "them (output-stationary: partial sums stay in acc).")
+        self.loops = list(new)
+        self.order = outer
+
+    def cache_read(self, i: int, s: Step) -> None:
+        self._cache(i, s, "cache_read", ("A", "B"))
+
+    def cache_write(self, i: int, s: Step) -> None:
+        self._cache(i, s, "cache_write", ("C",))
+
+    def _cache(self, i: int, s: Step, op: str, want: tuple[str, ...]) -> None:
+        tensor, scope = str(s.get("tensor")), str(s.get("scope"))
+        if tensor not in want or _SCOPE_OF[tensor] != scope:
+            pairs = ", ".join(f"{t}->{_SCOPE_OF[t]}" for t in want)
+            raise _bad(i, s, f"{op} supports {pairs}.")
+        self.staged[tensor] = scope
+
+    def compute_at(self, i: int, s: Step) -> None:
+        stage, loop = s.get("stage"), s.get("loop")
+        if stage not in ("A_reg", "B_reg", "acc"):
+            raise _bad(i, s, "stage must be A_reg, B_reg or acc.")
+        if loop not in self.loops:
+            raise _bad(i, s, f"loop must be one of {self.loops}.")
+        order = self.order
+        outer_loop = order[0] if order else "i0"
+        allowed = {"acc": [order[1] if order else "j0"],
+                   "A_reg": ["k0"] + (["i0"] if outer_loop == "i0" else []),
+                   "B_reg": ["k0"] + (["j0"] if outer_loop == "j0" else [])}[stage]
+        if loop not in allowed:
+            raise _bad(i, s, f"{stage} can be computed at {' or '.join(allowed)} in this lowering "
+                             "(at the outermost block loop it stays resident across the inner one).")
+        self.at[stage] = loop
+
+    def decompose_reduction(self, i: int, s: Step) -> None:
+        if s.get("loop") != "k0" or s.get("init") not in ("fold", "fill_zero"):
+            raise _bad(i, s, 'expects loop "k0" and init "fold" or "fill_zero".')
+        self.init = s["init"]
+
+    def tensorize(self, i: int, s: Step) -> None:
+        cfg = self.cfg
+        if s.get("intrinsic") != intrinsic(cfg) or s.get("loop") != "i1":
+            raise _bad(i, s, f'the only intrinsic of config {cfg.name!r} (tile edge {cfg.tile}) is '
+                             f'"{intrinsic(cfg)}", applied at loop "i1".')
+        if self.init is None:
+            raise _bad(i, s, f"decompose_reduction must come before tensorize ({intrinsic(cfg)} is an update).")
+        self.tensorized = True
+
+    def double_buffer(self, i: int, s: Step) -> None:
+        if s.get("stage") not in ("A_reg", "B_reg", "acc"):
+            raise _bad(i, s, "stage must be A_reg, B_reg or acc.")
+        self.double.add(s["stage"])
+
+    def tiling(self, schedule: Schedule) -> Tiling:
+        """The tiling the replayed steps describe, once they are complete and consistent."""
+        missing = [x for x in "ijk" if x not in self.inner]
+        order = self.order
+        if missing or order is None or not self.tensorized or len(self.staged) < 3 or len(self.at) < 3:
+            raise UsageError(
+                f"schedule {schedule.name!r} ({len(schedule.steps)} steps) is incomplete: it must split i, j and "
+                "k, reorder, stage A, B and C in a_reg, b_reg and acc with compute_at, decompose the reduction "
+                f"and tensorize onto {intrinsic(self.cfg)}."
+            )
+        at, double = self.at, self.double
+        resident = "a" if at.get("A_reg") == "i0" else "b" if at.get("B_reg") == "j0" else "none"
+        if resident == "none" and ("A_reg" in double) != ("B_reg" in double):
+            raise UsageError(f"schedule {schedule.name!r}: double_buffer A_reg and B_reg together or not at all "
+                             "(unless one of them is a resident panel).")
+        streamed = "B_reg" if resident == "a" else "A_reg"
+        panel = "A_reg" if resident == "a" else "B_reg"
+        return Tiling(bm=self.inner["i"], bn=self.inner["j"], bk=self.inner["k"],
+                      order="mn" if order[0] == "i0" else "nm", double_buffer=streamed in double,
+                      acc_buffers=2 if "acc" in double else 1, init=self.init or "fold", resident=resident,
+                      panel_buffers=((2 if panel in double else 1) if resident != "none"
+                                     else (2 if streamed in double else 1)))
+
+
+#: The primitives a schedule step may name, each checking its step against the replay so far.
+_PRIMITIVES: dict[str, Callable[[_Replay, int, Step], None]] = {
+    "split": _Replay.split,
+    "reorder": _Replay.reorder,
+    "cache_read": _Replay.cache_read,
+    "cache_write": _Replay.cache_write,
+    "compute_at": _Replay.compute_at,
+    "decompose_reduction": _Replay.decompose_reduction,
+    "tensorize": _Replay.tensorize,
+    "double_buffer": _Replay.double_buffer,
+}
 
 
 def buffer_rows(t: Tiling, cfg: ArchConfig, *, bias: int = 0, k: int | None = None) -> dict[str, int]:

@@ -26,7 +26,7 @@ import logging
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -189,13 +189,39 @@ def run_sweep(spec: SweepSpec, out: Path, *, workers: int | None = None, schedul
     config_dir.mkdir(parents=True, exist_ok=True)
     points = design_points(spec, config_dir)
     tasks = {point_key(p, w): (p, w) for p in points for w in spec.workloads}
-    columns = _columns(spec)
     rows: dict[str, dict[str, Any]] = {}
     if resume:
         rows = {r["key"]: r for r in read_results(results_path) if r.get("key") in tasks}
     resumed = len(rows)
     # Areas: one per distinct RTL identity, known from the earlier results, the cache, or a synth task.
     identity = {p.digest: area_identity(p.config) for p in points} if AREA in spec.objectives else {}
+    sweep = _Sweep(spec, config_dir, results_path, _columns(spec), tasks, rows, identity,
+                   _known_areas(rows, tasks, identity, use_cache), use_cache, quiet)
+    area_todo: dict[str, DesignPoint] = {}
+    for p in points:
+        if p.digest in identity and identity[p.digest] not in sweep.areas:
+            area_todo.setdefault(identity[p.digest], p)
+    for key, row in rows.items():  # kept from the earlier results: they hold for this spec too
+        row.update({**(_area_columns(sweep.area_of(tasks[key][0])) if identity else {}), "spec_digest": spec.digest})
+    todo, cached = sweep.take_cached()
+    sweep.write()
+    phase = _DaskPhase()
+    if todo or area_todo:
+        phase = _compute(sweep, todo, area_todo, workers, scheduler, warm_workers)
+    failed = (sum(r["status"] != "ok" for r in rows.values())
+              + sum(a["status"] != "ok" for a in sweep.areas.values()))
+    return SweepSummary(points=len(tasks), failed=failed, computed=len(todo), cached=cached, resumed=resumed,
+                        syntheses=len(area_todo), workers=phase.workers, seconds=time.perf_counter() - t_start,
+                        compute_seconds=phase.compute_seconds, task_seconds=phase.task_seconds,
+                        task_cpu_seconds=phase.task_cpu_seconds, warmup_seconds=phase.warmup_seconds,
+                        dask_compute_seconds=phase.dask_compute_seconds,
+                        machine_cpu_seconds=machine.busy_between(phase.before, phase.after),
+                        load_average_start=phase.before.load_average, load_average_end=phase.after.load_average)
+
+
+def _known_areas(rows: dict[str, dict[str, Any]], tasks: dict[str, tuple[DesignPoint, Workload]],
+                 identity: dict[str, str], use_cache: bool) -> dict[str, dict[str, Any]]:
+    """The areas by RTL identity that need no synthesis: from the resumed rows first, then the cache."""
     areas: dict[str, dict[str, Any]] = {}
     for row in rows.values():
         point = tasks[row["key"]][0]
@@ -206,93 +232,129 @@ def run_sweep(spec: SweepSpec, out: Path, *, workers: int | None = None, schedul
         area_hit = cache_dir() / f"{area_key(ident)}.json"
         if ident not in areas and use_cache and area_hit.exists():
             areas[ident] = json.loads(read_text(area_hit, what="sweep cache"))
-    area_todo: dict[str, DesignPoint] = {}
-    for p in points:
-        if p.digest in identity and identity[p.digest] not in areas:
-            area_todo.setdefault(identity[p.digest], p)
+    return areas
 
-    def area_of(point: DesignPoint) -> dict[str, Any] | None:
-        return areas.get(identity.get(point.digest, ""))
 
-    for key, row in rows.items():  # kept from the earlier results: they hold for this spec too
-        row.update({**(_area_columns(area_of(tasks[key][0])) if identity else {}), "spec_digest": spec.digest})
-    cached = 0
-    todo = []
-    for key, (point, workload) in tasks.items():
-        if key in rows:
-            continue
-        hit = cache_dir() / f"{key}.json" if use_cache else None
-        if hit is not None and hit.exists():
-            rows[key] = _row(spec, point, workload, json.loads(read_text(hit, what="sweep cache")), config_dir,
-                             area_of(point))
-            cached += 1
-        else:
-            todo.append(key)
-    _write_results(results_path, columns, rows)
-    task_seconds = compute_seconds = task_cpu_seconds = warmup_seconds = dask_compute_seconds = 0.0
-    n_workers = 0
-    before = after = machine.MachineSample(None, None)
-    if todo or area_todo:
-        from dask.distributed import as_completed, get_task_stream
+@dataclass
+class _Sweep:
+    """One sweep's tasks and what is known of them so far; ``results.csv`` is rewritten from ``rows``."""
 
-        with dask_client(workers, scheduler) as client:
-            n_workers = len(client.scheduler_info()["workers"])
-            if warm_workers:
-                client.run(warm_up)
-            with get_task_stream(client) as stream:
-                before = machine.sample()
-                t0 = time.perf_counter()
-                futures: dict[Any, tuple[str, str]] = {}
-                for ident, point in area_todo.items():  # first: a synthesis takes a minute or more
-                    future = client.submit(synth_area, point.config_text, point.digest, ident,
-                                           key=f"tinynpu-area-{area_key(ident)}", pure=False)
-                    futures[future] = ("area", ident)
-                for key in todo:
-                    point, workload = tasks[key]
-                    future = client.submit(evaluate, point.config_text, point.digest, workload.kind,
-                                           dict(workload.sizes), key=f"tinynpu-point-{key}", pure=False)
-                    futures[future] = ("point", key)
-                for future in progress(as_completed(futures), total=len(futures), desc="sweep tasks",
-                                       quiet=quiet, unit="task"):
-                    what, key = futures[future]
-                    try:
-                        result = future.result()
-                    except Exception as exc:  # noqa: BLE001 - e.g. a worker died: the task fails, the sweep goes on
-                        result = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
-                    else:  # a success, or a point's own error, is what a rerun would compute: cache it
-                        if use_cache and (result["status"] == "ok" or result.get("cacheable")):
-                            name = f"{key if what == 'point' else area_key(key)}.json"
-                            cache_dir().mkdir(parents=True, exist_ok=True)
-                            write_atomic(cache_dir() / name, json.dumps(result), what="sweep cache")
-                    task_seconds += float(result.get("seconds") or 0.0)
-                    task_cpu_seconds += float(result.get("cpu_seconds") or 0.0)
-                    warmup_seconds += float(result.get("warmup_seconds") or 0.0)
-                    if what == "area":
-                        areas[key] = result
-                        for row_key, row in rows.items():
-                            if identity[tasks[row_key][0].digest] == key:
-                                row.update(_area_columns(result))
-                        if result["status"] != "ok":
-                            say(f"failed: the area of {area_todo[key].config.name} (and every config with the "
-                                f"same RTL): {result['error']}", quiet=quiet)
-                    else:
-                        point, workload = tasks[key]
-                        rows[key] = _row(spec, point, workload, result, config_dir, area_of(point))
-                        if result["status"] != "ok":
-                            say(f"failed: {point.config.name} {workload.key}: {result['error']}", quiet=quiet)
-                    _write_results(results_path, columns, rows)
-                compute_seconds = time.perf_counter() - t0
-                after = machine.sample()
-        dask_compute_seconds = sum(part["stop"] - part["start"] for record in stream.data
-                                   for part in record["startstops"] if part["action"] == "compute")
-    failed = sum(r["status"] != "ok" for r in rows.values()) + sum(a["status"] != "ok" for a in areas.values())
-    return SweepSummary(points=len(tasks), failed=failed, computed=len(todo), cached=cached, resumed=resumed,
-                        syntheses=len(area_todo), workers=n_workers, seconds=time.perf_counter() - t_start,
-                        compute_seconds=compute_seconds, task_seconds=task_seconds,
-                        task_cpu_seconds=task_cpu_seconds, warmup_seconds=warmup_seconds,
-                        dask_compute_seconds=dask_compute_seconds,
-                        machine_cpu_seconds=machine.busy_between(before, after),
-                        load_average_start=before.load_average, load_average_end=after.load_average)
+    spec: SweepSpec
+    config_dir: Path
+    results_path: Path
+    columns: list[str]
+    tasks: dict[str, tuple[DesignPoint, Workload]]  # by point key
+    rows: dict[str, dict[str, Any]]  # by point key: the rows known so far
+    identity: dict[str, str]  # config digest -> RTL identity (empty when area is no objective)
+    areas: dict[str, dict[str, Any]]  # RTL identity -> area result
+    use_cache: bool
+    quiet: bool
+
+    def area_of(self, point: DesignPoint) -> dict[str, Any] | None:
+        return self.areas.get(self.identity.get(point.digest, ""))
+
+    def write(self) -> None:
+        _write_results(self.results_path, self.columns, self.rows)
+
+    def take_cached(self) -> tuple[list[str], int]:
+        """Fill in the rows the cache holds; the keys still to compute, and how many came from the cache."""
+        cached = 0
+        todo = []
+        for key, (point, workload) in self.tasks.items():
+            if key in self.rows:
+                continue
+            hit = cache_dir() / f"{key}.json" if self.use_cache else None
+            if hit is not None and hit.exists():
+                self.rows[key] = _row(self.spec, point, workload, json.loads(read_text(hit, what="sweep cache")),
+                                      self.config_dir, self.area_of(point))
+                cached += 1
+            else:
+                todo.append(key)
+        return todo, cached
+
+    def cache(self, what: str, key: str, result: dict[str, Any]) -> None:
+        """Keep a task's result: a success, or a point's own error, is what a rerun would compute."""
+        if self.use_cache and (result["status"] == "ok" or result.get("cacheable")):
+            name = f"{key if what == 'point' else area_key(key)}.json"
+            cache_dir().mkdir(parents=True, exist_ok=True)
+            write_atomic(cache_dir() / name, json.dumps(result), what="sweep cache")
+
+    def record_area(self, ident: str, result: dict[str, Any], point: DesignPoint) -> None:
+        """An area task's result fills the area columns of every row of a config with that RTL."""
+        self.areas[ident] = result
+        for row_key, row in self.rows.items():
+            if self.identity[self.tasks[row_key][0].digest] == ident:
+                row.update(_area_columns(result))
+        if result["status"] != "ok":
+            say(f"failed: the area of {point.config.name} (and every config with the "
+                f"same RTL): {result['error']}", quiet=self.quiet)
+
+    def record_point(self, key: str, result: dict[str, Any]) -> None:
+        point, workload = self.tasks[key]
+        self.rows[key] = _row(self.spec, point, workload, result, self.config_dir, self.area_of(point))
+        if result["status"] != "ok":
+            say(f"failed: {point.config.name} {workload.key}: {result['error']}", quiet=self.quiet)
+
+
+@dataclass
+class _DaskPhase:
+    """What the Dask phase measured; all zero when every point was already known."""
+
+    workers: int = 0
+    compute_seconds: float = 0.0
+    task_seconds: float = 0.0
+    task_cpu_seconds: float = 0.0
+    warmup_seconds: float = 0.0
+    dask_compute_seconds: float = 0.0
+    before: machine.MachineSample = field(default_factory=lambda: machine.MachineSample(None, None))
+    after: machine.MachineSample = field(default_factory=lambda: machine.MachineSample(None, None))
+
+
+def _compute(sweep: _Sweep, todo: list[str], area_todo: dict[str, DesignPoint], workers: int | None,
+             scheduler: str | None, warm_workers: bool) -> _DaskPhase:
+    """Run the area tasks and the points ``todo`` on Dask, recording each result as it arrives."""
+    from dask.distributed import as_completed, get_task_stream
+
+    phase = _DaskPhase()
+    with dask_client(workers, scheduler) as client:
+        phase.workers = len(client.scheduler_info()["workers"])
+        if warm_workers:
+            client.run(warm_up)
+        with get_task_stream(client) as stream:
+            phase.before = machine.sample()
+            t0 = time.perf_counter()
+            futures: dict[Any, tuple[str, str]] = {}
+            for ident, point in area_todo.items():  # first: a synthesis takes a minute or more
+                future = client.submit(synth_area, point.config_text, point.digest, ident,
+                                       key=f"tinynpu-area-{area_key(ident)}", pure=False)
+                futures[future] = ("area", ident)
+            for key in todo:
+                point, workload = sweep.tasks[key]
+                future = client.submit(evaluate, point.config_text, point.digest, workload.kind,
+                                       dict(workload.sizes), key=f"tinynpu-point-{key}", pure=False)
+                futures[future] = ("point", key)
+            for future in progress(as_completed(futures), total=len(futures), desc="sweep tasks",
+                                   quiet=sweep.quiet, unit="task"):
+                what, key = futures[future]
+                try:
+                    result = future.result()
+                except Exception as exc:  # noqa: BLE001 - e.g. a worker died: the task fails, the sweep goes on
+                    result = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+                else:
+                    sweep.cache(what, key, result)
+                phase.task_seconds += float(result.get("seconds") or 0.0)
+                phase.task_cpu_seconds += float(result.get("cpu_seconds") or 0.0)
+                phase.warmup_seconds += float(result.get("warmup_seconds") or 0.0)
+                if what == "area":
+                    sweep.record_area(key, result, area_todo[key])
+                else:
+                    sweep.record_point(key, result)
+                sweep.write()
+            phase.compute_seconds = time.perf_counter() - t0
+            phase.after = machine.sample()
+        phase.dask_compute_seconds = sum(part["stop"] - part["start"] for record in stream.data
+                                         for part in record["startstops"] if part["action"] == "compute")
+    return phase
 
 
 __all__ = ["AREA", "RESULTS", "SweepSummary", "area_key", "cache_dir", "dask_client", "point_key", "read_results",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
@@ -28,7 +28,7 @@ from tinynpu.simulator.hazards import DRAM, RaceChecker, access_functions, resou
 from tinynpu.simulator.native import NativeUnavailable, library, native_schedule, unsupported
 from tinynpu.simulator.semantics import State
 from tinynpu.simulator.stats import Stats, build_stats
-from tinynpu.simulator.timing import schedule
+from tinynpu.simulator.timing import Entry, schedule
 from tinynpu.simulator.trace import write_log, write_trace
 
 ENGINES = ("auto", "native", "python")
@@ -188,12 +188,12 @@ class Machine:
         return RaceChecker(nq, users, remaining, names, describe)
 
 
-def _accesses(isa: Isa, cfg: ArchConfig) -> Callable[[RaceChecker, Sequence], None]:
+def _accesses(isa: Isa, cfg: ArchConfig) -> Callable[[RaceChecker, Entry], None]:
     """The race checker's view of a scheduler entry: its opcode's access function (isa.yaml ``accesses``)."""
     table = access_functions(isa, cfg)
 
-    def accesses(rc: RaceChecker, entry: Sequence) -> None:
-        table[entry[1]](rc.access, entry[0], entry[2], entry[8])
+    def accesses(rc: RaceChecker, entry: Entry) -> None:
+        table[entry.op](rc.access, entry.index, entry.unit, entry.operands)
 
     return accesses
 

@@ -51,19 +51,19 @@ from __future__ import annotations
 
 import array
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from tinynpu.isa import ArchConfig, Isa
 from tinynpu.simulator.decode import Decoded
+from tinynpu.simulator.entries import CHUNK, Entry, EntryChunks
 from tinynpu.simulator.faults import SimFault
 from tinynpu.simulator.hazards import RaceChecker
 from tinynpu.simulator.messages import Messages
 from tinynpu.simulator.semantics import State
-
-_CHUNK = 1 << 12
+from tinynpu.simulator.tokens import NO_CLOCK, Channel, TokenLedger, token_channels
 
 
 @dataclass
@@ -76,80 +76,6 @@ class RunResult:
     start: array.array
     end: array.array
     stalls: dict[str, dict[str, int]] = field(default_factory=dict)
-
-
-class _Rows:
-    """Per-instruction tuples built in chunks, so the whole program is never held as Python objects."""
-
-    def __init__(self, dec: Decoded) -> None:
-        self.dec = dec
-
-    def get(self, base: int, _: int) -> list[list]:
-        """Entries ``[i, op, unit, wait, signal, occ, lat, beats, operands, dispatch, ready]``.
-
-        The last two slots are filled in by the scheduler (ready -1: not known yet).
-        """
-        d = self.dec
-        sl = slice(base, min(base + _CHUNK, d.n))
-        n = sl.stop - base
-        return list(map(list, zip(range(base, sl.stop), d.op[sl].tolist(), d.unit[sl].tolist(),
-                                  d.wait[sl].tolist(), d.signal[sl].tolist(), d.occ[sl].tolist(),
-                                  d.lat[sl].tolist(), d.beats[sl].tolist(), d.values(sl).tolist(),
-                                  [0] * n, [-1] * n, strict=True)))
-
-
-class _Ledger:
-    """One channel's signal completions and consume starts, for the exact overflow rule.
-
-    Token j overflows the channel iff token j - max_count was not consumed by
-    cycle e(j).  Only the window those checks can still reach is kept.
-    """
-
-    __slots__ = ("con_base", "con_s", "max", "n_con", "n_sig", "sig_base", "sig_e", "sig_i")
-
-    def __init__(self, max_count: int) -> None:
-        self.max = max_count
-        self.sig_e: list[int] = []
-        self.sig_i: list[int] = []
-        self.con_s: list[int] = []
-        self.sig_base = self.con_base = self.n_sig = self.n_con = 0
-
-    def signal(self, e: int, i: int) -> int:
-        """Record token n_sig completing at ``e`` from instruction ``i``; the overflowing token or -1."""
-        j = self.n_sig
-        self.n_sig += 1
-        self.sig_e.append(e)
-        self.sig_i.append(i)
-        k = j - self.max
-        if 0 <= k < self.n_con and self.con_s[k - self.con_base] > e:
-            return j
-        cut = self.n_sig - self.max - self.con_base  # consumes a later signal can still ask about
-        if cut > 64 + self.max:
-            del self.con_s[:cut]
-            self.con_base += cut
-        return -1
-
-    def consume(self, s: int) -> int:
-        """Record the consume of token n_con at ``s``; the overflowing token or -1."""
-        k = self.n_con
-        self.n_con += 1
-        self.con_s.append(s)
-        j = k + self.max
-        if j < self.n_sig and self.sig_e[j - self.sig_base] < s:
-            return j
-        cut = self.n_con - self.sig_base  # signals no check can reach any more
-        if cut > 64 + self.max:
-            del self.sig_e[:cut]
-            del self.sig_i[:cut]
-            self.sig_base += cut
-        return -1
-
-    def producer(self, j: int) -> int:
-        return self.sig_i[j - self.sig_base]
-
-    def leftover(self) -> int:
-        """At the end: the first token that overflowed because it was never consumed, or -1."""
-        return self.n_con + self.max if self.n_sig - self.n_con > self.max else -1
 
 
 UNIT_CAUSES = ("token", "in_flight_loads", "dram_port")  # a queued unit's stall causes, in attribution order
@@ -182,7 +108,7 @@ def _bits(mask: int) -> tuple[int, ...]:
 
 
 def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: bool, limit: int,
-             races: RaceChecker | None, accesses: Callable[[RaceChecker, Sequence], None]) -> RunResult:
+             races: RaceChecker | None, accesses: Callable[[RaceChecker, Entry], None]) -> RunResult:
     """Run the program: functional execution interleaved with the cycle schedule.
 
     Raises:
@@ -191,10 +117,7 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
     handlers = [state.handlers.get(ins.mnemonic) for ins in isa.instructions]
     halt_op = isa.by_mnemonic["halt"].index
     waits_prev = [ins.timing == "dma_zero" for ins in isa.instructions]
-    queued = sorted(u.id for u in isa.queued_units)
-    nq = len(queued)
-    if queued != list(range(nq)):
-        raise SimFault(f"{isa.source}: the simulator needs the queued units to have ids 0..{nq - 1}.")
+    nq = _queued_units(isa)
     names = {u.id: u.name for u in isa.units}
     control_name = next(u.name for u in isa.units if not u.queue)
     bits = [_bits(m) for m in range(1 << nq)]
@@ -205,19 +128,18 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
     stalls: dict[str, dict[str, int]] = {names[u]: {} for u in range(nq)}
     stalls[control_name] = {}
 
-    pend: list[deque[list]] = [deque() for _ in range(nq)]
+    pend: list[deque[Entry]] = [deque() for _ in range(nq)]
     starts: list[deque[int]] = [deque(maxlen=depth) for _ in range(nq)]
     n_disp = [0] * nq
     n_sched = [0] * nq
     free_at = [0] * nq
     last_e = [0] * nq
-    chan: list[list[deque]] = [[deque() for _ in range(nq)] for _ in range(nq)]
-    ledger = [[_Ledger(max_tok) for _ in range(nq)] for _ in range(nq)]
+    chan, ledger, wait_bits, sig_bits = token_channels(nq, max_tok, bits)
     free_queues = [pend[u] for u in free_units]
     several_ports = len(port_units) > 1
-    rows = _Rows(dec)
-    chunk_base = -_CHUNK
-    chunk: list[list] = []
+    rows = EntryChunks(dec)
+    chunk_base = -CHUNK
+    chunk: list[Entry] = []
     pc = 0
     d_prev = -1
     max_e = 0
@@ -236,141 +158,153 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
     rc_remaining: list[int] = races.remaining if races is not None else []
     rc_join = races.join if races is not None else None
     rc_token = races.token if races is not None else None
-    chan_in = [[chan[v][u] for v in range(nq)] for u in range(nq)]  # chan_in[u][v] = chan[v][u]
-    ledger_in = [[ledger[v][u] for v in range(nq)] for u in range(nq)]
-    wait_bits = [[(v, chan_in[u][v], ledger_in[u][v]) for v in bits[m]] for u in range(nq)
-                 for m in range(1 << nq)]  # index u << nq | mask
-    sig_bits = [[(w, chan[u][w], ledger[u][w]) for w in bits[m]] for u in range(nq) for m in range(1 << nq)]
 
-    def ready(entry: list) -> int:
+    def ready(entry: Entry) -> int:
         """Earliest start ignoring the port, or -1 if a token is missing.
 
         Cached in the entry: once a head has all its tokens, nothing it depends on changes.
         """
-        if entry[10] >= 0:
-            return entry[10]
-        u = entry[2]
-        t = entry[9] + 1
+        if entry.ready >= 0:
+            return entry.ready
+        u = entry.unit
+        t = entry.dispatch + 1
         f = free_at[u]
         if f > t:
             t = f
-        for v in bits[entry[3]]:
+        for v in bits[entry.wait]:
             ch = chan[v][u]
             if not ch:
                 return -1
-            if timing and ch[0][0] > t:
-                t = ch[0][0]
-        if waits_prev[entry[1]] and last_e[u] > t:
+            if timing:
+                signalled, _, _ = ch[0]  # the oldest token's end cycle
+                if signalled > t:
+                    t = signalled
+        if waits_prev[entry.op] and last_e[u] > t:
             t = last_e[u]
-        entry[10] = t
+        entry.ready = t
         return t
 
     def overflow(v: int, u: int, j: int, i: int | None = None) -> SimFault:
         return msg.overflow(v, u, j, ledger[v][u].producer(j) if i is None else i)
 
-    def start_instr(entry: list, s: int) -> None:
+    def start_timed(entry: Entry, s: int) -> None:
+        """Start ``entry`` at cycle ``s``: consume its tokens, attribute its stall, fix its end, execute it, signal."""
         nonlocal max_e, port_free
-        i, op, u, wait, sig, occ, lat, beats, x, d, _ = entry
+        u = entry.unit
         if races is not None:
             rc_clock[u][u] += 1  # a new epoch of unit u (its own clock component; see hazards)
             rc_remaining[u] -= 1
-        if timing:
-            base = d + 1
-            f = free_at[u]
-            if f > base:
-                base = f
-            tok = 0
-            if wait:
-                for v, ch, led in wait_bits[u << nq | wait]:
-                    e_p, clock, _ = ch.popleft()
-                    if e_p > tok:
-                        tok = e_p
-                    j = led.consume(s)
-                    if j >= 0:
-                        raise overflow(v, u, j)
-                    if rc_join is not None:
-                        rc_join(u, clock)
-            if s > base:  # attribute the wait: tokens first, then loads in flight, then the port
-                st = stall_of[u]
-                if tok > base:
-                    st["token"] = st.get("token", 0) + tok - base
-                    hi = tok
-                else:
-                    hi = base
-                if waits_prev[op]:
-                    le = last_e[u]
-                    if le > hi:
-                        st["in_flight_loads"] = st.get("in_flight_loads", 0) + le - hi
-                        hi = le
-                if beats and s > hi:
-                    st["dram_port"] = st.get("dram_port", 0) + s - hi
-            if beats:
-                port_free = s + beats
-            e = s + lat
-            le = last_e[u]
-            if le > e:
-                e = le
-            if e > limit:
-                raise msg.limit_start(i, e)
-            last_e[u] = e
-            free_at[u] = s + occ
-            starts[u].append(s)
-            start[i] = s
-            end[i] = e
-            if e > max_e:
-                max_e = e
-        else:
-            e = 0
-            if wait:
-                for _v, ch, _led in wait_bits[u << nq | wait]:
-                    _, clock, _ = ch.popleft()
-                    if rc_join is not None:
-                        rc_join(u, clock)
+        base = entry.dispatch + 1
+        f = free_at[u]
+        if f > base:
+            base = f
+        tok = 0
+        wait = entry.wait
+        if wait:
+            for v, ch, led in wait_bits[u << nq | wait]:
+                e_p, clock, _ = ch.popleft()
+                if e_p > tok:
+                    tok = e_p
+                j = led.consume(s)
+                if j >= 0:
+                    raise overflow(v, u, j)
+                if rc_join is not None:
+                    rc_join(u, clock)
+        beats = entry.beats
+        if s > base:  # attribute the wait: tokens first, then loads in flight, then the port
+            st = stall_of[u]
+            if tok > base:
+                st["token"] = st.get("token", 0) + tok - base
+                hi = tok
+            else:
+                hi = base
+            if waits_prev[entry.op]:
+                le = last_e[u]
+                if le > hi:
+                    st["in_flight_loads"] = st.get("in_flight_loads", 0) + le - hi
+                    hi = le
+            if beats and s > hi:
+                st["dram_port"] = st.get("dram_port", 0) + s - hi
+        if beats:
+            port_free = s + beats
+        e = s + entry.lat
+        le = last_e[u]
+        if le > e:
+            e = le
+        i = entry.index
+        if e > limit:
+            raise msg.limit_start(i, e)
+        last_e[u] = e
+        free_at[u] = s + entry.occ
+        starts[u].append(s)
+        start[i] = s
+        end[i] = e
+        if e > max_e:
+            max_e = e
+        # Then what every start does (as in start_untimed, written out: a call per instruction costs).
         n_sched[u] += 1
         if races is not None:
             accesses(races, entry)
-        h = handlers[op]
+        h = handlers[entry.op]
         if h is not None:
-            h(x)
+            h(entry.operands)
+        sig = entry.signal
         if sig:
-            clock = rc_token(u) if rc_token is not None else None
+            clock = rc_token(u) if rc_token is not None else NO_CLOCK
             for w, ch, led in sig_bits[u << nq | sig]:
                 ch.append((e, clock, i))
-                if timing:
-                    j = led.signal(e, i)
-                    if j >= 0:
-                        raise overflow(u, w, j)
-                elif len(ch) > max_tok:
+                j = led.signal(e, i)
+                if j >= 0:
+                    raise overflow(u, w, j)
+
+    def start_untimed(entry: Entry, _: int) -> None:
+        """Start ``entry`` without timing: consume its tokens in execution order, execute it, signal.
+
+        Without timing a channel's count is taken in execution order: a signal that makes it exceed
+        ``tokens.max_count`` faults.
+        """
+        u = entry.unit
+        if races is not None:
+            rc_clock[u][u] += 1  # a new epoch of unit u (its own clock component; see hazards)
+            rc_remaining[u] -= 1
+        wait = entry.wait
+        if wait:
+            for _v, ch, _led in wait_bits[u << nq | wait]:
+                _, clock, _ = ch.popleft()
+                if rc_join is not None:
+                    rc_join(u, clock)
+        n_sched[u] += 1
+        if races is not None:
+            accesses(races, entry)
+        h = handlers[entry.op]
+        if h is not None:
+            h(entry.operands)
+        sig = entry.signal
+        if sig:
+            i = entry.index
+            clock = rc_token(u) if rc_token is not None else NO_CLOCK
+            for w, ch, _led in sig_bits[u << nq | sig]:
+                ch.append((0, clock, i))
+                if len(ch) > max_tok:
                     raise overflow(u, w, len(ch) - 1, i)
 
-    while True:
+    start_instr = start_timed if timing else start_untimed
+
+    def dispatch_in_order() -> bool:
+        """Dispatch in program order as far as the rules allow; whether anything was dispatched."""
+        nonlocal chunk_base, chunk, pc, d_prev
         progress = False
-        # 1. dispatch in program order as far as the rules allow
         while pc < n_exec and not halted:
-            if pc - chunk_base >= _CHUNK:
+            if pc - chunk_base >= CHUNK:
                 chunk_base = pc
-                chunk = rows.get(pc, pc)
+                chunk = rows.get(pc)
             row = chunk[pc - chunk_base]
-            u = row[2]
-            if u >= nq:
-                op = row[1]
+            u = row.unit
+            if u >= nq:  # sync or halt: once every queue is empty
                 if any(pend):
                     break
-                d = d_prev + 1
-                if timing and max_e > d:
-                    control_stalls["barrier"] = control_stalls.get("barrier", 0) + max_e - d
-                    d = max_e
-                if races is not None:
-                    races.sync()
-                dispatch[pc] = start[pc] = end[pc] = d
-                d_prev = d
-                pc += 1
+                dispatch_barrier(row.op)
                 progress = True
-                if op == halt_op:
-                    halted = True
-                    cycles = d + 1
-                    if timing and cycles > limit:
-                        raise msg.limit_halt(pc - 1, d)
                 continue
             if len(pend[u]) >= depth:
                 break
@@ -385,93 +319,133 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
                 if d > limit:
                     raise msg.limit_dispatch(pc, d)
                 dispatch[pc] = d
-            row[9] = d
+            row.dispatch = d
             pend[u].append(row)
             n_disp[u] += 1
             d_prev = d
             pc += 1
             progress = True
-        # 2. units that do not use the DRAM port start whenever they are ready
+        return progress
+
+    def dispatch_barrier(op: int) -> None:
+        """Dispatch the ``sync`` or ``halt`` at ``pc``: at the completion of every instruction before it."""
+        nonlocal pc, d_prev, halted, cycles
+        d = d_prev + 1
+        if timing and max_e > d:
+            control_stalls["barrier"] = control_stalls.get("barrier", 0) + max_e - d
+            d = max_e
+        if races is not None:
+            races.sync()
+        dispatch[pc] = start[pc] = end[pc] = d
+        d_prev = d
+        pc += 1
+        if op == halt_op:
+            halted = True
+            cycles = d + 1
+            if timing and cycles > limit:
+                raise msg.limit_halt(pc - 1, d)
+
+    def start_ready(progress: bool) -> bool:
+        """Start what is ready; whether anything did (or ``progress``: whether anything was dispatched).
+
+        Units that do not use the DRAM port start whenever they are ready; then the port goes to the
+        user ready first.
+        """
         for q in free_queues:
             while q:
                 head = q[0]
-                if head[7]:
+                if head.beats:
                     break
-                r = head[10]
+                r = head.ready
                 if r < 0:
                     r = ready(head)
                     if r < 0:
                         break
                 start_instr(q.popleft(), r)
                 progress = True
-        # 3. the DRAM port: the user ready first wins it
-        if port_units:
-            best_r = best_u = -1
-            blocked = False
-            for u in port_units:
-                q = pend[u]
-                if not q:
-                    continue
-                head = q[0]
-                if not head[7]:
-                    blocked = True
-                    continue
-                r = head[10]
-                if r < 0:
-                    r = ready(head)
-                if r < 0:
-                    blocked = True
-                elif not timing:
-                    start_instr(q.popleft(), 0)
-                    progress = True
-                elif best_u < 0 or r < best_r:
-                    best_r, best_u = r, u
-            if best_u >= 0:
-                r, u = best_r, best_u
-                # Safe when nothing else could claim the port earlier: an unknown head could, and so
-                # could an instruction not dispatched yet (ready no earlier than d_prev + 2).
-                unknown_future = False
-                if several_ports and pc < n_exec and not halted:
-                    for v in port_units:
-                        if v != u and not pend[v]:
-                            unknown_future = True
-                safe = not blocked and (not unknown_future or r < d_prev + 2)
-                if safe or not progress:
-                    start_instr(pend[u].popleft(), r if r > port_free else port_free)
-                    progress = True
-        if progress:
-            continue
-        if halted and not any(pend):
-            break
+        best_r = best_u = -1
+        blocked = False
+        for u in port_units:
+            q = pend[u]
+            if not q:
+                continue
+            head = q[0]
+            if not head.beats:
+                blocked = True
+                continue
+            r = head.ready
+            if r < 0:
+                r = ready(head)
+            if r < 0:
+                blocked = True
+            elif not timing:
+                start_instr(q.popleft(), 0)
+                progress = True
+            elif best_u < 0 or r < best_r:
+                best_r, best_u = r, u
+        if best_u >= 0:
+            r, u = best_r, best_u
+            # Safe when nothing else could claim the port earlier: an unknown head could, and so
+            # could an instruction not dispatched yet (ready no earlier than d_prev + 2).
+            unknown_future = False
+            if several_ports and pc < n_exec and not halted:
+                for v in port_units:
+                    if v != u and not pend[v]:
+                        unknown_future = True
+            safe = not blocked and (not unknown_future or r < d_prev + 2)
+            if safe or not progress:
+                start_instr(pend[u].popleft(), r if r > port_free else port_free)
+                progress = True
+        return progress
+
+    while start_ready(dispatch_in_order()):  # round after round, until nothing dispatches or starts
+        pass
+    if not halted or any(pend):
         if pc >= n_exec and not halted and not any(pend):
             raise msg.never_halts()
         raise _deadlock(pend, chan, bits, msg, pc)
 
     if timing:
-        for v in range(nq):
-            for u in range(nq):
-                j = ledger[v][u].leftover()
-                if j >= 0:
-                    raise overflow(v, u, j)
-    executed = pc
-    for name, causes in stalls.items():  # one order of causes, whichever stalled first
-        order = CONTROL_CAUSES if name == control_name else UNIT_CAUSES
-        stalls[name] = {c: causes[c] for c in order if c in causes}
-    return RunResult(cycles=cycles if timing else 0, executed=executed, dispatch=dispatch, start=start,
-                     end=end, stalls=stalls)
+        _check_leftovers(ledger, overflow)
+    return RunResult(cycles=cycles if timing else 0, executed=pc, dispatch=dispatch, start=start, end=end,
+                     stalls=_in_cause_order(stalls, control_name))
 
 
-def _deadlock(pend: list[deque[list]], chan: list[list[deque]], bits: list[tuple[int, ...]], msg: Messages,
+def _queued_units(isa: Isa) -> int:
+    """How many queued units the ISA has; the scheduler indexes its lists by their ids, 0 to that number - 1."""
+    queued = sorted(u.id for u in isa.queued_units)
+    nq = len(queued)
+    if queued != list(range(nq)):
+        raise SimFault(f"{isa.source}: the simulator needs the queued units to have ids 0..{nq - 1}.")
+    return nq
+
+
+def _check_leftovers(ledger: list[list[TokenLedger]], overflow: Callable[[int, int, int], SimFault]) -> None:
+    """At the end of a timed run: a channel left holding more tokens than it may is an overflow."""
+    for v, row in enumerate(ledger):
+        for u, led in enumerate(row):
+            j = led.leftover()
+            if j >= 0:
+                raise overflow(v, u, j)
+
+
+def _in_cause_order(stalls: dict[str, dict[str, int]], control_name: str) -> dict[str, dict[str, int]]:
+    """Each unit's stall causes in one order, whichever stalled first."""
+    return {name: {c: causes[c] for c in (CONTROL_CAUSES if name == control_name else UNIT_CAUSES) if c in causes}
+            for name, causes in stalls.items()}
+
+
+def _deadlock(pend: list[deque[Entry]], chan: list[list[Channel]], bits: list[tuple[int, ...]], msg: Messages,
               pc: int) -> SimFault:
     """The first unit head that waits on an empty channel names the deadlock."""
     for u, q in enumerate(pend):
         if not q:
             continue
         head = q[0]
-        for v in bits[head[3]]:
+        for v in bits[head.wait]:
             if not chan[v][u]:
-                return msg.deadlock(head[0], u, v, pc)
+                return msg.deadlock(head.index, u, v, pc)
     return msg.no_progress(pc)
 
 
-__all__ = ["CONTROL_CAUSES", "UNIT_CAUSES", "RunResult", "schedule", "timeline_columns", "unit_roles"]
+__all__ = ["CONTROL_CAUSES", "UNIT_CAUSES", "Entry", "RunResult", "schedule", "timeline_columns", "unit_roles"]

@@ -210,101 +210,19 @@ def _write_into(
     network: Mapping[str, Any] | None = None,
 ) -> Written:
     figs_dir = out / FIG_DIR
-    figures: list[F.Figure] = []
-    sections: list[Section] = []
     rows = summary_rows(results)
     all_verified = all(row["verified"] for row in rows)
-    sections.append(
-        Section(
-            "Summary",
-            "Every workload compiled, simulated with timing, and checked against numpy "
-            f"({'all verified' if all_verified else '**NOT all verified**'}). Cycles are the simulator's; "
-            "`roofline` is max(useful MACs / peak, I/O lower bound / DRAM bandwidth); utilization = "
-            "useful MACs / "
-            "(cycles x peak); the padding ceiling is useful MACs / MACs issued (edge tiles padded to "
-            f"{cfg.tile}), so util / ceiling is the MAC array's own utilization. Each row is reproduced "
-            "by the "
-            "command listed below the table, in the same order.\n\n" + summary_table(rows),
-            tuple(row["command"] for row in rows),
-        )
-    )
-    roof = F.roofline(
-        [(r.label, r.report) for r in results],
-        macs_per_cycle=cfg.macs_per_cycle,
-        bytes_per_cycle=cfg.dram_bytes_per_cycle,
-        path=figs_dir / "roofline.png",
-    )
-    figures.append(roof)
-    from_summary = "One point per run of the Summary table; the commands listed there reproduce every number."
-    sections.append(Section("Roofline", from_summary, (), (roof,)))
-    traffic = F.traffic([(r.label, r.report) for r in results], path=figs_dir / "traffic.png")
-    figures.append(traffic)
-    sections.append(Section("DRAM traffic", from_summary.replace("point", "group of bars"), (), (traffic,)))
-    power = F.energy([(r.label, r.report) for r in results], path=figs_dir / "energy.png")
-    figures.append(power)
-    sections.append(Section("Energy", from_summary.replace("point", "bar") + "\n\n" + energy_table(rows),
-                            (), (power,)))
+    sections = [_summary_section(rows, cfg, all_verified)]
+    figures = _overview_figures(results, rows, cfg, figs_dir, sections)
     for r in featured:
-        slug = _slug(r.label)
-        unit = F.unit_breakdown(r.report, label=r.label, path=figs_dir / f"units_{slug}.png")
-        figs: list[F.Figure] = [unit]
-        if r.timeline:
-            figs.append(F.gantt(r.timeline, label=r.label, path=figs_dir / f"gantt_{slug}.png"))
-        figures += figs
-        sim_dir = f"out/{slug}"
-        body = (
-            "`tinynpu run` reports the busy cycles; the stall causes and the per-instruction timeline come from "
-            "the simulator itself (`tinynpu sim --json` and `--trace`, a Perfetto trace of the same timeline), "
-            "on the same program; timing does not depend on the data."
-        )
-        commands: tuple[str, ...] = (
-            r.workload.command,
-            r.workload.command.replace("tinynpu run", "tinynpu compile").replace(" --json", f" -o {sim_dir} --force"),
-            f"tinynpu sim {sim_dir}/program.bin --json --trace {sim_dir}/trace.json",
-        )
-        sections.append(Section(f"Where the cycles go: {r.label}", body, commands, tuple(figs)))
+        figures += _featured_figures(r, figs_dir, sections)
     if landscape is not None:
-        kwargs = {k: v for k, v in landscape.items() if k != "command"}
-        fig = F.landscape(**kwargs, path=figs_dir / "landscape.png")
-        figures.append(fig)
-        sections.append(
-            Section(
-                "Tile-size search landscape",
-                "The grid is evaluated by this report (the first command regenerates it); `tinynpu tune` "
-                "runs the "
-                "compiler's search over the same cost model and prints the schedule it picks.",
-                (command, str(landscape["command"])),
-                (fig,),
-            )
-        )
+        figures.append(_landscape_figure(landscape, command, figs_dir, sections))
     if speed is not None:
         fig = F.sim_speed(speed["runs"], numpy_seconds=float(speed["numpy_seconds"]), path=figs_dir / "sim_speed.png")
         figures.append(fig)
         sections.append(Section("Simulator speed", str(speed.get("note", "")), (str(speed["command"]),), (fig,)))
-    if cosim is not None and cosim.get("rows"):
-        rows_c = cosim["rows"]
-        agree = all(int(r["rtl_cycles"]) == int(r["model_cycles"]) and r.get("outputs_match") for r in rows_c)
-        ran = sorted({str(r["simulator"]).capitalize() for r in rows_c if r.get("simulator")})
-        ran = ran or ["Verilator or Icarus"]
-        body = (
-            f"The same binaries run on the Verilog RTL ({' and '.join(ran)}, cocotb) and on the Python simulator; "
-            "every output tensor is compared bit for bit and every instruction's (dispatch, start, end) cycle "
-            f"against the simulator's timeline. {'They agree on every program.' if agree else '**They differ.**'}"
-            "\n\n" + cosim_table(rows_c)
-        )
-        commands = tuple(str(r["command"]) for r in rows_c if "command" in r) or (str(cosim["command"]),)
-        sections.append(Section("RTL vs. model cycles", body, commands))
-    else:
-        why = cosim.get("skipped", "") if cosim is not None else ""
-        sections.append(
-            Section(
-                "RTL vs. model cycles",
-                "No co-simulation in this report"
-                + (f": {why}" if why else "")
-                + ". (`--run-cosim` co-simulates small workloads on Verilator, else Icarus; `--cosim FILE` tabulates "
-                "the JSON of `tinynpu cosim --json`.)",
-            )
-        )
+    sections.append(_cosim_section(cosim))
     if network is not None and network.get("runs"):
         from tinynpu.report.network import network_sections
 
@@ -332,6 +250,102 @@ def _write_into(
     files = (index, data_path, *(f.path for f in figures))
     summary["files"] = [str(p) for p in files]
     return Written(index, files, tuple(figures), summary)
+
+
+def _summary_section(rows: Sequence[Mapping[str, Any]], cfg: ArchConfig, all_verified: bool) -> Section:
+    """The report's first section: one row per run, and the command of each."""
+    return Section(
+        "Summary",
+        "Every workload compiled, simulated with timing, and checked against numpy "
+        f"({'all verified' if all_verified else '**NOT all verified**'}). Cycles are the simulator's; "
+        "`roofline` is max(useful MACs / peak, I/O lower bound / DRAM bandwidth); utilization = "
+        "useful MACs / "
+        "(cycles x peak); the padding ceiling is useful MACs / MACs issued (edge tiles padded to "
+        f"{cfg.tile}), so util / ceiling is the MAC array's own utilization. Each row is reproduced "
+        "by the "
+        "command listed below the table, in the same order.\n\n" + summary_table(rows),
+        tuple(row["command"] for row in rows),
+    )
+
+
+def _overview_figures(results: Sequence[Result], rows: Sequence[Mapping[str, Any]], cfg: ArchConfig,
+                      figs_dir: Path, sections: list[Section]) -> list[F.Figure]:
+    """The figures over every run (roofline, DRAM traffic, energy); their sections go to ``sections``."""
+    runs = [(r.label, r.report) for r in results]
+    roof = F.roofline(runs, macs_per_cycle=cfg.macs_per_cycle, bytes_per_cycle=cfg.dram_bytes_per_cycle,
+                      path=figs_dir / "roofline.png")
+    from_summary = "One point per run of the Summary table; the commands listed there reproduce every number."
+    sections.append(Section("Roofline", from_summary, (), (roof,)))
+    traffic = F.traffic(runs, path=figs_dir / "traffic.png")
+    sections.append(Section("DRAM traffic", from_summary.replace("point", "group of bars"), (), (traffic,)))
+    power = F.energy(runs, path=figs_dir / "energy.png")
+    sections.append(Section("Energy", from_summary.replace("point", "bar") + "\n\n" + energy_table(rows),
+                            (), (power,)))
+    return [roof, traffic, power]
+
+
+def _featured_figures(r: Result, figs_dir: Path, sections: list[Section]) -> list[F.Figure]:
+    """A featured run's per-unit breakdown and Gantt chart; its section goes to ``sections``."""
+    slug = _slug(r.label)
+    figs = [F.unit_breakdown(r.report, label=r.label, path=figs_dir / f"units_{slug}.png")]
+    if r.timeline:
+        figs.append(F.gantt(r.timeline, label=r.label, path=figs_dir / f"gantt_{slug}.png"))
+    sim_dir = f"out/{slug}"
+    body = (
+        "`tinynpu run` reports the busy cycles; the stall causes and the per-instruction timeline come from "
+        "the simulator itself (`tinynpu sim --json` and `--trace`, a Perfetto trace of the same timeline), "
+        "on the same program; timing does not depend on the data."
+    )
+    commands = (
+        r.workload.command,
+        r.workload.command.replace("tinynpu run", "tinynpu compile").replace(" --json", f" -o {sim_dir} --force"),
+        f"tinynpu sim {sim_dir}/program.bin --json --trace {sim_dir}/trace.json",
+    )
+    sections.append(Section(f"Where the cycles go: {r.label}", body, commands, tuple(figs)))
+    return figs
+
+
+def _landscape_figure(landscape: Mapping[str, Any], command: str, figs_dir: Path,
+                      sections: list[Section]) -> F.Figure:
+    """The tile-size search landscape; its section goes to ``sections``."""
+    kwargs = {k: v for k, v in landscape.items() if k != "command"}
+    fig = F.landscape(**kwargs, path=figs_dir / "landscape.png")
+    sections.append(
+        Section(
+            "Tile-size search landscape",
+            "The grid is evaluated by this report (the first command regenerates it); `tinynpu tune` "
+            "runs the "
+            "compiler's search over the same cost model and prints the schedule it picks.",
+            (command, str(landscape["command"])),
+            (fig,),
+        )
+    )
+    return fig
+
+
+def _cosim_section(cosim: Mapping[str, Any] | None) -> Section:
+    """RTL against the model, or why the report has no co-simulation."""
+    if cosim is not None and cosim.get("rows"):
+        rows_c = cosim["rows"]
+        agree = all(int(r["rtl_cycles"]) == int(r["model_cycles"]) and r.get("outputs_match") for r in rows_c)
+        ran = sorted({str(r["simulator"]).capitalize() for r in rows_c if r.get("simulator")})
+        ran = ran or ["Verilator or Icarus"]
+        body = (
+            f"The same binaries run on the Verilog RTL ({' and '.join(ran)}, cocotb) and on the Python simulator; "
+            "every output tensor is compared bit for bit and every instruction's (dispatch, start, end) cycle "
+            f"against the simulator's timeline. {'They agree on every program.' if agree else '**They differ.**'}"
+            "\n\n" + cosim_table(rows_c)
+        )
+        commands = tuple(str(r["command"]) for r in rows_c if "command" in r) or (str(cosim["command"]),)
+        return Section("RTL vs. model cycles", body, commands)
+    why = cosim.get("skipped", "") if cosim is not None else ""
+    return Section(
+        "RTL vs. model cycles",
+        "No co-simulation in this report"
+        + (f": {why}" if why else "")
+        + ". (`--run-cosim` co-simulates small workloads on Verilator, else Icarus; `--cosim FILE` tabulates "
+        "the JSON of `tinynpu cosim --json`.)",
+    )
 
 
 def cosim_table(rows: Sequence[Mapping[str, Any]]) -> str:
