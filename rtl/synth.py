@@ -33,7 +33,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,7 @@ from tinynpu.errors import TinyNpuError, UsageError
 from tinynpu.isa import ArchConfig
 from tinynpu.isa.config import BUFFERS_PER_SCOPE, TILES
 from tinynpu.progress import announce
+from tinynpu.rtl.header_deps import header_inputs
 from tinynpu.rtl.runner import RTL_DIR, cache_root
 
 #: Bumped whenever the flow or a figure below changes, so cached results are recomputed.
@@ -304,32 +305,6 @@ def _hierarchy_rows(stat: dict[str, Any], top: str) -> tuple[list[ModuleArea], d
 
 
 # ---- cache ------------------------------------------------------------------------------------------
-
-#: One definition of the generated header: a ``localparam`` (one line) or a whole function.
-_DEFINITION = re.compile(r"^localparam\b[^=]*?\b(\w+)\s*=[^;]*;|^function\b[^(]*?\b(\w+)\s*\(.*?^endfunction\b",
-                         re.M | re.S)
-
-
-def header_inputs(header: str, sources: Iterable[str]) -> str:
-    """The definitions of the generated ``header`` that ``sources`` use, directly or through other definitions.
-
-    This, not the whole header, is what a synthesis is keyed on.  The header also holds the config's
-    name and digest and the ISA digest (comments), every instruction's field positions and every size
-    of the config, but Yosys's result depends only on the values the modules read: keyed on the whole
-    header, any ISA change or config rename would re-synthesize an unchanged MAC array, and a config
-    differing only in DRAM latency (which only the testbench's DRAM model reads) the whole logic.  Every
-    name a source mentions counts (a mention in a comment too: one cache miss too many, never a hit
-    too many), and the definitions those refer to, so the key changes whenever a value read does.
-    """
-    defs = {m.group(1) or m.group(2): m.group(0) for m in _DEFINITION.finditer(header)}
-    todo = {word for text in sources for word in re.findall(r"\w+", text)} & defs.keys()
-    used: set[str] = set()
-    while todo:
-        name = todo.pop()
-        used.add(name)
-        todo |= (set(re.findall(r"\w+", defs[name])) & defs.keys()) - used
-    return "\n".join(defs[name] for name in sorted(used))
-
 
 def synth_key(sources: Mapping[str, str], header: str) -> str:
     """Cache key of one synthesis: the sources it reads (name -> text), the header definitions they use
