@@ -67,8 +67,13 @@ def test_cosim_program_with_inputs_and_waves(tmp_path: Path, capsys: pytest.Capt
     assert code == 0 and out["outputs_match"] and out["cycle_diff"] == 0
     assert out["waves"] == str(waves)
     assert_readable_waves(waves, out["rtl_cycles"], "Icarus")
-    # An existing waves file is not replaced without --force.
-    assert main(["cosim", str(binary), "--input", f"X={tmp_path / 'x.npy'}", "--waves", str(waves)]) == 2
+    # The same command again replaces its own waves; a waves file changed since is not replaced without --force.
+    again = ["cosim", str(binary), "--input", f"X={tmp_path / 'x.npy'}", "--simulator", "icarus", "--waves", str(waves)]
+    assert main(again) == 0
+    with open(waves, "ab") as fh:
+        fh.write(b"\0")
+    capsys.readouterr()
+    assert main(again) == 2
     assert "--force" in capsys.readouterr().err
     assert expected  # the numpy side of this program is checked in test_rtl_cosim
     # fsio's output rules, checked before the run: never over an input, never over a directory
