@@ -250,6 +250,13 @@ localparam int TNPU_VREQUANTF_WAIT_W = 4;
 localparam int TNPU_VREQUANTF_SIGNAL_LSB = 12;
 localparam int TNPU_VREQUANTF_SIGNAL_W = 4;
 
+// The vector ALU's source shapes by funct (isa/alu_shapes.py: each ALU instruction's accesses
+// and checks): `walk` reads `rows` source rows advancing with dst (identical or disjoint ranges);
+// `fixed` reads TNPU_ALU_SRC_FIXED_ROWS[2f+:2] rows from src for every dst row (outside them).
+localparam logic [15:0] TNPU_ALU_SRC_WALKS = 16'b0000000000000001;
+localparam logic [15:0] TNPU_ALU_SRC_FIXED = 16'b0000000011000010;
+localparam logic [31:0] TNPU_ALU_SRC_FIXED_ROWS = 32'h00006004;
+
 // Architecture config 'default' and the widths that follow from it.
 localparam int TNPU_TILE                 = 16;        // tile edge T: a T x T MAC array, T elements per scratchpad row
 localparam int TNPU_TILE_BITS            = 4;         // bits of a row's index within its tile
