@@ -32,6 +32,10 @@ def _var(name: str) -> str:
     return f"v_{name}"
 
 
+def _rows_operand(ins: Instruction) -> int:
+    return ins.operands.index("rows") if "rows" in ins.operands else -1
+
+
 def _case(isa: Isa, ins: Instruction) -> list[str]:
     if not ins.accesses:
         return [f"    case {kind_name(ins)}: return 1;"]
@@ -78,6 +82,9 @@ def generate_core_header(isa: Isa) -> str:
         "/* The case labels of the vector ALU's kinds (every instruction of unit alu): execute() sends them",
         " * to do_alu(), which has a case for each (`tinynpu isa check` names a kind without one). */",
         f"#define TNPU_ALU_KINDS {' '.join(f'case {kind_name(i)}:' for i in isa.instructions if i.unit == ALU_UNIT)}",
+        "",
+        "/* Where each kind's `rows` operand is in x[] (-1: it has none): do_alu() reads its row count there. */",
+        f"static const int ROWS_OPERAND[N_KINDS] = {{ {', '.join(str(_rows_operand(i)) for i in isa.instructions)} }};",
         "",
         "/* hazards.access_functions in C: the rows and bytes one instruction reads and writes (isa.yaml",
         " * `accesses`).  Returns 0 when access() reported a race or ran out of memory. */",

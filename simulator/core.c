@@ -532,7 +532,7 @@ static void do_alu(const Run *R, enum Kind kind, const int64_t *x) {
   const int64_t T = R->tile;
   int32_t *acc = (int32_t *)R->sp[R->scope_acc];
   int32_t *dst = acc + x[0] * T;
-  int64_t count = x[2] * T;
+  int64_t count = x[ROWS_OPERAND[kind]] * T; /* every ALU kind has rows (isa/alu_shapes.py) */
   switch (kind) {
     case K_VADD: {
       const int32_t *src = acc + x[1] * T;
