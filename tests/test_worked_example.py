@@ -4,7 +4,7 @@
 YAML, the Python semantics, the C semantics, the ALU unit and one test.  The
 test applies it to a copy of the tree, regenerates what the project generates,
 and checks that this is all it takes: ``tinynpu isa check`` passes, the patch's
-own test passes on both simulator cores, and (slow, with a Verilog simulator)
+own test and its YAML ``semantics`` text agree with both simulator cores, and (slow, with a Verilog simulator)
 random programs using every instruction, vabs included, co-simulate cycle for
 cycle.
 """
@@ -75,7 +75,7 @@ def test_isa_check_passes_with_the_new_instruction(patched: tuple[Path, dict[str
 
 def test_both_simulator_cores_run_it(patched: tuple[Path, dict[str, str]]) -> None:
     tree, env = patched
-    _pytest(tree, env, "tests/test_sim_semantics.py", "-k", "vabs")
+    _pytest(tree, env, "tests/test_sim_semantics.py", "tests/test_isa_semantics.py", "-k", "vabs")
 
 
 @pytest.mark.slow
