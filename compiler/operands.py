@@ -248,7 +248,11 @@ class Emitter:
             seen[c.order] = True
         if not seen.all():
             raise UsageError(f"extend: the orders of the columns are not distinct positions in 0..{n - 1}.")
-        derived = tuple(self._footprints.columns(c.mnemonic, c.fields, len(c.order)) for c in columns)
+        # Every field as int64 columns first: a value no 64-bit field holds is refused here, naming the
+        # instruction, as the encoder would (before the accesses are evaluated from the columns).
+        derived = tuple(self._footprints.columns(c.mnemonic, self._columns(
+            c.mnemonic, self.size + c.order, {name: c.fields.get(name) for name in self._value_fields(c.mnemonic)}),
+            len(c.order)) for c in columns)
         for c, regions in zip(columns, derived, strict=True):
             self._check_column_rows(c, regions)
             self._check_given_rows(c, regions)
