@@ -22,10 +22,10 @@ from tinynpu.assembler.fastline import FAST_LINE
 from tinynpu.assembler.fastpath import fast_instruction, fast_table
 from tinynpu.assembler.image import DTYPES, ROLES, Program, Tensor
 from tinynpu.assembler.lexer import Pos, Token, tokenize
-from tinynpu.assembler.syntax import UNITS_NONE, Operand, Syntax, syntax_table
 from tinynpu.assembler.values import Checked, Limits, Value, check_values, encode_checked
 from tinynpu.errors import AsmError
 from tinynpu.isa import ArchConfig, Field, Instruction, Isa
+from tinynpu.isa.syntax import UNITS_NONE, Operand, Syntax, syntax_table
 
 
 class Statement(NamedTuple):

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from tinynpu.assembler.image import HEADER_BYTES, Program, Tensor
-from tinynpu.assembler.syntax import Operand, Syntax, syntax_table
 from tinynpu.errors import AsmError, SpecError, TinyNpuError
 from tinynpu.isa import ArchConfig, Field, Instruction, Isa, build_hash, load_config
+from tinynpu.isa.syntax import Operand, Syntax, syntax_table
 
 
 def _default_tile(isa: Isa) -> int:

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 from tinynpu.assembler.fastline import eval_sum, split_line
 from tinynpu.assembler.lexer import Pos
-from tinynpu.assembler.syntax import UNITS_NONE, syntax_table
 from tinynpu.assembler.values import Checked, Limits, Value, check_values
 from tinynpu.errors import AsmError
 from tinynpu.isa import Field, Instruction, Isa
+from tinynpu.isa.syntax import UNITS_NONE, syntax_table
 
 
 @dataclass(frozen=True)

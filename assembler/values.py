@@ -18,10 +18,10 @@ from typing import NamedTuple
 import numpy as np
 
 from tinynpu.assembler.lexer import Pos
-from tinynpu.assembler.syntax import SP_KINDS
 from tinynpu.errors import AsmError
 from tinynpu.isa import ArchConfig, Field, Instruction, Isa, encoding, regions
 from tinynpu.isa.spec import Check
+from tinynpu.isa.syntax import SP_KINDS
 
 Checked = tuple[Instruction, list[int]]  # an instruction and its field values, in field order, checked
 

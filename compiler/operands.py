@@ -28,6 +28,8 @@ from tinynpu.compiler.tokens import Accesses, tokens
 from tinynpu.errors import SpecError, UsageError
 from tinynpu.intmath import ceil_div
 from tinynpu.isa import ArchConfig, Instruction, Isa, encoding
+from tinynpu.isa.footprints import Footprints, RegionColumns
+from tinynpu.isa.records import DRAM_SPACE
 
 
 @dataclass
@@ -41,7 +43,8 @@ class Op:
         comment: Text shown next to it in the assembly listing.
         deps: Instructions it must wait for beyond those its accesses imply.
         access: Scratchpad accesses: (scope, first row, rows, whether it writes).
-        dram: The DRAM byte span (first, end) a ``load`` reads or a ``store`` writes.
+        dram: The DRAM byte span (first, end) it reads or writes, if any.
+        dram_write: Whether it writes that span (a ``store``) rather than reads it (a ``load``).
     """
 
     mnemonic: str
@@ -51,6 +54,7 @@ class Op:
     deps: set[int] = field(default_factory=set)
     access: tuple[tuple[str, int, int, bool], ...] = ()
     dram: tuple[int, int] | None = None
+    dram_write: bool = False
 
 
 Rows = tuple[str, np.ndarray, np.ndarray]  # scope, first row, rows: one entry per instruction
@@ -64,9 +68,10 @@ class Columns:
         mnemonic: ISA mnemonic.
         order: Each instruction's position among all instructions of the same ``extend`` call.
         fields: Field name -> one value per instruction, or one value for all (not ``wait``/``signal``).
-        reads: Scratchpad rows each instruction reads.
-        writes: Scratchpad rows each instruction writes.
-        dram: The DRAM byte span (first, end) of each ``load`` / ``store``.
+            What the instructions read and write is derived from these and the ISA's ``accesses``.
+        reads: Optional, checked: scratchpad rows each instruction reads (they must lie in its accesses).
+        writes: Optional, checked: scratchpad rows each instruction writes (likewise).
+        dram: Optional, checked: the DRAM byte span (first, end) of each ``load`` / ``store``.
         comment: The listing comment, a ``str.format`` template ...
         comment_args: ... filled with these integers, one array per placeholder.
     """
@@ -86,6 +91,7 @@ class _Run:
     base: int  # index of the run's first instruction
     segment: int
     columns: tuple[Columns, ...]
+    regions: tuple[tuple[RegionColumns, ...], ...]  # per column: its isa.yaml accesses, evaluated
 
 
 def _encode_error(instr: Instruction, fields: dict[str, int], tile: int) -> str | None:
@@ -126,6 +132,8 @@ class Emitter:
         self._runs: list[_Run] = []
         self._segment = 0  # barriers so far
         self._extra: list[tuple[int, int]] = []
+        self._footprints = Footprints(isa, cfg)
+        self._scope_rows = np.asarray(isa.per_scope(lambda s: cfg.rows(s.config_key)), dtype=np.int64)
 
     def _check_rows(self, index: int, what: str, scope: str, row: int, rows: int) -> None:
         limit = self._limit[scope]
@@ -161,28 +169,43 @@ class Emitter:
         return max(found)
 
     # -- instructions --------------------------------------------------------
+    def emit(self, mnemonic: str, fields: Mapping[str, int], *, comment: str = "") -> None:
+        """Any instruction of the ISA with operand ``fields`` (not ``wait``/``signal``; defaults fill the rest).
+
+        What it reads and writes comes from its isa.yaml ``accesses`` (:mod:`tinynpu.isa.footprints`),
+        the expressions the simulator's race checker evaluates, so the tokens derived from them are
+        the ones the program needs.
+
+        Raises:
+            UsageError: a region falls outside its scratchpad (naming the instruction).
+        """
+        access: list[tuple[str, int, int, bool]] = []
+        dram: tuple[int, int] | None = None
+        dram_write = False
+        for region in self._footprints.one(mnemonic, fields):
+            if region.space == DRAM_SPACE:
+                dram, dram_write = (region.first, region.end), region.write
+            else:
+                access.append((region.space, region.first, region.end - region.first, region.write))
+        self._add(Op(mnemonic, dict(fields), self.isa.by_mnemonic[mnemonic].unit, comment, access=tuple(access),
+                     dram=dram, dram_write=dram_write))
+
     def load(self, scope: str, sp_row: int, dram: int, *, rows: int, cols: int, stride: int,
              comment: str = "") -> None:
         """DMA ``rows`` x ``cols`` elements from DRAM into ``scope`` rows ``sp_row..`` (rest zeroed)."""
-        sc = self.isa.scope_by_name[scope]
-        end = dram + (rows - 1) * stride + cols * self.cfg.elem_bytes(sc.config_key)
-        self._add(Op("load", {"scope": sc.id, "sp_row": sp_row, "dram": dram, "stride": stride, "rows": rows,
-                              "cols": cols}, "load", comment, access=((scope, sp_row, rows, True),),
-                     dram=(dram, end)))
+        self.emit("load", {"scope": self.isa.scope_by_name[scope].id, "sp_row": sp_row, "dram": dram,
+                           "stride": stride, "rows": rows, "cols": cols}, comment=comment)
 
     def zero(self, scope: str, sp_row: int, *, rows: int, comment: str = "") -> None:
         """Zero scratchpad rows (padding rows, halos, fill-zero)."""
-        self._add(Op("zero", {"scope": self.isa.scope_by_name[scope].id, "sp_row": sp_row, "rows": rows},
-                     "load", comment, access=((scope, sp_row, rows, True),)))
+        self.emit("zero", {"scope": self.isa.scope_by_name[scope].id, "sp_row": sp_row, "rows": rows},
+                  comment=comment)
 
     def store(self, sp_row: int, dram: int, *, rows: int, cols: int, stride: int, narrow: bool = False,
               relu: bool = False, shift: int = 0, comment: str = "") -> None:
         """DMA accumulator rows to DRAM, optionally requantized (narrow/shift/relu)."""
-        out_bytes = 1 if narrow else self.cfg.elem_bytes("acc")
-        end = dram + (rows - 1) * stride + cols * out_bytes
-        self._add(Op("store", {"sp_row": sp_row, "dram": dram, "stride": stride, "rows": rows, "cols": cols,
-                               "narrow": int(narrow), "relu": int(relu), "shift": shift}, "store", comment,
-                     access=(("acc", sp_row, rows, False),), dram=(dram, end)))
+        self.emit("store", {"sp_row": sp_row, "dram": dram, "stride": stride, "rows": rows, "cols": cols,
+                            "narrow": int(narrow), "relu": int(relu), "shift": shift}, comment=comment)
 
     def tmm(self, acc: int, a: int, b: int, *, m: int, n: int, k: int, accumulate: bool,
             comment: str = "") -> None:
@@ -192,27 +215,17 @@ class Emitter:
             if row % t:
                 raise UsageError(
                     f"instruction {self.size} (tmm): {name} row {row} is not a multiple of {t}.")
-        access = [("a", a, m * k * t, False), ("b", b, n * k * t, False)]
-        if accumulate:
-            access.append(("acc", acc, m * n * t, False))
-        access.append(("acc", acc, m * n * t, True))
-        self._add(Op("tmm", {"acc": acc // t, "a": a // t, "b": b // t, "m": m, "n": n, "k": k,
-                             "accumulate": int(accumulate)}, "tensor", comment, access=tuple(access)))
+        self.emit("tmm", {"acc": acc // t, "a": a // t, "b": b // t, "m": m, "n": n, "k": k,
+                          "accumulate": int(accumulate)}, comment=comment)
 
     def alu(self, mnemonic: str, dst: int, *, rows: int, src: int | None = None, imm: int | None = None,
             shift: int | None = None, comment: str = "") -> None:
-        """A vector ALU op on accumulator rows (vadd, vaddrow, vmax, vmin, vmul, vshr, vrequant, vrequantf)."""
-        fields: dict[str, int] = {"dst": dst, "rows": rows}
-        access = [("acc", dst, rows, False)]
-        if src is not None:
-            fields["src"] = src
-            access.append(("acc", src, {"vaddrow": 1, "vrequantf": 1, "vrequant": 2}.get(mnemonic, rows), False))
-        if imm is not None:
-            fields["imm"] = imm
-        if shift is not None:
-            fields["shift"] = shift
-        access.append(("acc", dst, rows, True))
-        self._add(Op(mnemonic, fields, "alu", comment, access=tuple(access)))
+        """A vector ALU op on accumulator rows (any ``alu`` instruction of the ISA: vadd, vaddrow, vmax, ...)."""
+        if self.isa.by_mnemonic[mnemonic].unit != "alu":
+            raise UsageError(f"instruction {self.size} ({mnemonic}): not a vector ALU instruction.")
+        given = {"src": src, "imm": imm, "shift": shift}
+        fields = {"dst": dst, "rows": rows} | {name: v for name, v in given.items() if v is not None}
+        self.emit(mnemonic, fields, comment=comment)
 
     def barrier(self, comment: str = "") -> None:
         """``sync``: everything before completes before anything after is dispatched."""
@@ -235,14 +248,69 @@ class Emitter:
             seen[c.order] = True
         if not seen.all():
             raise UsageError(f"extend: the orders of the columns are not distinct positions in 0..{n - 1}.")
-        for c in columns:
-            for scope, row, rows in (*c.reads, *c.writes):
-                bad = np.flatnonzero((row < 0) | (rows < 1) | (row + rows > self._limit[scope]))
+        # Every field as int64 columns first: a value no 64-bit field holds is refused here, naming the
+        # instruction, as the encoder would (before the accesses are evaluated from the columns).
+        derived = tuple(self._footprints.columns(c.mnemonic, self._columns(
+            c.mnemonic, self.size + c.order, {name: c.fields.get(name) for name in self._value_fields(c.mnemonic)}),
+            len(c.order)) for c in columns)
+        for c, regions in zip(columns, derived, strict=True):
+            self._check_column_rows(c, regions)
+            self._check_given_rows(c, regions)
+        self._runs.append(_Run(self.size, self._segment, tuple(columns), derived))
+        self.size += n
+
+    def _check_column_rows(self, c: Columns, regions: tuple[RegionColumns, ...]) -> None:
+        """Every scratchpad region of ``c``'s instructions lies inside its scratchpad.
+
+        Raises:
+            UsageError: naming the first instruction (in the column) whose rows do not.
+        """
+        for r in regions:
+            if r.dram:
+                continue
+            limit = self._scope_rows[r.scope]
+            bad = np.flatnonzero(r.made & ((r.first < 0) | (r.end <= r.first) | (r.end > limit)))
+            if len(bad):
+                i = int(bad[0])
+                self._check_rows(self.size + int(c.order[i]), c.mnemonic, self.isa.scope_by_id[int(r.scope[i])].name,
+                                 int(r.first[i]), int(r.end[i] - r.first[i]))
+
+    def _check_given_rows(self, c: Columns, regions: tuple[RegionColumns, ...]) -> None:
+        """The regions a caller still lists in ``c.reads`` / ``c.writes`` / ``c.dram`` are ones its accesses cover.
+
+        The emitter uses the YAML's accesses, not these; a listed region they do not cover means the
+        caller's idea of the instruction is wrong, which is worth an error rather than silence.
+
+        Raises:
+            UsageError: naming the first instruction with an uncovered listed region.
+        """
+        for write, listed in ((False, c.reads), (True, c.writes)):
+            for scope, row, rows in listed:
+                first = np.broadcast_to(np.asarray(row, dtype=np.int64), c.order.shape)
+                end = first + np.asarray(rows, dtype=np.int64)
+                covered = np.zeros(len(c.order), dtype=bool)
+                for r in regions:  # a read may be covered by a write of the same rows
+                    if not r.dram and (r.write or not write):
+                        covered |= (r.made & (r.scope == self.isa.scope_ids[scope])
+                                    & (r.first <= first) & (end <= r.end))
+                bad = np.flatnonzero(~covered)
                 if len(bad):
                     i = int(bad[0])
-                    self._check_rows(self.size + int(c.order[i]), c.mnemonic, scope, int(row[i]), int(rows[i]))
-        self._runs.append(_Run(self.size, self._segment, tuple(columns)))
-        self.size += n
+                    raise UsageError(
+                        f"instruction {self.size + int(c.order[i])} ({c.mnemonic}): the caller lists a "
+                        f"{'write' if write else 'read'} of {scope} rows {int(first[i])}..{int(end[i]) - 1}, "
+                        f"which the instruction's accesses in {self.isa.source.name} do not cover.")
+        spans = [r for r in regions if r.dram]
+        if c.dram is not None and spans:
+            lo, hi = (np.broadcast_to(np.asarray(x, dtype=np.int64), c.order.shape) for x in c.dram)
+            span = spans[0]
+            bad = np.flatnonzero(span.made & ((lo < span.first) | (hi > span.end)))
+            if len(bad):
+                i = int(bad[0])
+                raise UsageError(
+                    f"instruction {self.size + int(c.order[i])} ({c.mnemonic}): the caller lists DRAM bytes "
+                    f"{int(lo[i])}..{int(hi[i]) - 1}, outside the span {int(span.first[i])}..{int(span.end[i]) - 1} "
+                    f"of the instruction's accesses in {self.isa.source.name}.")
 
     # -- finishing -----------------------------------------------------------
     def finish(self) -> tuple[list[int], Comments]:
@@ -281,7 +349,7 @@ class Emitter:
             cols = np.array(flat, dtype=np.int64).T
             for parts, column in zip((r_op, r_scope, r_row, r_rows, r_write), cols, strict=True):
                 parts.append(column)
-        spans = [(i, lo, hi, int(op.mnemonic == "store")) for op, i in zip(self.ops, self._op_index, strict=True)
+        spans = [(i, lo, hi, int(op.dram_write)) for op, i in zip(self.ops, self._op_index, strict=True)
                  if op.dram is not None for lo, hi in (op.dram,)]
         d_cols = [list(x) for x in zip(*spans, strict=True)] if spans else [[], [], [], []]
         d_op, d_lo, d_hi, d_store = ([np.asarray(c, dtype=np.int64)] for c in d_cols)
@@ -291,18 +359,25 @@ class Emitter:
                 instr = self.isa.by_mnemonic[c.mnemonic]
                 unit[ops] = unit_code.get(instr.unit, -1)
                 segment[ops] = run.segment
-                for write, group in ((0, c.reads), (1, c.writes)):
-                    for scope, row, rows in group:
-                        r_op.append(ops)
-                        r_scope.append(np.full(len(ops), scope_code[scope], dtype=np.int64))
-                        r_row.append(np.asarray(row, dtype=np.int64))
-                        r_rows.append(np.asarray(rows, dtype=np.int64))
-                        r_write.append(np.full(len(ops), write, dtype=np.int64))
-                if c.dram is not None:
-                    d_op.append(ops)
-                    d_lo.append(np.asarray(c.dram[0], dtype=np.int64))
-                    d_hi.append(np.asarray(c.dram[1], dtype=np.int64))
-                    d_store.append(np.full(len(ops), int(c.mnemonic == "store"), dtype=np.int64))
+        scope_index = np.zeros(max(self.isa.scope_ids.values()) + 1, dtype=np.int64)  # scope id -> scope_code
+        for s in self.isa.scopes:
+            scope_index[s.id] = scope_code[s.name]
+        for run in self._runs:
+            for c, regions in zip(run.columns, run.regions, strict=True):
+                ops = run.base + c.order
+                for r in regions:
+                    made = ops[r.made]
+                    if r.dram:
+                        d_op.append(made)
+                        d_lo.append(r.first[r.made])
+                        d_hi.append(r.end[r.made])
+                        d_store.append(np.full(len(made), int(r.write), dtype=np.int64))
+                    else:
+                        r_op.append(made)
+                        r_scope.append(np.asarray(scope_index[r.scope[r.made]], dtype=np.int64))
+                        r_row.append(r.first[r.made])
+                        r_rows.append(r.end[r.made] - r.first[r.made])
+                        r_write.append(np.full(len(made), int(r.write), dtype=np.int64))
         row = np.concatenate(r_row) if r_row else np.zeros(0, np.int64)
         rows = np.concatenate(r_rows) if r_rows else np.zeros(0, np.int64)
         extra = [(i, p) for op, i in zip(self.ops, self._op_index, strict=True) for p in op.deps] + self._extra

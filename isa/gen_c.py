@@ -16,6 +16,7 @@ import ast
 from pathlib import Path
 
 from tinynpu.isa import regions
+from tinynpu.isa.alu_shapes import ALU_UNIT
 from tinynpu.isa.spec import Instruction, Isa
 
 CORE_HEADER_PATH = Path(__file__).resolve().parent.parent / "simulator" / "generated" / "tinynpu_core.h"
@@ -29,6 +30,10 @@ def kind_name(instr: Instruction) -> str:
 
 def _var(name: str) -> str:
     return f"v_{name}"
+
+
+def _rows_operand(ins: Instruction) -> int:
+    return ins.operands.index("rows") if "rows" in ins.operands else -1
 
 
 def _case(isa: Isa, ins: Instruction) -> list[str]:
@@ -73,6 +78,13 @@ def generate_core_header(isa: Isa) -> str:
         "",
         "/* One kind per instruction, in isa.yaml order: an instruction's kind is its opcode index. */",
         f"enum Kind {{ {kinds}, N_KINDS }};",
+        "",
+        "/* The case labels of the vector ALU's kinds (every instruction of unit alu): execute() sends them",
+        " * to do_alu(), which has a case for each (`tinynpu isa check` names a kind without one). */",
+        f"#define TNPU_ALU_KINDS {' '.join(f'case {kind_name(i)}:' for i in isa.instructions if i.unit == ALU_UNIT)}",
+        "",
+        "/* Where each kind's `rows` operand is in x[] (-1: it has none): do_alu() reads its row count there. */",
+        f"static const int ROWS_OPERAND[N_KINDS] = {{ {', '.join(str(_rows_operand(i)) for i in isa.instructions)} }};",
         "",
         "/* hazards.access_functions in C: the rows and bytes one instruction reads and writes (isa.yaml",
         " * `accesses`).  Returns 0 when access() reported a race or ran out of memory. */",

@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tinynpu.intmath import ceil_div
+from tinynpu.isa.alu_shapes import ALU_UNIT, ShapeError, alu_shapes
 from tinynpu.isa.config import ArchConfig
 from tinynpu.isa.spec import Isa
 
@@ -152,11 +153,42 @@ def generate_verilog(isa: Isa, cfg: ArchConfig) -> str:
             fname = f"TNPU_{name}_{_ident(field.name)}"
             out.append(f"localparam int {fname}_LSB = {field.lsb};")
             out.append(f"localparam int {fname}_W = {field.width};")
+    out += _alu_shapes(isa)
     out += _config_params(isa, cfg)
     out += ["", "/* verilator lint_on UNUSEDPARAM */", ""]
     out += _unit_table(isa, unit_bits)
     out += ["", "endpackage", "/* verilator lint_on DECLFILENAME */", "`endif  // TINYNPU_ISA_VH"]
     return "\n".join(out) + "\n"
+
+
+def _alu_shapes(isa: Isa) -> list[str]:
+    """The ALU's source shapes per funct (:mod:`tinynpu.isa.alu_shapes`), for the ALU and the dispatcher.
+
+    Raises:
+        ValueError: an ALU instruction the RTL cannot decode: its operands at other positions than the
+            other ALU instructions', or a source shape the RTL does not implement.
+    """
+    alu = [i for i in isa.instructions if i.unit == ALU_UNIT]
+    for name in ("dst", "src", "imm", "shift", "rows", "wait", "signal"):
+        spots = {(f.lsb, f.msb) for i in alu for f in i.fields if f.name == name}
+        if len(spots) > 1:
+            raise ValueError(f"the RTL's ALU decodes `{name}` at one position, but the ALU instructions place it "
+                             f"at bits {sorted(spots)}")
+    try:
+        shapes = alu_shapes(isa)
+    except ShapeError as exc:
+        raise ValueError(f"the RTL's ALU cannot run {exc}") from None
+    _, funct_w = _common_fixed(isa, "funct")
+    n = 1 << funct_w
+    walks = sum(1 << s.funct for s in shapes if s.kind == "walk")
+    fixed = sum(1 << s.funct for s in shapes if s.kind == "fixed")
+    counts = sum(s.count << (2 * s.funct) for s in shapes)
+    return ["", "// The vector ALU's source shapes by funct (isa/alu_shapes.py: each ALU instruction's accesses",
+            "// and checks): `walk` reads `rows` source rows advancing with dst (identical or disjoint ranges);",
+            "// `fixed` reads TNPU_ALU_SRC_FIXED_ROWS[2f+:2] rows from src for every dst row (outside them).",
+            f"localparam logic [{n - 1}:0] TNPU_ALU_SRC_WALKS = {n}'b{walks:0{n}b};",
+            f"localparam logic [{n - 1}:0] TNPU_ALU_SRC_FIXED = {n}'b{fixed:0{n}b};",
+            f"localparam logic [{2 * n - 1}:0] TNPU_ALU_SRC_FIXED_ROWS = {2 * n}'h{counts:0{n // 2}x};"]
 
 
 def _config_params(isa: Isa, cfg: ArchConfig) -> list[str]:

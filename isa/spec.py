@@ -254,18 +254,9 @@ def load_isa(path: Path = DEFAULT_ISA_PATH) -> Isa:
     )
 
 
-def _check_instruction(
-    src: YamlSource,
-    at: KeyPath,
-    word_bits: int,
-    mnemonic: str,
-    fields: tuple[Field, ...],
-    fixed: tuple[FixedBits, ...],
-    accesses: tuple[Access, ...],
-    checks: tuple[Check, ...],
-    scope_names: set[str],
-    raw: dict[str, Any],
-) -> Instruction:
+def _check_bit_coverage(src: YamlSource, at: KeyPath, word_bits: int, mnemonic: str, fields: tuple[Field, ...],
+                        fixed: tuple[FixedBits, ...]) -> None:
+    """Every bit of the word belongs to exactly one field or fixed range, and their names are unique."""
     owner: list[str | None] = [None] * word_bits
     ranges: list[tuple[KeyPath, str, int, int]] = [
         ((*at, "fields", i), f.name, f.lsb, f.msb) for i, f in enumerate(fields)
@@ -285,6 +276,10 @@ def _check_instruction(
     names = [f.name for f in fields] + [f.name for f in fixed]
     if len(set(names)) != len(names):
         raise _fail(src, at, f"{mnemonic}: field and fixed-range names must be unique, got {names}.")
+
+
+def _check_fixed(src: YamlSource, at: KeyPath, mnemonic: str, fixed: tuple[FixedBits, ...]) -> None:
+    """Fixed values fit their bits; opcode (and funct, or a reserved range) fill the decode byte's bits."""
     for i, fx in enumerate(fixed):
         if fx.value >= 1 << (fx.msb - fx.lsb + 1):
             raise _fail(src, (*at, "fixed", i, "value"), f"value {fx.value} does not fit in bits {fx.lsb}..{fx.msb}.")
@@ -296,6 +291,10 @@ def _check_instruction(
             raise _fail(src, (*at, "fixed"), f"{mnemonic}: {fx.name} must lie in bits 0..7 (the decode byte).")
     if not any(fx.name == "funct" for fx in fixed) and not any(fx.lsb <= 4 <= fx.msb for fx in fixed):
         raise _fail(src, (*at, "fixed"), f"{mnemonic}: bits 4..7 must be fixed (funct or reserved).")
+
+
+def _check_fields(src: YamlSource, at: KeyPath, fields: tuple[Field, ...], scope_names: set[str]) -> None:
+    """Each field's default, bounds and scope make sense."""
     for i, f in enumerate(fields):
         fp: KeyPath = (*at, "fields", i)
         if f.default is not None and not f.lo <= f.default <= f.hi:
@@ -306,6 +305,23 @@ def _check_instruction(
             raise _fail(src, (*fp, "scope"), f"scope must be one of {sorted(scope_names)}, not {f.scope!r}.")
         if f.kind in ("sp_row", "sp_tile") and f.scope is None and f.operand is None:
             raise _fail(src, fp, "a scratchpad address needs a fixed `scope` or a shared `operand` with a scope field.")
+
+
+def _check_instruction(
+    src: YamlSource,
+    at: KeyPath,
+    word_bits: int,
+    mnemonic: str,
+    fields: tuple[Field, ...],
+    fixed: tuple[FixedBits, ...],
+    accesses: tuple[Access, ...],
+    checks: tuple[Check, ...],
+    scope_names: set[str],
+    raw: dict[str, Any],
+) -> Instruction:
+    _check_bit_coverage(src, at, word_bits, mnemonic, fields, fixed)
+    _check_fixed(src, at, mnemonic, fixed)
+    _check_fields(src, at, fields, scope_names)
     mask = match = 0
     for fx in fixed:
         mask |= fx.mask

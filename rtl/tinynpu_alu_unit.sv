@@ -135,9 +135,9 @@ module tinynpu_alu_unit import tinynpu_isa_pkg::*; #(
     if (left_q != '0) begin
       left_d = left_q - 1'b1;
       dst_d  = dst_q + 1'b1;
-      // vaddrow, vrequant and vrequantf broadcast one source row; vadd walks the source range.
-      if (funct_q != TNPU_FUNCT_W'(TNPU_VADDROW_FUNCT) && funct_q != TNPU_FUNCT_W'(TNPU_VREQUANT_FUNCT)
-          && funct_q != TNPU_FUNCT_W'(TNPU_VREQUANTF_FUNCT)) begin
+      // Fixed source rows (a broadcast row, parameter rows: TNPU_ALU_SRC_FIXED, from the YAML) stay put
+      // for every destination row; any other source walks with the destination.
+      if (!TNPU_ALU_SRC_FIXED[funct_q]) begin
         src_d = src_q + 1'b1;
       end
     end

@@ -71,8 +71,7 @@ module tinynpu_dispatch import tinynpu_isa_pkg::*; #(
     return (word & mask) == match;
   endfunction
 
-  logic is_halt, is_sync, is_load, is_zero, is_store, is_tmm, is_alu, is_vadd, is_vaddrow, is_vrequant;
-  logic is_vrequantf;
+  logic is_halt, is_sync, is_load, is_zero, is_store, is_tmm, is_alu;
   assign is_halt    = word_is(w, TNPU_HALT_MASK, TNPU_HALT_MATCH);
   assign is_sync    = word_is(w, TNPU_SYNC_MASK, TNPU_SYNC_MATCH);
   assign is_load    = word_is(w, TNPU_LOAD_MASK, TNPU_LOAD_MATCH);
@@ -80,10 +79,15 @@ module tinynpu_dispatch import tinynpu_isa_pkg::*; #(
   assign is_store   = word_is(w, TNPU_STORE_MASK, TNPU_STORE_MATCH);
   assign is_tmm     = word_is(w, TNPU_TMM_MASK, TNPU_TMM_MATCH);
   assign is_alu     = decodable && unit == TNPU_UNIT_BITS'(TNPU_UNIT_ALU);
-  assign is_vadd    = word_is(w, TNPU_VADD_MASK, TNPU_VADD_MATCH);
-  assign is_vaddrow = word_is(w, TNPU_VADDROW_MASK, TNPU_VADDROW_MATCH);
-  assign is_vrequant = word_is(w, TNPU_VREQUANT_MASK, TNPU_VREQUANT_MATCH);
-  assign is_vrequantf = word_is(w, TNPU_VREQUANTF_MASK, TNPU_VREQUANTF_MATCH);
+  // An ALU op's source shape comes from its funct (the generated TNPU_ALU_SRC_* constants), so a new
+  // ALU instruction of a known shape needs no line here.
+  logic [TNPU_FUNCT_W-1:0] funct;
+  logic                    src_walks, src_fixed;
+  logic [31:0]             src_fixed_rows;
+  assign funct          = w[TNPU_FUNCT_LSB +: TNPU_FUNCT_W];
+  assign src_walks      = is_alu && TNPU_ALU_SRC_WALKS[funct];
+  assign src_fixed      = is_alu && TNPU_ALU_SRC_FIXED[funct];
+  assign src_fixed_rows = 32'(TNPU_ALU_SRC_FIXED_ROWS[2*funct +: 2]);
 
   // ---- operand fields (positions shared by every instruction that has them) ----
   logic [TNPU_LOAD_SCOPE_W-1:0]  scope;
@@ -142,16 +146,14 @@ module tinynpu_dispatch import tinynpu_isa_pkg::*; #(
     if (is_tmm && ((32'(t_acc) + 32'(m) * 32'(n)) * TNPU_TILE > TNPU_ACC_ROWS
                    || (32'(t_a) + 32'(m) * 32'(k)) * TNPU_TILE > TNPU_A_REG_ROWS
                    || (32'(t_b) + 32'(n) * 32'(k)) * TNPU_TILE > TNPU_B_REG_ROWS)) bad_spad = 1'b1;
-    if (is_vadd && (32'(alu_src) + 32'(rows) > TNPU_ACC_ROWS
-                    || (alu_src != sp_row && 32'(alu_src) + 32'(rows) > 32'(sp_row)
-                        && 32'(sp_row) + 32'(rows) > 32'(alu_src)))) bad_spad = 1'b1;
-    // vaddrow's broadcast row and vrequantf's scale row lie in acc and outside the destination rows
-    if ((is_vaddrow || is_vrequantf) && (32'(alu_src) >= TNPU_ACC_ROWS
-                                         || (alu_src >= sp_row && 32'(alu_src) < 32'(sp_row) + 32'(rows))))
-      bad_spad = 1'b1;
-    // vrequant's two parameter rows (multiplier, shift) lie in acc and outside the destination rows
-    if (is_vrequant && (32'(alu_src) + 32'd2 > TNPU_ACC_ROWS
-                        || (32'(alu_src) + 32'd1 >= 32'(sp_row) && 32'(alu_src) < 32'(sp_row) + 32'(rows))))
+    // A walking source (vadd) lies in acc and is identical to the destination rows or disjoint from them.
+    if (src_walks && (32'(alu_src) + 32'(rows) > TNPU_ACC_ROWS
+                      || (alu_src != sp_row && 32'(alu_src) + 32'(rows) > 32'(sp_row)
+                          && 32'(sp_row) + 32'(rows) > 32'(alu_src)))) bad_spad = 1'b1;
+    // Fixed source rows (vaddrow's broadcast row, vrequant's multiplier and shift rows, vrequantf's
+    // scale row) lie in acc and outside the destination rows.
+    if (src_fixed && (32'(alu_src) + src_fixed_rows > TNPU_ACC_ROWS
+                      || (32'(alu_src) + src_fixed_rows > 32'(sp_row) && 32'(alu_src) < 32'(sp_row) + 32'(rows))))
       bad_spad = 1'b1;
   end
 

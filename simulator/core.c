@@ -532,7 +532,7 @@ static void do_alu(const Run *R, enum Kind kind, const int64_t *x) {
   const int64_t T = R->tile;
   int32_t *acc = (int32_t *)R->sp[R->scope_acc];
   int32_t *dst = acc + x[0] * T;
-  int64_t count = x[2] * T;
+  int64_t count = x[ROWS_OPERAND[kind]] * T; /* every ALU kind has rows (isa/alu_shapes.py) */
   switch (kind) {
     case K_VADD: {
       const int32_t *src = acc + x[1] * T;
@@ -588,8 +588,7 @@ static void execute(Sim *S, int kind, const int64_t *x) {
     case K_ZERO: do_zero(S, x); break;
     case K_STORE: do_store(S->R, x); break;
     case K_TMM: tmm_append(S, x); break;
-    case K_VADD: case K_VADDROW: case K_VMAX: case K_VMIN: case K_VMUL: case K_VSHR: case K_VREQUANT:
-    case K_VREQUANTF:
+    TNPU_ALU_KINDS /* generated from isa.yaml: every instruction of unit alu */
       do_alu(S->R, (enum Kind)kind, x);
       break;
     case K_HALT: case K_SYNC: case N_KINDS: break;

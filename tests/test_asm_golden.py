@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import golden_dis
 import pytest
 
 from tinynpu.assembler import assemble, disassemble
@@ -31,8 +32,19 @@ def test_golden_encodings(path: Path) -> None:
     # The golden disassembly pins the disassembler's output format, and it reassembles identically.
     dis_path = path.with_suffix(".dis")
     listing = disassemble(program, isa)
-    assert listing == dis_path.read_text(encoding="utf-8")
+    assert listing == dis_path.read_text(encoding="utf-8"), (
+        f"{dis_path.name} is stale: run `{golden_dis.COMMAND}` and review the diff")
     assert assemble(listing, isa=isa, cfg=cfg).to_bytes() == program.to_bytes()
+
+
+def test_golden_listing_command_checks_and_rewrites(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "p.s").write_text("vmax acc[0], 1, rows=2\nhalt\n", encoding="utf-8")
+    monkeypatch.setattr(golden_dis, "GOLDEN", tmp_path)
+    assert golden_dis.main(["--check"]) == 1  # no .dis yet
+    assert golden_dis.main([]) == 0
+    assert "vmax acc[0], 1, rows=2" in (tmp_path / "p.dis").read_text(encoding="utf-8")
+    assert golden_dis.main(["--check"]) == 0
+    assert golden_dis.main(["--bogus"]) == 2
 
 
 def test_hand_encoded_words() -> None:

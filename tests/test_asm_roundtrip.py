@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from tinynpu.assembler import Program, assemble, disassemble, format_instruction
 from tinynpu.assembler.image import Tensor
-from tinynpu.isa import ArchConfig, Field, Instruction, load_config, load_isa
+from tinynpu.isa import ArchConfig, Field, Instruction, load_config, load_isa, regions
+from tinynpu.isa.records import Check
 
 ISA = load_isa()
 CONFIGS = {name: load_config(name, ISA) for name in ("default", "fp32", "t8", "t32")}
@@ -45,13 +46,61 @@ def _units(draw: Any, instr: Instruction, fld: Field) -> int:
     return sum(1 << i for i in chosen)
 
 
+def _expr(instr: Instruction, cfg: ArchConfig, text: str, values: dict[str, int]) -> int:
+    """An expression of the instruction's ``accesses`` or ``checks`` in isa.yaml, for these values."""
+    return int(regions.evaluate(ISA.region_expr(instr, text), ISA.scope_ids, values, tile=cfg.tile,
+                                elem_bytes=ISA.per_scope(lambda s: cfg.elem_bytes(s.config_key)),
+                                scope_rows=ISA.per_scope(lambda s: cfg.rows(s.config_key))))
+
+
+def _extent(instr: Instruction, cfg: ArchConfig, fld: Field, values: dict[str, int]) -> int:
+    """How many rows past ``fld`` the instruction's scratchpad accesses placed by it reach (isa.yaml)."""
+    reach = 1
+    for acc in instr.accesses:
+        if not acc.dram and regions.names(ISA.region_expr(instr, acc.bounds[0])) == (fld.name,):
+            at_zero = {n: values.get(n, 0) for n in instr.operands} | {fld.name: 0}
+            reach = max(reach, _expr(instr, cfg, acc.bounds[1], at_zero) - _expr(instr, cfg, acc.bounds[0], at_zero))
+    return reach
+
+
+def _faults(instr: Instruction, cfg: ArchConfig, values: dict[str, int]) -> list[Check]:
+    """The instruction's ``checks`` in isa.yaml that these values break on ``cfg``."""
+    full = {n: values.get(n, 0) for n in instr.operands}
+    return [c for c in instr.checks
+            if not (c.integer_only and cfg.is_integer) and _expr(instr, cfg, c.fault, full)]
+
+
+def _satisfy_checks(instr: Instruction, cfg: ArchConfig, values: dict[str, int], caps: dict[str, int]) -> None:
+    """Move the operand each broken check names (``at``) to the nearest value that breaks no check.
+
+    A scratchpad row moves through the rows it may take (``caps``: its highest); any other field
+    falls back to its default (``shift`` to 0 when ``narrow`` is clear, ...).
+    """
+    for _ in range(len(instr.checks) + 1):  # fixing one check may break another (narrow, then shift)
+        broken = _faults(instr, cfg, values)
+        if not broken:
+            return
+        check = broken[0]
+        fld = instr.field_map[check.at]
+        if fld.name in caps:
+            start = values[fld.name]
+            for step in range(caps[fld.name] + 1):
+                values[fld.name] = (start + step) % (caps[fld.name] + 1)
+                if check not in _faults(instr, cfg, values):
+                    break
+        else:
+            values[fld.name] = fld.default if fld.default is not None else fld.lo
+        assert check not in _faults(instr, cfg, values), (instr.mnemonic, values)
+    assert not _faults(instr, cfg, values), (instr.mnemonic, values)
+
+
 @st.composite
 def valid_instruction(draw: Any, cfg: ArchConfig) -> tuple[Instruction, dict[str, int]]:
     """An instruction that passes every static check of the assembler for ``cfg``.
 
-    Values are drawn per field kind from the config's limits, then the few
-    rules between fields (extents, DRAM bounds, the ISA's prose rules) are
-    enforced by construction, not by filtering, so every draw is usable.
+    Values are drawn per field kind from the config's limits; the extents of the scratchpad
+    addresses come from the instruction's ``accesses`` and the rules between fields from its
+    ``checks`` in isa.yaml, enforced by construction, not by filtering, so every draw is usable.
     """
     instr = draw(st.sampled_from(ISA.instructions))
     if instr.integer_only and not cfg.is_integer:
@@ -66,6 +115,7 @@ def valid_instruction(draw: Any, cfg: ArchConfig) -> tuple[Instruction, dict[str
             values[name] = draw(st.integers(1, 3))
     scope_field = next((fl for fl in instr.fields if fl.kind == "scope"), None)
     scope_of_field: dict[str, str] = {}
+    caps: dict[str, int] = {}  # a scratchpad row field -> its highest allowed value
     if scope_field is not None:
         sid = draw(st.sampled_from([s.id for s in ISA.scopes if scope_field.lo <= s.id <= scope_field.hi]))
         values[scope_field.name] = sid
@@ -73,35 +123,20 @@ def valid_instruction(draw: Any, cfg: ArchConfig) -> tuple[Instruction, dict[str
         if fld.kind == "sp_row":
             scope = fld.scope or ISA.scope_by_id[values[scope_field.name]].name  # type: ignore[index]
             scope_of_field[fld.name] = scope
-            cap = cfg.rows(ISA.scope_by_name[scope].config_key)
-            extent = {("vaddrow", "src"): 1, ("vrequantf", "src"): 1,
-                      ("vrequant", "src"): 2}.get((instr.mnemonic, fld.name), rows)
-            values[fld.name] = draw(st.integers(0, cap - extent))
+            caps[fld.name] = cfg.rows(ISA.scope_by_name[scope].config_key) - _extent(instr, cfg, fld, values)
+            values[fld.name] = draw(st.integers(0, caps[fld.name]))
         elif fld.kind == "sp_tile":
             assert fld.scope is not None
             cap_tiles = cfg.rows(ISA.scope_by_name[fld.scope].config_key) // cfg.tile
-            dims = {"acc": ("m", "n"), "a": ("m", "k"), "b": ("n", "k")}[fld.name]
-            extent = values[dims[0]] * values[dims[1]]
+            extent = _extent(instr, cfg, fld, values) // cfg.tile
             values[fld.name] = draw(st.integers(0, cap_tiles - extent))
         elif fld.kind == "units":
             values[fld.name] = _units(draw, instr, fld)
         elif fld.kind in ("flag", "shift", "imm") or (fld.kind == "count" and fld.name == "cols"):
             values[fld.name] = draw(st.integers(fld.lo, fld.hi_at(cfg.tile)))
-    if instr.mnemonic == "store":
-        if not cfg.is_integer:
-            values["narrow"] = 0
-        if not values["narrow"]:
-            values["shift"] = 0
-    if instr.mnemonic == "vadd" and draw(st.booleans()):
-        values["src"] = values["dst"]  # identical ranges are allowed
-    if instr.mnemonic == "vadd" and values["src"] != values["dst"]:
-        values["src"] = (values["dst"] + rows) % (cfg.rows("acc") - rows + 1)
-        if values["src"] < values["dst"] + rows and values["dst"] < values["src"] + rows:
-            values["src"] = values["dst"]
-    if instr.mnemonic in ("vaddrow", "vrequantf") and values["dst"] <= values["src"] < values["dst"] + rows:
-        values["src"] = values["dst"] + rows if values["dst"] + rows < cfg.rows("acc") else values["dst"] - 1
-    if instr.mnemonic == "vrequant" and values["src"] + 1 >= values["dst"] and values["src"] < values["dst"] + rows:
-        values["src"] = values["dst"] + rows if values["dst"] + rows + 2 <= cfg.rows("acc") else values["dst"] - 2
+    if "src" in values and "dst" in values and draw(st.booleans()):
+        values["src"] = values["dst"]  # identical ranges, where the checks allow them
+    _satisfy_checks(instr, cfg, values, caps)
     if "dram" in f:
         sp = next(fl for fl in instr.fields if fl.kind == "sp_row")
         key = ISA.scope_by_name[scope_of_field[sp.name]].config_key

@@ -47,3 +47,26 @@ def test_check_names_what_a_new_instruction_lacks(monkeypatch: pytest.MonkeyPatc
     assert main(["isa", "check"]) == 1
     out = capsys.readouterr().out
     assert "vfoo has no Python semantics" in out and out.count("\n") == 1
+
+
+def test_a_mention_of_an_instructions_constants_is_not_a_decode() -> None:
+    vmax = load_isa().by_mnemonic["vmax"]
+    assert implemented.decodes("assign hit = funct_q == TNPU_FUNCT_W'(TNPU_VMAX_FUNCT);", vmax)
+    assert not implemented.decodes("// vmax: funct_q == TNPU_VMAX_FUNCT, see above", vmax)
+    assert not implemented.decodes("/* TNPU_VMAX_FUNCT */ logic [TNPU_VMAX_IMM_W-1:0] imm;", vmax)
+
+
+def test_an_alu_op_sharing_the_opcode_must_be_decoded_by_the_unit() -> None:
+    """A new ALU instruction the ALU never compares with its funct is reported, though it is the only one."""
+    isa = load_isa()
+    extra = dataclasses.replace(isa.by_mnemonic["vmax"], mnemonic="vfoo", index=len(isa.instructions))
+    fake = dataclasses.replace(isa, instructions=(*isa.instructions, extra))
+    decoded = implemented.rtl_decoded(fake)
+    assert not decoded["vfoo"]
+    assert decoded["load"] and decoded["zero"] and decoded["tmm"]  # the fall-through and a sole instruction
+
+
+def test_reading_semantics_py_finds_what_importing_it_registers() -> None:
+    from tinynpu.simulator.semantics import SEMANTICS
+
+    assert implemented.python_semantics() == set(SEMANTICS)

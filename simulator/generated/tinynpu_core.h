@@ -4,6 +4,13 @@
 /* One kind per instruction, in isa.yaml order: an instruction's kind is its opcode index. */
 enum Kind { K_HALT, K_SYNC, K_LOAD, K_ZERO, K_STORE, K_TMM, K_VADD, K_VADDROW, K_VMAX, K_VMIN, K_VMUL, K_VSHR, K_VREQUANT, K_VREQUANTF, N_KINDS };
 
+/* The case labels of the vector ALU's kinds (every instruction of unit alu): execute() sends them
+ * to do_alu(), which has a case for each (`tinynpu isa check` names a kind without one). */
+#define TNPU_ALU_KINDS case K_VADD: case K_VADDROW: case K_VMAX: case K_VMIN: case K_VMUL: case K_VSHR: case K_VREQUANT: case K_VREQUANTF:
+
+/* Where each kind's `rows` operand is in x[] (-1: it has none): do_alu() reads its row count there. */
+static const int ROWS_OPERAND[N_KINDS] = { -1, -1, 4, 2, 3, -1, 2, 2, 2, 2, 2, 2, 2, 2 };
+
 /* hazards.access_functions in C: the rows and bytes one instruction reads and writes (isa.yaml
  * `accesses`).  Returns 0 when access() reported a race or ran out of memory. */
 static int accesses(Sim *S, int u, int64_t i, int kind, const int64_t *x) {

@@ -1,0 +1,62 @@
+"""The ALU's source shapes come from the YAML, and an instruction the RTL cannot run is refused by name."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from tinynpu.isa import load_config, load_isa
+from tinynpu.isa.alu_shapes import AluShape, ShapeError, alu_shapes, refused
+from tinynpu.isa.gen_c import generate_core_header
+from tinynpu.isa.gen_verilog import generate_verilog
+from tinynpu.isa.records import Access, Check
+
+ISA = load_isa()
+
+
+def _with(**changes: object) -> object:
+    """The ISA with one more ALU instruction: vaddrow's encoding at a free funct, with ``changes``."""
+    base = ISA.by_mnemonic["vaddrow"]
+    used = {i.fixed_value("funct") for i in ISA.instructions if i.unit == "alu"}
+    funct = min(set(range(16)) - used)
+    fixed = tuple(dataclasses.replace(fx, value=funct) if fx.name == "funct" else fx for fx in base.fixed)
+    extra = dataclasses.replace(base, mnemonic="vfoo", index=len(ISA.instructions), fixed=fixed,
+                                match=base.match & ~0xF0 | funct << 4, **changes)
+    return dataclasses.replace(ISA, instructions=(*ISA.instructions, extra))
+
+
+def test_every_builtin_alu_instruction_has_a_shape() -> None:
+    shapes = {s.mnemonic: s for s in alu_shapes(ISA)}
+    assert set(shapes) == {i.mnemonic for i in ISA.instructions if i.unit == "alu"}
+    assert shapes["vadd"].kind == "walk" and shapes["vmax"].kind == "none"
+    assert (shapes["vaddrow"].kind, shapes["vaddrow"].count) == ("fixed", 1)
+    assert (shapes["vrequant"].kind, shapes["vrequant"].count) == ("fixed", 2)
+
+
+def test_the_fixed_rule_refuses_rows_overlapping_the_destination() -> None:
+    two = AluShape("x", 0, "fixed", 2)
+    assert refused(two, src=3, dst=4, rows=2, acc_rows=16)      # src + 1 is dst
+    assert not refused(two, src=2, dst=4, rows=2, acc_rows=16)
+    assert refused(two, src=15, dst=0, rows=1, acc_rows=16)     # src + 1 past the end
+
+
+def test_a_new_instruction_of_a_known_shape_is_generated_without_rtl_edits() -> None:
+    isa = _with()
+    text = generate_verilog(isa, load_config("default", isa))  # type: ignore[arg-type]
+    assert "TNPU_ALU_SRC_FIXED = 16'b0000000111000010;" in text
+    assert "case K_VFOO:" in generate_core_header(isa).split("#define TNPU_ALU_KINDS", 1)[1].splitlines()[0]
+
+
+def test_checks_that_differ_from_the_shapes_rule_are_refused_by_name() -> None:
+    lenient = _with(checks=())  # a broadcast row allowed inside the destination rows
+    with pytest.raises(ValueError, match=r"cannot run vfoo: its checks accept src=0, dst=0"):
+        generate_verilog(lenient, load_config("default", lenient))  # type: ignore[arg-type]
+
+
+def test_a_source_the_rtl_has_no_shape_for_is_refused_by_name() -> None:
+    odd = _with(accesses=(Access(False, "acc", False, ("src", "src + 2 * rows")),
+                          Access(True, "acc", False, ("dst", "dst + rows"))),
+                checks=(Check(fault="src < dst + rows and dst < src + 2 * rows", at="src", message="overlap"),))
+    with pytest.raises(ShapeError, match=r"vfoo: its source rows \[src, src \+ 2 \* rows\)"):
+        alu_shapes(odd)  # type: ignore[arg-type]
