@@ -33,9 +33,6 @@ from tinynpu.errors import AsmError
 from tinynpu.isa import ArchConfig, Isa, build_hash, load_config
 from tinynpu.isa.config import CONFIG_DIR
 
-# write_output lives in tinynpu.fsio (below every layer); re-exported until isa/cli.py imports it from there.
-write_output = fsio.write_output
-
 MAGIC = b"TNPU"
 FORMAT_VERSION = 1
 _HEADER = struct.Struct("<4sHH16s16sII")
@@ -229,4 +226,4 @@ def check_manifest(tensors: tuple[Tensor, ...], cfg: ArchConfig) -> None:
                            f"{cfg.dram_bytes} bytes of DRAM in config {cfg.name!r}.")
 
 
-__all__ = ["HEADER_BYTES", "MAGIC", "Program", "Tensor", "check_manifest", "write_output"]
+__all__ = ["HEADER_BYTES", "MAGIC", "Program", "Tensor", "check_manifest"]

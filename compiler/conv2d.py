@@ -36,9 +36,10 @@ from tinynpu.compiler.conv_geometry import ConvLayout
 from tinynpu.compiler.conv_lower import IM2COL_OP, conv_auto_tiling, lower_conv2d, resolve_layout_schedule
 from tinynpu.compiler.conv_shape import ConvShape, Pair, Quad, conv2d_reference, conv_inputs
 from tinynpu.compiler.cost import estimate
+from tinynpu.compiler.emitter import Emitter
 from tinynpu.compiler.epilogue import Epilogue
 from tinynpu.compiler.lower import EpilogueRows
-from tinynpu.compiler.operands import DenseOutput, Emitter
+from tinynpu.compiler.operands import DenseOutput
 from tinynpu.compiler.quant import calibrate_shift, requantize
 from tinynpu.compiler.schedule import apply, from_tiling
 from tinynpu.compiler.workload import DramAllocator, resolve_config

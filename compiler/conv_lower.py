@@ -18,8 +18,9 @@ from dataclasses import dataclass
 
 from tinynpu.compiler.conv_geometry import LAYOUTS, ConvLayout, Dma, choose_layout, rowpack_applies
 from tinynpu.compiler.conv_shape import ConvShape
+from tinynpu.compiler.emitter import Emitter
 from tinynpu.compiler.lower import Bias, EpilogueRows, lower_gemm
-from tinynpu.compiler.operands import Emitter, OutputC
+from tinynpu.compiler.operands import OutputC
 from tinynpu.compiler.schedule import Schedule, Tiling
 from tinynpu.compiler.search import auto_tiling
 from tinynpu.compiler.workload import resolve_schedule

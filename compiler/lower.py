@@ -15,7 +15,7 @@ tiles, and that store can start as soon as its column is final, while the
 other columns are still being computed.  Loads of the next chunk are
 interleaved between the current chunk's ``tmm`` instructions in program order
 so that neither queue starves the dispatcher.  All tokens come from the
-:class:`~tinynpu.compiler.operands.Emitter`'s dependency tracking.
+:class:`~tinynpu.compiler.emitter.Emitter`'s dependency tracking.
 
 Each reduction tile k1 of a chunk has its own sub-buffer of ``bm`` (``bn``)
 tiles, so one ``load`` of up to ``bm * tile`` consecutive GEMM rows fills it.
@@ -34,9 +34,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from tinynpu.compiler.emitter import Emitter
 from tinynpu.compiler.epilogue import INT8_MAX, INT8_MIN, Epilogue
 from tinynpu.compiler.lower_columns import lower_gemm_columns
-from tinynpu.compiler.operands import DenseOperand, DenseOutput, Emitter, OperandA, OutputC
+from tinynpu.compiler.operands import DenseOperand, DenseOutput, OperandA, OutputC
 from tinynpu.compiler.schedule import Tiling, buffer_rows
 from tinynpu.intmath import ceil_div
 

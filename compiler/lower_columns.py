@@ -4,7 +4,7 @@ A naive 1024^3 GEMM is ~800 K instructions; emitting them one Python call
 at a time costs ~10 us each.  For dense DRAM operands (no bias) the
 instructions follow from the chunk plan by arithmetic alone, so this module
 computes every field of every ``load``/``tmm``/``store``/``zero`` as numpy
-arrays and hands them to :meth:`~tinynpu.compiler.operands.Emitter.extend`,
+arrays and hands them to :meth:`~tinynpu.compiler.emitter.Emitter.extend`,
 with each instruction's position in the program.  The program is the one
 :func:`~tinynpu.compiler.lower.lower_gemm_by_calls` emits, word for word
 (a test compares them); that function stays the readable statement of the
@@ -27,7 +27,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tinynpu.compiler.operands import Columns, DenseOperand, DenseOutput, Emitter, Rows
+from tinynpu.compiler.emitter import Columns, Emitter, Rows
+from tinynpu.compiler.operands import DenseOperand, DenseOutput
 from tinynpu.compiler.schedule import Tiling, buffer_rows
 from tinynpu.intmath import ceil_div
 

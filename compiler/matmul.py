@@ -11,9 +11,10 @@ import numpy as np
 from tinynpu.assembler.image import Program
 from tinynpu.compiler.bounds import best_tiling_bytes, matmul_io_lower_bound, roofline_cycles
 from tinynpu.compiler.compiled import Arrays, Bounds, Compiled
+from tinynpu.compiler.emitter import Emitter
 from tinynpu.compiler.epilogue import Epilogue
 from tinynpu.compiler.lower import EpilogueRows, lower_gemm
-from tinynpu.compiler.operands import DenseOperand, DenseOutput, Emitter
+from tinynpu.compiler.operands import DenseOperand, DenseOutput
 from tinynpu.compiler.quant import max_shift, requantize
 from tinynpu.compiler.schedule import Schedule, apply, from_tiling
 from tinynpu.compiler.search import auto_tiling

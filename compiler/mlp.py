@@ -35,8 +35,9 @@ import numpy as np
 from tinynpu.assembler.image import Program
 from tinynpu.compiler.bounds import best_tiling_bytes, roofline_cycles, tiling_space, tiling_traffic
 from tinynpu.compiler.compiled import Bounds, Compiled
+from tinynpu.compiler.emitter import Emitter
 from tinynpu.compiler.lower import Bias, lower_gemm
-from tinynpu.compiler.operands import DenseOperand, DenseOutput, Emitter
+from tinynpu.compiler.operands import DenseOperand, DenseOutput
 from tinynpu.compiler.quant import calibrate_shift, linear_int32, mlp_fp32_reference, mlp_int8_reference
 from tinynpu.compiler.schedule import Tiling, from_tiling, require_a_fit
 from tinynpu.compiler.search import pick, rank

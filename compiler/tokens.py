@@ -1,6 +1,6 @@
 """Synchronization tokens from recorded accesses, for a whole program at once (vectorized).
 
-The :class:`~tinynpu.compiler.operands.Emitter` records what every
+The :class:`~tinynpu.compiler.emitter.Emitter` records what every
 instruction reads and writes (scratchpad rows, DRAM byte spans) and this
 module turns those records into the ISA's ``wait``/``signal`` masks with
 numpy, so the cost per instruction is a few array operations rather than a

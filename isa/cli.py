@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tinynpu.assembler.image import write_output
+from tinynpu.fsio import write_output
 from tinynpu.isa import implemented
 from tinynpu.isa.config import CONFIG_DIR, ArchConfig, build_hash, load_config
 from tinynpu.isa.gen_c import CORE_HEADER_PATH, generate_core_header

@@ -76,7 +76,7 @@ typedef struct {
 /* ---- small growable rings -------------------------------------------------------------------------- */
 
 /* A token channel: the FIFO of unconsumed tokens (completion cycle, producer, clock) and the consume
- * starts the overflow rule can still ask about (timing._Ledger, whose signal window is this FIFO). */
+ * starts the overflow rule can still ask about (tokens.TokenLedger, whose signal window is this FIFO). */
 typedef struct {
   int64_t *e, *prod, *clock; /* clock: nq entries per token when races are on */
   int64_t cap, head, len;
@@ -702,7 +702,7 @@ static int start_instr(Sim *S, int u, int64_t s) {
       for (int w = 0; w < nq; w++)
         if (c->clock[y * nq + w] > S->clock[u][w]) S->clock[u][w] = c->clock[y * nq + w];
     c->head = (c->head + 1) & (c->cap - 1), c->len--;
-    int64_t k = c->n_con++; /* _Ledger.consume */
+    int64_t k = c->n_con++; /* TokenLedger.consume */
     c->con_s[k & c->con_mask] = s;
     int64_t j = k + R->max_tok;
     if (j < c->n_sig && c->e[chan_at(c, j - c->n_con)] < s)
@@ -732,7 +732,7 @@ static int start_instr(Sim *S, int u, int64_t s) {
     if (!(R->signal[i] >> w & 1)) continue;
     Channel *c = &S->chan[u][w];
     if (!chan_push(S, c, e, i, R->races ? S->clock[u] : NULL)) return !fault(R, F_NO_MEMORY, i, 0, 0, 0, 0, 0);
-    int64_t j = c->n_sig++, k = j - R->max_tok; /* _Ledger.signal */
+    int64_t j = c->n_sig++, k = j - R->max_tok; /* TokenLedger.signal */
     if (k >= 0 && k < c->n_con && c->con_s[k & c->con_mask] > e) return !fault(R, F_OVERFLOW, u, w, j, i, 0, 0);
   }
   return 1;
@@ -851,7 +851,7 @@ static int schedule(Sim *S) {
     deadlock(S, pc);
     return R->fault;
   }
-  for (int v = 0; v < nq; v++) /* _Ledger.leftover */
+  for (int v = 0; v < nq; v++) /* TokenLedger.leftover */
     for (int u = 0; u < nq; u++) {
       Channel *c = &S->chan[v][u];
       if (c->n_sig - c->n_con > R->max_tok)

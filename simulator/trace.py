@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import TextIO
 
-from tinynpu.assembler.image import write_output
+from tinynpu.fsio import write_output
 from tinynpu.isa import Isa
 from tinynpu.simulator.decode import Decoded
 from tinynpu.simulator.stats import Stats

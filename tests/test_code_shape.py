@@ -24,14 +24,6 @@ MAX_LINES = 500
 # Directories never measured: tests, generated code, and what tools and builds leave in the tree.
 SKIPPED_DIRS = {"tests", "generated", "build", "dist", "__pycache__", "node_modules"}
 
-# Being split in other branches; the lead deletes these entries when merging them, and
-# test_the_allowlists_hold_only_what_still_needs_them fails once an entry is no longer needed.
-ALLOWED_COMPLEXITY = {
-    ("isa/spec.py", "_check_instruction"),  # 37
-}
-ALLOWED_LINES: set[str] = set()
-
-
 def _sources() -> list[Path]:
     found = []
     for path in sorted(ROOT.rglob("*.py")):
@@ -77,7 +69,7 @@ def test_the_tree_is_measured() -> None:
 
 def test_no_function_is_too_complex() -> None:
     over = [(rel, line, name, cc) for rel, line, name, cc in _complexities()
-            if cc > MAX_COMPLEXITY and (rel, name) not in ALLOWED_COMPLEXITY]
+            if cc > MAX_COMPLEXITY]
     assert not over, (
         f"functions above cyclomatic complexity {MAX_COMPLEXITY} (radon grade E or F); split them:\n"
         + "\n".join(f"  {rel}:{line} {name}: {cc} (grade {cc_rank(cc)})" for rel, line, name, cc in over)
@@ -85,23 +77,11 @@ def test_no_function_is_too_complex() -> None:
 
 
 def test_no_file_is_too_long() -> None:
-    over = {rel: n for rel, n in _line_counts().items() if n > MAX_LINES and rel not in ALLOWED_LINES}
+    over = {rel: n for rel, n in _line_counts().items() if n > MAX_LINES}
     assert not over, (
         f"Python files over {MAX_LINES} lines; split them into modules of one job each:\n"
         + "\n".join(f"  {rel}: {n} lines" for rel, n in sorted(over.items()))
     )
-
-
-def test_the_allowlists_hold_only_what_still_needs_them() -> None:
-    worst: dict[tuple[str, str], int] = {}
-    for rel, _, name, cc in _complexities():
-        worst[rel, name] = max(cc, worst.get((rel, name), 0))
-    stale = [f"{rel} {name}" for rel, name in sorted(ALLOWED_COMPLEXITY)
-             if worst.get((rel, name), 0) <= MAX_COMPLEXITY]
-    lines = _line_counts()
-    stale += [rel for rel in sorted(ALLOWED_LINES) if lines.get(rel, 0) <= MAX_LINES]
-    assert not stale, "allowlist entries no longer needed; delete them from tests/test_code_shape.py:\n" + \
-        "\n".join(f"  {s}" for s in stale)
 
 
 @pytest.mark.parametrize(("source", "expected"), [

@@ -14,7 +14,7 @@ import random
 import numpy as np
 import pytest
 
-from tinynpu.compiler.operands import Columns, Emitter
+from tinynpu.compiler.emitter import Columns, Emitter
 from tinynpu.errors import UsageError
 from tinynpu.isa import Isa, load_config, load_isa
 from tinynpu.isa.records import Instruction

@@ -19,9 +19,10 @@ import numpy as np
 import pytest
 
 from tinynpu.compiler.comments import Comments
+from tinynpu.compiler.emitter import Columns, Emitter
 from tinynpu.compiler.lower import lower_gemm_by_calls
 from tinynpu.compiler.lower_columns import lower_gemm_columns
-from tinynpu.compiler.operands import Columns, DenseOperand, DenseOutput, Emitter
+from tinynpu.compiler.operands import DenseOperand, DenseOutput
 from tinynpu.compiler.schedule import Tiling, fits
 from tinynpu.errors import UsageError
 from tinynpu.isa import load_config, load_isa

@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 from tinynpu.assembler.image import Program, Tensor
 from tinynpu.compiler import Schedule, Tiling, compile_matmul, run_compiled
 from tinynpu.compiler.bounds import best_tiling_bytes, matmul_io_lower_bound, tiling_traffic
+from tinynpu.compiler.emitter import Emitter
 from tinynpu.compiler.lower import Bias, lower_gemm
-from tinynpu.compiler.operands import DenseOperand, DenseOutput, Emitter
+from tinynpu.compiler.operands import DenseOperand, DenseOutput
 from tinynpu.compiler.schedule import apply, fits, from_tiling, naive
 from tinynpu.errors import TinyNpuError, UsageError
 from tinynpu.intmath import ceil_div

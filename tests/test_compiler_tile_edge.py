@@ -26,8 +26,9 @@ from tinynpu.compiler.conv_bounds import conv_traffic_model
 from tinynpu.compiler.conv_geometry import ConvLayout
 from tinynpu.compiler.conv_lower import conv_auto_tiling, lower_conv2d
 from tinynpu.compiler.conv_shape import ConvShape
+from tinynpu.compiler.emitter import Emitter
 from tinynpu.compiler.lower import Bias, lower_gemm
-from tinynpu.compiler.operands import DenseOperand, DenseOutput, Emitter
+from tinynpu.compiler.operands import DenseOperand, DenseOutput
 from tinynpu.compiler.schedule import apply, from_tiling, intrinsic
 from tinynpu.compiler.search import auto_tiling, tune
 from tinynpu.errors import UsageError

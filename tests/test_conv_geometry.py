@@ -194,7 +194,7 @@ def test_bad_shapes(kwargs: dict[str, int], needle: str) -> None:
 
 def test_conv_operand_emits_loads_and_zero_rows() -> None:
     from tinynpu.compiler.conv_lower import ConvOperand
-    from tinynpu.compiler.operands import Emitter
+    from tinynpu.compiler.emitter import Emitter
     from tinynpu.isa import load_isa
 
     isa = load_isa()

@@ -5,5 +5,5 @@
 - :mod:`.programs`: every accelerator step's programs from the compiler's
   conv2d and matmul workloads, cached by shape and epilogue form;
 - :mod:`.eltwise`: the residual-add program, built through the compiler's
-  :class:`~tinynpu.compiler.operands.Emitter` like every other program.
+  :class:`~tinynpu.compiler.emitter.Emitter` like every other program.
 """

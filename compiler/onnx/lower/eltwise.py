@@ -97,7 +97,7 @@ def add_program(cfg: ArchConfig, pixels: int, channels: int, scales: tuple[TermS
                 relu: bool) -> Program:
     """The program adding ``len(scales)`` int8 tensors ``X0, X1, ...`` (``pixels`` x ``channels``) into ``Y``.
 
-    Built through the compiler's :class:`~tinynpu.compiler.operands.Emitter` like every other
+    Built through the compiler's :class:`~tinynpu.compiler.emitter.Emitter` like every other
     program: it records the rows each instruction reads and writes and derives the tokens.  Input
     ``i`` lives in ``a`` rows and ``acc`` rows ``i*rows..`` of every pass, so a pass's loads wait only
     for the previous pass's ``tmm`` of their rows, and run while the ALU scales and sums that pass.
@@ -106,7 +106,7 @@ def add_program(cfg: ArchConfig, pixels: int, channels: int, scales: tuple[TermS
     first ``tmm`` also waits for the ALU (it overwrites the rows the last ``vadd`` wrote), which
     the store it already waits for had waited for; the per-instruction timeline is the same.
     """
-    from tinynpu.compiler.operands import Emitter
+    from tinynpu.compiler.emitter import Emitter
     from tinynpu.compiler.workload import DramAllocator
 
     t, n = cfg.tile, len(scales)
