@@ -169,12 +169,13 @@ def load_calibration(model: Any, path: Path) -> list[dict[str, np.ndarray]]:
             raise UsageError(f"--calibration {f}: no such file.") from None
         except Exception as exc:
             raise UsageError(f"--calibration {f}: not a readable .npz file ({type(exc).__name__}: {exc}).") from None
+        checked = check_sample(model, sample, f"--calibration {f}")  # names it should not hold, shapes, ranges
         missing = [n for n in names if n not in sample]
         if missing:
             raise OnnxError(f"--calibration {f}: gives no value for the network input(s) "
                             f"{', '.join(repr(m) for m in missing)} (the file holds {', '.join(sample) or 'nothing'};"
                             f" the network's inputs are {', '.join(names)}).")
-        samples.append(check_sample(model, sample, f"--calibration {f}"))
+        samples.append(checked)
     return samples
 
 

@@ -76,10 +76,19 @@ def _cum_sum(node: Any, x: np.ndarray, axis: np.ndarray) -> list[np.ndarray]:
     a = _attrs(node)
     ax = int(np.asarray(axis).reshape(-1)[0])
     y = np.flip(x, ax) if a.get("reverse", 0) else x
+    if a.get("exclusive", 0):  # each sum of the elements before: the running sum shifted one place
+        head = np.zeros_like(np.take(y, [0], axis=ax))
+        y = np.concatenate([head, np.delete(y, -1, axis=ax)], axis=ax)
     s = np.cumsum(y, axis=ax, dtype=x.dtype)
-    if a.get("exclusive", 0):
-        s = s - y
     return [np.flip(s, ax) if a.get("reverse", 0) else s]
+
+
+def _range(node: Any, start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -> list[np.ndarray]:
+    """``start + i * delta`` for ``i < ceil((limit - start) / delta)``, in the inputs' type (the
+    specification's formula: np.arange accumulates floats differently)."""
+    dtype = np.asarray(start).dtype
+    count = max(int(np.ceil((float(limit) - float(start)) / float(delta))), 0)
+    return [(np.asarray(start, dtype) + np.arange(count).astype(dtype) * np.asarray(delta, dtype)).astype(dtype)]
 
 
 def _is_inf(node: Any, x: np.ndarray) -> list[np.ndarray]:
@@ -113,7 +122,7 @@ OWN_OPS: dict[str, Callable[..., list[np.ndarray]]] = {
     "GreaterOrEqual": _elementwise(np.greater_equal),
     "Where": _elementwise(np.where),
     "Expand": lambda node, x, shape: [x * np.ones(tuple(int(s) for s in shape), dtype=x.dtype)],
-    "Range": lambda node, start, limit, delta: [np.arange(start, limit, delta, dtype=np.asarray(start).dtype)],
+    "Range": _range,
 }
 
 
