@@ -31,9 +31,6 @@ Choices (and why):
   (onnxruntime's ``QLinearConcat`` does not requantize, and neither does the
   host) instead of a requantization of each input.  An input that something
   else reads too keeps its own scale.
-- An additive attention mask (``-inf``, the dtype's minimum, ``-1e4``) and
-  the Softmax after it stay in float (:mod:`.masks`): the mask would set the
-  scale of the scores it is added to.
 - Already quantized models (QDQ, or QOperator rewritten to QDQ on import)
   are taken as they are.
 """
@@ -64,8 +61,6 @@ def quantize(model: Any, calibration: list[dict[str, np.ndarray]]) -> Any:
     import onnx
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
-    from tinynpu.compiler.onnx.frontend.masks import mask_nodes
-
     class _Reader(CalibrationDataReader):  # type: ignore[misc]
         def __init__(self, feeds: list[dict[str, np.ndarray]]) -> None:
             self._it = iter(feeds)
@@ -84,8 +79,7 @@ def quantize(model: Any, calibration: list[dict[str, np.ndarray]]) -> Any:
         onnxruntime.set_default_logger_severity(3)  # and the calibration sessions' unused-initializer notes
         try:
             quantize_static(str(src), str(dst), _Reader(calibration), quant_format=QuantFormat.QDQ,
-                            nodes_to_exclude=mask_nodes(model), per_channel=True,
-                            activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
+                            per_channel=True, activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
                             extra_options={"ActivationSymmetric": True, "WeightSymmetric": True},
                             calibration_providers=["CPUExecutionProvider"])
         except Exception as exc:
