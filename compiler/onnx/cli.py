@@ -25,10 +25,15 @@ def add_onnx_workload(sub: argparse._SubParsersAction, mode: str) -> None:  # ty
                         "in the file is a constant, with seed 0)")
     p.add_argument("--calibrate", type=int, default=8, metavar="N",
                    help="seeded calibration inputs for quantization (default 8)")
+    p.add_argument("--calibration", type=Path, default=None, metavar="FILE.npz|DIR",
+                   help="real calibration samples: one .npz (one array per input name) or a folder of them; "
+                        "replaces --calibrate's seeded samples (default: none; a run's --input values "
+                        "calibrate when given, else seeded samples by input role)")
     p.add_argument("--config", default=None, help="architecture config name or YAML path (default: default)")
     if mode == "run":
         p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
-                       help="a network input from a .npy file (default: seeded standard-normal input)")
+                       help="a network input from a .npy file (default: seeded input by role: standard-normal "
+                            "floats, token ids within their table, masks of ones)")
         p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
         p.add_argument("--compare", type=int, default=0, metavar="N",
                        help="further seeded inputs compared against onnxruntime on the integer reference "
@@ -86,8 +91,36 @@ def _feeds(specs: list[str]) -> dict[str, Any]:
     return out
 
 
+def _calibration_source(args: argparse.Namespace, feeds: dict[str, Any]) -> Any:
+    """The samples the user gives for calibration (``--calibration``, else the ``--input`` values), checked
+    against the imported model's inputs; None when there are none (seeded samples then)."""
+    if args.calibration is None and not feeds:
+        return None
+    from tinynpu.compiler.onnx.frontend.calibration import CalibrationSource, check_sample, load_calibration
+    from tinynpu.compiler.onnx.frontend.importer import import_model, seeded_inputs
+
+    model = import_model(args.model, batch=args.batch, random_weights=args.random_weights).model
+    if args.calibration is not None:
+        samples = load_calibration(model, args.calibration)
+        return CalibrationSource(tuple(samples), f"{len(samples)} sample(s) from --calibration {args.calibration}")
+    given = {name: check_sample(model, {name: value}, f"--input {name}")[name] for name, value in feeds.items()}
+    rest = sorted(set(seeded_inputs(model, args.seed)) - set(given))
+    origin = "the --input values" + (f" (seeded by role: {', '.join(rest)})" if rest else "")
+    return CalibrationSource((seeded_inputs(model, args.seed) | given,), origin)
+
+
+def _calibration_text(cn: Any, source: Any, count: int) -> str:
+    """What the quantizer calibrated on, for the report."""
+    from tinynpu.compiler.onnx.frontend.calibration import describe_seeded
+
+    if not cn.quantized_here:
+        return "none: the model came quantized"
+    return source.origin if source is not None else describe_seeded(cn.imported.model, count)
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from tinynpu import fsio
+    from tinynpu.compiler.onnx.frontend.calibration import supplied_samples
     from tinynpu.compiler.onnx.network import compile_onnx
     from tinynpu.compiler.onnx.verify.report import REPORT_FILES, format_run, write_report
     from tinynpu.compiler.onnx.verify.run import run_network
@@ -99,9 +132,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
                               ours=(args.report / "report.json").is_file(), what="--report",
                               inputs=[args.model])
     feeds = _feeds(args.input)
-    cn = compile_onnx(args.model, batch=args.batch, random_weights=args.random_weights, calibrate=args.calibrate,
-                      cfg=_config(args.config))
+    source = _calibration_source(args, feeds)
+    with supplied_samples(source):
+        cn = compile_onnx(args.model, batch=args.batch, random_weights=args.random_weights,
+                          calibrate=args.calibrate, cfg=_config(args.config))
     report = run_network(cn, feeds=feeds or None, seed=args.seed, extra_seeds=args.compare)
+    report["calibration"] = _calibration_text(cn, source, args.calibrate)
     if args.report is not None:
         write_report(args.report, report)
     print(json.dumps(report) if args.json else format_run(report))
@@ -110,15 +146,19 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _cmd_compile(args: argparse.Namespace) -> int:
     from tinynpu import fsio
+    from tinynpu.compiler.onnx.frontend.calibration import supplied_samples
     from tinynpu.compiler.onnx.network import compile_onnx
     from tinynpu.compiler.onnx.verify.describe import describe
 
     out = args.output
     ours = (out / "network.json").is_file() and _ours(out / "network.json")
     fsio.check_output_dir(out, _COMPILE_FILES, force=args.force, ours=ours, what="-o", inputs=[args.model])
-    cn = compile_onnx(args.model, batch=args.batch, random_weights=args.random_weights, calibrate=args.calibrate,
-                      cfg=_config(args.config))
+    source = _calibration_source(args, {})
+    with supplied_samples(source):
+        cn = compile_onnx(args.model, batch=args.batch, random_weights=args.random_weights,
+                          calibrate=args.calibrate, cfg=_config(args.config))
     doc, programs = describe(cn)
+    doc["calibration"] = _calibration_text(cn, source, args.calibrate)
     doc["generator"] = _GENERATOR
     files: dict[str, bytes | str] = {"network.json": json.dumps(doc, indent=1) + "\n",
                                      "model.int8.onnx": cn.qmodel.SerializeToString()}

@@ -1,7 +1,7 @@
 """What the host can run, and why a node runs there: the front end's list of ONNX operators and reasons.
 
 An operator neither the accelerator patterns (:mod:`.patterns`) nor the host
-fallback (``onnx.reference``, numpy) can run is refused before any work, naming
+fallback (``onnx.reference``, onnxruntime, numpy: :mod:`.evaluate`) can run is refused before any work, naming
 node, op type and opset.
 """
 
@@ -32,6 +32,10 @@ HOST_OPS = frozenset((
     "MaxPool", "Mean", "Min", "Mul", "Neg", "Pad", "Pow", "PRelu", "QuantizeLinear", "Reciprocal", "ReduceMax",
     "ReduceMean", "ReduceMin", "ReduceSum", "Relu", "Reshape", "Resize", "Shape", "Sigmoid", "Slice", "Softmax",
     "Softplus", "Split", "Sqrt", "Squeeze", "Sub", "Sum", "Tanh", "Tile", "Transpose", "Unsqueeze", "Where",
+    # around embeddings, masks and attention in PyTorch exports (onnx.reference, else onnxruntime, else
+    # tinynpu's own numpy: frontend/evaluate.py)
+    "And", "CumSum", "GatherElements", "GatherND", "Greater", "GreaterOrEqual", "IsInf", "IsNaN", "Less",
+    "LessOrEqual", "Not", "Or", "Range", "ScatterND", "Size", "Trilu", "Xor",
 ))
 
 

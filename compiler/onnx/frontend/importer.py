@@ -159,6 +159,12 @@ def import_model(path: str | Path, *, batch: int | None = None, random_weights: 
     n_drop = _remove_identity_like(graph)
     if n_drop:
         notes.append(f"removed {n_drop} Dropout/Identity nodes")
+    from tinynpu.compiler.onnx.frontend.fold import fold_static
+
+    model, n_static = fold_static(model, max(opset, TARGET_OPSET))  # shapes, masks, positions: see fold.py
+    if n_static:
+        notes.append(f"folded {n_static} nodes computed from shapes and constants alone (masks, positions, "
+                     "shape arithmetic) into initializers")
     try:
         model = onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
     except Exception as exc:
@@ -467,11 +473,11 @@ def input_specs(model: Any) -> list[tuple[str, tuple[int, ...], np.dtype]]:
 
 
 def seeded_inputs(model: Any, seed: int, names: Iterable[str] = ()) -> dict[str, np.ndarray]:
-    """Standard-normal float inputs (an image normalized per channel looks like this), seeded."""
-    rng = np.random.default_rng(seed)
-    wanted = set(names)
-    return {name: rng.standard_normal(shape).astype(dtype) for name, shape, dtype in input_specs(model)
-            if not wanted or name in wanted}
+    """Seeded inputs by role: standard-normal floats, token ids within their tables, masks of ones
+    (:mod:`.calibration`)."""
+    from tinynpu.compiler.onnx.frontend.calibration import sample_inputs
+
+    return sample_inputs(model, seed, names)
 
 
 __all__ = ["import_model", "input_specs", "load_model", "seeded_inputs"]

@@ -224,8 +224,10 @@ def _match_patterns(g: QdqGraph) -> tuple[set[int], dict[int, Step]]:
             continue
         step, absorbed = found
         fused.update(id(n) for n in absorbed)
-        for i in node.input:  # the DQ nodes of its activations, if nothing else reads them
-            if i in g.dq_act and all(id(u) in fused or u is node for u in g.uses.get(i, [])):
+        for i in node.input:  # the DQ nodes of its activations, if nothing else reads them (a graph output,
+            # such as a decode step's present keys that its attention reads too, is read by the user)
+            if (i in g.dq_act and i not in g.outputs
+                    and all(id(u) in fused or u is node for u in g.uses.get(i, []))):
                 fused.add(id(g.dq_node(i)))
         fused.add(id(node))
         anchored[id(absorbed[-1])] = step

@@ -161,7 +161,14 @@ def align_activation_scales(model: Any) -> int:
 
 
 def calibration_inputs(make: Callable[[int], dict[str, np.ndarray]], count: int) -> list[dict[str, np.ndarray]]:
-    """``count`` seeded inputs for calibration (seeds 1000.., apart from the run's own inputs)."""
+    """The calibration samples: those the run supplies (``--calibration``, ``--input``:
+    :func:`~.calibration.supplied_samples`), else ``count`` seeded inputs (seeds 1000.., apart from the
+    run's own inputs)."""
+    from tinynpu.compiler.onnx.frontend.calibration import current_source
+
+    supplied = current_source()
+    if supplied is not None:
+        return list(supplied.samples)
     if isinstance(count, bool) or count <= 0:
         from tinynpu.errors import UsageError
 

@@ -80,27 +80,27 @@ def onnx_operator(step: OnnxStep, env: dict[str, np.ndarray], net: Network) -> l
 
 
 def _evaluate(step: OnnxStep | MoveStep, feeds: dict[str, np.ndarray], net: Network) -> list[np.ndarray]:
-    ev = net.evaluators.get(step.name)
+    """The node on ``feeds``: its cached onnx.reference evaluator, or (where that one fails on these
+    values, e.g. GatherElements with indices smaller than the data) onnxruntime, then tinynpu's numpy."""
+    from tinynpu.compiler.onnx.frontend.evaluate import evaluate_node, reference_evaluator
+
+    ev: Any = net.evaluators.get(step.name)
     if ev is None:
-        ev = _evaluator(step.node, step.opset, feeds)
+        try:
+            ev = reference_evaluator(step.node, step.opset, feeds)
+        except Exception:
+            ev = _FALLBACK
         net.evaluators[step.name] = ev
-    return [np.asarray(o) for o in ev.run(None, feeds)]
+    if ev is not _FALLBACK:
+        try:
+            return [np.asarray(o) for o in ev.run(None, feeds)]
+        except Exception:
+            net.evaluators[step.name] = _FALLBACK
+    return evaluate_node(step.node, step.opset, feeds)
 
 
-def _evaluator(node: Any, opset: int, feeds: dict[str, np.ndarray]) -> Any:
-    """onnx.reference for one node; a function op (Gelu) is expanded in a one-node model with typed inputs."""
-    from onnx import helper
-    from onnx.reference import ReferenceEvaluator
-
-    try:
-        return ReferenceEvaluator(node, opsets={"": opset})
-    except Exception:  # RuntimeContextError: the function body depends on the input types
-        inputs = [helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
-                  for name, a in feeds.items()]
-        outputs = [helper.make_empty_tensor_value_info(name) for name in node.output if name]
-        model = helper.make_model(helper.make_graph([node], "host_step", inputs, outputs),
-                                  opset_imports=[helper.make_opsetid("", opset)])
-        return ReferenceEvaluator(model)
+#: Marks a step whose onnx.reference evaluator failed once: it goes to :func:`evaluate_node` directly.
+_FALLBACK = object()
 
 
 __all__ = ["average_pool", "concat", "fixed_point_add", "max_pool", "move", "onnx_operator"]

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tinynpu.compiler.onnx.frontend.calibration import check_sample
 from tinynpu.compiler.onnx.frontend.importer import input_specs
 from tinynpu.compiler.onnx.ir import Network
 from tinynpu.compiler.onnx.runtime.execute import Execution
@@ -40,7 +41,7 @@ def check_inputs(cn: CompiledNetwork, feeds: dict[str, np.ndarray]) -> dict[str,
         shape, dtype = specs[name]
         if tuple(arr.shape) != tuple(shape):
             raise OnnxError(f"--input {name}: shape {tuple(arr.shape)} differs from the network's {tuple(shape)}.")
-        out[name] = np.asarray(arr, dtype=dtype)
+        out[name] = check_sample(cn.imported.model, {name: arr}, f"--input {name}")[name]
     return out
 
 

@@ -28,13 +28,16 @@ def summary_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
          else "from the file"),
         ("layers", f"{r['npu_layers']} on the accelerator, {r['host_steps']} host steps; "
                    f"{r['programs_compiled']} distinct programs"),
+        *(("calibration", r["calibration"]),) * ("calibration" in r),
         ("(a) bit-exact vs integer reference", str(r["verified"])),
-        ("(b) vs onnxruntime int8", f"{100 * q['equal_fraction']:.2f} % equal, "
-                                    f"{100 * q['within_1lsb_fraction']:.2f} % within 1 LSB, "
-                                    f"max {q['max_abs_lsb']} LSB, "
-                                    f"top-1 {100 * q['top1_agree']:.0f} %, "
-                                    f"top-5 overlap {100 * q['top5_agree']:.0f} % ({r['inputs_compared']} inputs)"),
-        ("(c) vs onnxruntime float", f"top-1 {100 * f['top1_agree']:.0f} %, cosine {f['cosine']:.4f}"),
+        *(output_rows(r) if "outputs" in r else [
+            ("(b) vs onnxruntime int8", f"{100 * q['equal_fraction']:.2f} % equal, "
+                                        f"{100 * q['within_1lsb_fraction']:.2f} % within 1 LSB, "
+                                        f"max {q['max_abs_lsb']} LSB, "
+                                        f"top-1 {100 * q['top1_agree']:.0f} %, "
+                                        f"top-5 overlap {100 * q['top5_agree']:.0f} % ({r['inputs_compared']} "
+                                        "inputs)"),
+            ("(c) vs onnxruntime float", f"top-1 {100 * f['top1_agree']:.0f} %, cosine {f['cosine']:.4f}")]),
         ("cycles (accelerator)", f"{r['cycles']:,}"),
         ("inferences/s", f"{r['inferences_per_second']:,.1f} at {r['clock_mhz']:.0f} MHz "
                          "(accelerator cycles only)"),
@@ -52,6 +55,32 @@ def summary_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
                                       f"the comparison runs it: {1e3 * sec['ort_quantized_int8_kept_seconds']:.2f}"
                                       f" ms), float {1e3 * sec['ort_float_seconds']:.2f} ms"),
     ]
+
+
+def _topk_text(c: dict[str, Any]) -> str:
+    return (f", top-1 {100 * c['top1_agree']:.0f} %, top-5 overlap {100 * c['top5_agree']:.0f} %"
+            if "top1_agree" in c else "")
+
+
+def output_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
+    """Checks (a), (b), (c) per graph output, each named (the outputs a user reads)."""
+    rows = []
+    n = r["inputs_compared"]
+    for o in r["outputs"]:
+        q, f = o["ort_quantized"], o["ort_float"]
+        if q["on"] == "int8":
+            b = (f"{100 * q['equal_fraction']:.2f} % equal, {100 * q['within_1lsb_fraction']:.2f} % within 1 LSB, "
+                 f"max {q['max_abs_lsb']} LSB")
+        else:
+            b = f"float output: max difference {q['max_abs_difference']:.3g}, cosine {q['cosine']:.4f}"
+        closer = {"equal": "", "tinynpu": "; tinynpu is closer to float",
+                  "onnxruntime": "; onnxruntime int8 is closer to float"}[o["closer_to_float"]]
+        rows.append((f"output {o['name']} {tuple(o['shape'])}",
+                     f"(a) {'bit-exact' if o['verified'] else 'DIFFERS'}; (b) vs onnxruntime int8: {b}"
+                     f"{_topk_text(q)} ({n} inputs); (c) vs float: cosine {f['cosine']:.4f}, "
+                     f"max error {f['max_abs_error']:.3g}, relative RMS {f['relative_rms_error']:.3f}"
+                     f"{_topk_text(f)} (onnxruntime int8: cosine {q['cosine_vs_float']:.4f}){closer}"))
+    return rows
 
 
 def layer_rows(r: dict[str, Any]) -> list[list[str]]:
@@ -120,4 +149,4 @@ def write_report(out: Path, r: dict[str, Any]) -> None:
                          "report.json": json.dumps(r, indent=1) + "\n"}, what="--report")
 
 
-__all__ = ["REPORT_FILES", "format_run", "markdown", "plot_layers", "summary_rows", "write_report"]
+__all__ = ["REPORT_FILES", "format_run", "markdown", "output_rows", "plot_layers", "summary_rows", "write_report"]

@@ -9,14 +9,15 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from tinynpu.compiler.onnx.ir import HOST, NPU
 from tinynpu.compiler.onnx.runtime.execute import Execution, execute
 from tinynpu.compiler.onnx.runtime.layers import LayerRun
 from tinynpu.compiler.onnx.verify.checks import check_inputs, ort_compare, verify_exact
+from tinynpu.compiler.onnx.verify.outputs import compare_outputs
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from tinynpu.compiler.onnx.network import CompiledNetwork
 
 
@@ -39,18 +40,21 @@ def run_network(cn: CompiledNetwork, *, feeds: dict[str, np.ndarray] | None = No
     want = execute(cn.net, feeds, cache=None)
     verify_exact(cn.net, got, want)
     lq = cn.logits[0]
-    feeds_list, ours = [feeds], [got.values[lq]]
+    feeds_list, ours, values = [feeds], [got.values[lq]], [got.values]
     for i in range(extra_seeds):
         f = cn.make_inputs(seed + 1 + i)
         feeds_list.append(f)
-        ours.append(execute(cn.net, f, cache=None).values[lq])
+        values.append(execute(cn.net, f, cache=None).values)
+        ours.append(values[-1][lq])
     ref_seconds = time.perf_counter() - t0
     t0 = time.perf_counter()
     q_cmp, f_cmp, ort_times = ort_compare(cn, feeds_list, ours)
+    exact = {name: bool(np.array_equal(got.values[name], want.values[name])) for name in cn.net.outputs}
+    outputs = compare_outputs(cn, feeds_list, values, exact)  # every graph output: see verify/outputs.py
     ort_seconds = time.perf_counter() - t0
     return _report(cn, got, {
         "run": run_seconds, "reference": ref_seconds, "onnxruntime_compare": ort_seconds, **ort_times,
-    }) | {"ort_quantized": q_cmp, "ort_float": f_cmp, "inputs_compared": len(feeds_list)}
+    }) | {"ort_quantized": q_cmp, "ort_float": f_cmp, "inputs_compared": len(feeds_list), "outputs": outputs}
 
 
 def _npu_note(run: LayerRun) -> str:

@@ -1,0 +1,217 @@
+"""Network inputs that mean what the model's inputs mean: seeded samples by role, and samples from files.
+
+A transformer's inputs are not images.  Standard-normal values cast to int64
+give token ids that are mostly 0 and sometimes negative, and type ids outside
+their two-row table (``quantize_static`` then dies inside a ``Gather``).  So
+each input gets a role, from the graph:
+
+``index``
+    an integer input that reaches a ``Gather`` of a constant table as its
+    indices (through ``Cast``/``Reshape``/``Unsqueeze``/...): uniform in
+    ``[0, rows)``, the rows of the smallest such table;
+``mask``
+    an input whose name says it is a mask (``attention_mask``): ones, every
+    position attended, which is what a single unpadded sequence has;
+``integer``
+    any other integer or bool input: zeros;
+``float``
+    standard normal (an image normalized per channel looks like this).
+
+Real samples come from ``--calibration FILE.npz`` (or a folder of ``.npz``
+files): each file is one sample, one array per input name, checked against the
+model's names, shapes and index ranges; and the ``--input`` values of a run
+join calibration when nothing else is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tinynpu.errors import OnnxError, UsageError
+
+#: Operators an index passes through unchanged in value on its way to a Gather.
+_INDEX_PATHS = ("Cast", "Reshape", "Unsqueeze", "Squeeze", "Flatten", "Identity", "Expand", "Slice")
+
+
+@dataclass(frozen=True)
+class InputRole:
+    """What a network input is: its ``kind`` (index, mask, integer, float) and, for an index, the rows
+    of the table it indexes (``limit``) and that table's name (``table``)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    kind: str
+    limit: int = 0
+    table: str = ""
+
+    def describe(self) -> str:
+        if self.kind == "index":
+            return f"{self.name}: ids uniform in [0, {self.limit}) (the rows of {self.table!r})"
+        if self.kind == "mask":
+            return f"{self.name}: ones (a mask, every position attended)"
+        if self.kind == "integer":
+            return f"{self.name}: zeros"
+        return f"{self.name}: standard normal"
+
+
+def _gather_tables(model: Any, name: str) -> list[tuple[int, str]]:
+    """(rows, table name) of every constant Gather table ``name`` indexes, following value-preserving nodes."""
+    from onnx import helper
+
+    inits = {t.name: tuple(t.dims) for t in model.graph.initializer}
+    readers: dict[str, list[Any]] = {}
+    for n in model.graph.node:
+        for i in n.input:
+            readers.setdefault(i, []).append(n)
+    found, todo, seen = [], [name], set()
+    while todo:
+        t = todo.pop()
+        if t in seen:
+            continue
+        seen.add(t)
+        for n in readers.get(t, []):
+            if n.op_type == "Gather" and len(n.input) > 1 and n.input[1] == t and n.input[0] in inits:
+                axis = next((helper.get_attribute_value(a) for a in n.attribute if a.name == "axis"), 0)
+                dims = inits[n.input[0]]
+                found.append((int(dims[axis]), n.input[0]))
+            elif n.op_type in _INDEX_PATHS and n.input[0] == t:
+                todo.extend(n.output)
+    return found
+
+
+def input_roles(model: Any) -> list[InputRole]:
+    """Every network input's role (see the module docstring), in input order."""
+    from tinynpu.compiler.onnx.frontend.importer import input_specs
+
+    roles = []
+    for name, shape, dtype in input_specs(model):
+        tables = _gather_tables(model, name) if dtype.kind in "iu" else []
+        if tables:
+            rows, table = min(tables)
+            roles.append(InputRole(name, shape, dtype, "index", rows, table))
+        elif "mask" in name.lower():
+            roles.append(InputRole(name, shape, dtype, "mask"))
+        elif dtype.kind in "iub":
+            roles.append(InputRole(name, shape, dtype, "integer"))
+        else:
+            roles.append(InputRole(name, shape, dtype, "float"))
+    return roles
+
+
+def sample_inputs(model: Any, seed: int, names: Iterable[str] = ()) -> dict[str, np.ndarray]:
+    """Seeded inputs by role (a float input draws exactly what it always drew from the seed)."""
+    rng = np.random.default_rng(seed)
+    wanted = set(names)
+    out = {}
+    for role in input_roles(model):
+        value: np.ndarray
+        if role.kind == "index":
+            value = rng.integers(0, role.limit, size=role.shape)
+        elif role.kind == "mask":
+            value = np.ones(role.shape)
+        elif role.kind == "integer":
+            value = np.zeros(role.shape)
+        else:
+            value = rng.standard_normal(role.shape)
+        if not wanted or role.name in wanted:
+            out[role.name] = value.astype(role.dtype)
+    return out
+
+
+def check_sample(model: Any, sample: dict[str, np.ndarray], where: str) -> dict[str, np.ndarray]:
+    """``sample`` checked against the model's inputs (names, shapes, index ranges) and cast to their dtypes.
+
+    Raises:
+        OnnxError: a name the model does not have, a missing input, a shape that differs, an index outside
+            its table; each naming ``where`` (the file, or ``--input NAME``).
+    """
+    roles = {r.name: r for r in input_roles(model)}
+    unknown = sorted(set(sample) - set(roles))
+    if unknown:
+        raise OnnxError(f"{where}: the network has no input {', '.join(repr(u) for u in unknown)}; its inputs are "
+                        f"{', '.join(roles)}.")
+    out = {}
+    for name, value in sample.items():
+        role = roles[name]
+        arr = np.asarray(value)
+        if tuple(arr.shape) != role.shape:
+            raise OnnxError(f"{where}: input {name!r} has shape {tuple(arr.shape)}, the network's is {role.shape}.")
+        if role.kind == "index" and arr.size and (arr.min() < 0 or arr.max() >= role.limit):
+            bad = int(arr.min() if arr.min() < 0 else arr.max())
+            raise OnnxError(f"{where}: input {name!r} holds {bad}, outside [0, {role.limit}): it indexes the "
+                            f"{role.limit} rows of {role.table!r} (a token id beyond the vocabulary, or a type id "
+                            "beyond the types).")
+        out[name] = arr.astype(role.dtype)
+    return out
+
+
+def load_calibration(model: Any, path: Path) -> list[dict[str, np.ndarray]]:
+    """The samples of ``--calibration``: one ``.npz`` file, or every ``.npz`` of a folder (name order);
+    each must give every network input."""
+    files = sorted(path.glob("*.npz")) if path.is_dir() else [path]
+    if not files:
+        raise UsageError(f"--calibration {path}: the folder holds no .npz file.")
+    names = [r.name for r in input_roles(model)]
+    samples = []
+    for f in files:
+        try:
+            with np.load(f, allow_pickle=False) as data:
+                sample = {k: data[k] for k in data.files}
+        except FileNotFoundError:
+            raise UsageError(f"--calibration {f}: no such file.") from None
+        except Exception as exc:
+            raise UsageError(f"--calibration {f}: not a readable .npz file ({type(exc).__name__}: {exc}).") from None
+        checked = check_sample(model, sample, f"--calibration {f}")  # names it should not hold, shapes, ranges
+        missing = [n for n in names if n not in sample]
+        if missing:
+            raise OnnxError(f"--calibration {f}: gives no value for the network input(s) "
+                            f"{', '.join(repr(m) for m in missing)} (the file holds {', '.join(sample) or 'nothing'};"
+                            f" the network's inputs are {', '.join(names)}).")
+        samples.append(checked)
+    return samples
+
+
+@dataclass(frozen=True)
+class CalibrationSource:
+    """Samples a run supplies for calibration, and where they come from (for the report)."""
+
+    samples: tuple[dict[str, np.ndarray], ...]
+    origin: str
+
+
+#: The samples of the compilation in progress (``tinynpu run|compile onnx`` with ``--calibration`` or
+#: ``--input``).  A context variable rather than a parameter because ``compile_onnx`` (network.py, not
+#: this module's to change) takes a count; :func:`supplied_samples` scopes it to one compilation.
+_SUPPLIED: ContextVar[CalibrationSource | None] = ContextVar("tinynpu_calibration", default=None)
+
+
+@contextmanager
+def supplied_samples(source: CalibrationSource | None) -> Iterator[None]:
+    """Calibrate the compilations inside this block on ``source``'s samples (None: seeded samples)."""
+    token = _SUPPLIED.set(source)
+    try:
+        yield
+    finally:
+        _SUPPLIED.reset(token)
+
+
+def current_source() -> CalibrationSource | None:
+    """The samples supplied for the compilation in progress, or None."""
+    return _SUPPLIED.get()
+
+
+def describe_seeded(model: Any, count: int) -> str:
+    """How seeded calibration draws each input, for the report."""
+    return f"{count} seeded samples: " + "; ".join(r.describe() for r in input_roles(model))
+
+
+__all__ = ["CalibrationSource", "InputRole", "check_sample", "current_source", "describe_seeded", "input_roles",
+           "load_calibration", "sample_inputs", "supplied_samples"]
