@@ -39,6 +39,16 @@ from typing import Any
 
 import numpy as np
 
+from tinynpu.compiler.onnx.frontend.external import load_external
+from tinynpu.compiler.onnx.frontend.validate import (
+    HOST_BYTES_LIMIT,
+    check_graph,
+    check_input_sizes,
+    check_quantization,
+    check_tensor_sizes,
+    check_tensors,
+    check_types,
+)
 from tinynpu.errors import OnnxError, UsageError
 
 TARGET_OPSET = 13
@@ -83,11 +93,22 @@ def load_model(path: str | Path) -> Any:
     if not model.HasField("graph") or not model.graph.node:
         raise OnnxError(f"{p}: parsed as protobuf but holds no ONNX graph (no nodes): not an ONNX model, "
                         "or a truncated one.")
+    # External data is read in from the model's own folder before anything else looks at the model: from
+    # here on it is whole in memory, and nothing resolves a data file against the working directory.
+    load_external(model, p, limit=HOST_BYTES_LIMIT)
+    check_tensors(model, str(p))
+    check_graph(model, str(p))
     try:
         onnx.checker.check_model(model)
     except Exception as exc:
-        raise OnnxError(f"{p}: the ONNX checker rejects the model: {str(exc).splitlines()[0]}") from None
+        raise OnnxError(f"{p}: the ONNX checker rejects the model: {_first_line(exc)}") from None
     return model
+
+
+def _first_line(exc: BaseException) -> str:
+    """A library's message in one line (the checker's run over several: "... of node:" then the node)."""
+    text = " ".join(str(exc).split())
+    return (text[:500] + "...") if len(text) > 500 else (text or type(exc).__name__)
 
 
 def import_model(path: str | Path, *, batch: int | None = None, random_weights: int | None = None,
@@ -103,7 +124,6 @@ def import_model(path: str | Path, *, batch: int | None = None, random_weights: 
     Raises:
         OnnxError: not ONNX, truncated, a dynamic dimension without ``batch``, shape inference fails.
     """
-    onnx = _onnx()
     model = load_model(path)
     notes: list[str] = []
     opset = _default_opset(model)
@@ -114,6 +134,7 @@ def import_model(path: str | Path, *, batch: int | None = None, random_weights: 
     del graph.input[:]
     graph.input.extend(real_inputs)
     _fix_batch(graph, batch, str(path))
+    check_input_sizes(graph, str(path))
     from tinynpu.compiler.onnx.frontend.qoperator import to_qdq
 
     rewritten = to_qdq(model)
@@ -143,8 +164,8 @@ def import_model(path: str | Path, *, batch: int | None = None, random_weights: 
         try:
             model = version_converter.convert_version(model, TARGET_OPSET)
         except Exception as exc:
-            raise OnnxError(f"{path}: converting opset {opset} to {TARGET_OPSET} failed: "
-                            f"{str(exc).splitlines()[0]}") from None
+            raise OnnxError(f"{path}: converting opset {opset} to {TARGET_OPSET} failed: {_first_line(exc)}"
+                            ) from None
         notes.append(f"converted opset {opset} -> {TARGET_OPSET}")
         graph = model.graph
         refolded = _fold_constants(model, TARGET_OPSET)
@@ -159,11 +180,34 @@ def import_model(path: str | Path, *, batch: int | None = None, random_weights: 
     n_drop = _remove_identity_like(graph)
     if n_drop:
         notes.append(f"removed {n_drop} Dropout/Identity nodes")
-    try:
-        model = onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
-    except Exception as exc:
-        raise OnnxError(f"{path}: shape inference failed: {str(exc).splitlines()[0]}") from None
+    check_all_supported(model, str(path))
+    model = check_types(model, str(path))
+    check_quantization(model, str(path))
+    check_tensor_sizes(model, str(path))
     return Imported(model=model, source=str(path), random_weights=seed, notes=tuple(notes))
+
+
+def check_all_supported(model: Any, source: str) -> None:
+    """Refuse a model with nodes no step can run, naming every such operator at once (with counts and
+    the first node of each), not only the first one met."""
+    from collections import Counter
+
+    from tinynpu.compiler.onnx.frontend.hostops import node_name, runs_on_host
+
+    missing: Counter[tuple[str, str]] = Counter()
+    first: dict[tuple[str, str], str] = {}
+    for node in model.graph.node:
+        if not runs_on_host(node):
+            key = (node.domain or "ai.onnx", node.op_type)
+            missing[key] += 1
+            first.setdefault(key, node_name(node))
+    if not missing:
+        return
+    opset = _default_opset(model)
+    kinds = "; ".join(f"{op} x{n} (domain {domain!r}; first node {first[(domain, op)]!r})"
+                      for (domain, op), n in sorted(missing.items(), key=lambda kv: (-kv[1], kv[0][1])))
+    raise OnnxError(f"{source}: {sum(missing.values())} nodes of {len(missing)} operator types (opset {opset}) "
+                    f"have no accelerator lowering and no host fallback in tinynpu: {kinds}.")
 
 
 def _default_opset(model: Any) -> int:
