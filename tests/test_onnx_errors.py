@@ -148,8 +148,10 @@ def test_numeric_options_are_bounded(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 def test_a_huge_batch_is_refused_before_any_allocation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = small_cnn(tmp_path / "cnn.onnx", batch="N")
-    err = _run(capsys, str(path), "--batch", "65536")
-    assert "'x'" in err and "host-memory bound" in err and "--batch" in err
+    err = _run(capsys, str(path), "--batch", "65536")  # 3.3 GB of tensors per inference, 8 inferences kept
+    assert "one inference holds" in err and "host-memory bound of 8,589,934,592 bytes" in err and "--batch" in err
+    err = _run(capsys, str(path), "--batch", "60000", "--calibrate", "1000")  # the inputs alone
+    assert "input 'x'" in err and "1000 inferences" in err
 
 
 def test_repeated_input_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
