@@ -168,7 +168,7 @@ CORPUS: dict[str, tuple[Case, str]] = {
 
 
 def _onnx_cases() -> dict[str, tuple[Case, str]]:
-    """15: ONNX models and options that once gave a traceback, a hang or raw library output (issue 30)."""
+    """15: ONNX models and options that once gave a traceback, a hang or raw library output."""
     if importlib.util.find_spec("onnx") is None or importlib.util.find_spec("onnxruntime") is None:
         return {}
     from fuzz_onnx import _npy, externalize, mlp, qdq, tokens
