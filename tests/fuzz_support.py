@@ -145,14 +145,19 @@ def run_one(case: Case, timeout: float) -> tuple[str, str]:
     saved_env = {k: os.environ.get(k) for k in case.env}
     try:
         for rel, data in case.files.items():
-            (work / rel).parent.mkdir(parents=True, exist_ok=True)
-            (work / rel).write_bytes(data)
+            _make(work, rel, data)
         for rel in case.fifos:
             os.mkfifo(work / rel)
         before = _snapshot(work)
         os.chdir(work)
         os.environ.update(case.env)
         out, err = io.StringIO(), io.StringIO()
+        # What a library writes to file descriptor 2 itself (onnxruntime's C++ log lines) bypasses
+        # sys.stderr: it is caught at the descriptor and counted with the rest.
+        sys.stderr.flush()
+        fd_err = tempfile.TemporaryFile()  # noqa: SIM115 - closed in the finally below, after fd 2 is restored
+        saved_fd = os.dup(2)
+        os.dup2(fd_err.fileno(), 2)
 
         def alarm(*_: object) -> None:
             raise _Timeout()
@@ -176,8 +181,13 @@ def run_one(case: Case, timeout: float) -> tuple[str, str]:
             return "hang", f"still running after {timeout:.0f} s"
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
+            os.dup2(saved_fd, 2)
+            os.close(saved_fd)
+            fd_err.seek(0)
+            raw = fd_err.read().decode(errors="replace")
+            fd_err.close()
         os.chdir(home)
-        return _check(case, code, err.getvalue(), before, _snapshot(work))
+        return _check(case, code, raw + err.getvalue(), before, _snapshot(work))
     finally:
         os.chdir(home)
         for k, v in saved_env.items():
@@ -188,21 +198,40 @@ def run_one(case: Case, timeout: float) -> tuple[str, str]:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _worker() -> None:
+def _make(work: Path, rel: str, data: bytes) -> None:
+    """One file of a case; ``@link PATH`` (a symlink to ``data``), ``@dir PATH`` and ``@fifo PATH`` make
+    those instead of a regular file."""
+    kind, _, name = rel.partition(" ") if rel.startswith("@") else ("", "", rel)
+    path = work / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "@link":
+        os.symlink(data.decode(), path)
+    elif kind == "@dir":
+        path.mkdir(exist_ok=True)
+    elif kind == "@fifo":
+        os.mkfifo(path)
+    else:
+        path.write_bytes(data)
+
+
+def _worker(timeout: float) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
     for line in sys.stdin:
         case = Case.from_json(json.loads(line))
-        outcome, detail = run_one(case, HANG_SECONDS)
+        outcome, detail = run_one(case, timeout)
         channel = sys.__stdout__
         assert channel is not None
         channel.write(json.dumps([outcome, detail]) + "\n")
         channel.flush()
 
 
-def run_cases(cases: list[Case], *, progress: Callable[[int], None] | None = None) -> list[Outcome]:
-    """Run ``cases`` in a worker process (restarted after a crash or hang); one :class:`Outcome` each."""
+def run_cases(cases: list[Case], *, progress: Callable[[int], None] | None = None,
+              timeout: float = HANG_SECONDS) -> list[Outcome]:
+    """Run ``cases`` in a worker process (restarted after a crash or hang); one :class:`Outcome` each,
+    a case still running after ``timeout`` seconds being a hang."""
     results: list[Outcome] = []
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent)}
+    here = str(Path(__file__).resolve().parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)}
     proc: subprocess.Popen[str] | None = None
     try:
         for index, case in enumerate(cases):
@@ -212,12 +241,12 @@ def run_cases(cases: list[Case], *, progress: Callable[[int], None] | None = Non
                 proc.wait(timeout=30)
                 proc = None
             if proc is None:
-                proc = subprocess.Popen([sys.executable, __file__, "--worker"], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, text=True, env=env)
+                proc = subprocess.Popen([sys.executable, __file__, "--worker", "--timeout", str(timeout)],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
             assert proc.stdin is not None and proc.stdout is not None
             proc.stdin.write(json.dumps(case.to_json()) + "\n")
             proc.stdin.flush()
-            line = _read_line(proc, HANG_SECONDS + 30)
+            line = _read_line(proc, timeout + 30)
             if line is None:
                 status = proc.poll()
                 if status is None:
@@ -638,9 +667,10 @@ def _cli() -> int:
     parser.add_argument("--inputs", type=int, default=1200, help="how many inputs (default 1200)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the inputs (default 0)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--timeout", type=float, default=HANG_SECONDS, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        _worker()
+        _worker(args.timeout)
         return 0
     results = run_cases(cases(args.inputs, args.seed),
                         progress=lambda n: print(f"\r{n}/{args.inputs}", end="", file=sys.stderr, flush=True))

@@ -7,6 +7,7 @@ and no file changed.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import struct
 import zlib
@@ -164,6 +165,49 @@ CORPUS: dict[str, tuple[Case, str]] = {
     "limits.max_cycles 2**63": (_config(CONFIG.replace("max_cycles:", f"max_cycles: {2**63} #")),
                                 "greater than the maximum"),
 }
+
+
+def _onnx_cases() -> dict[str, tuple[Case, str]]:
+    """15: ONNX models and options that once gave a traceback, a hang or raw library output."""
+    if importlib.util.find_spec("onnx") is None or importlib.util.find_spec("onnxruntime") is None:
+        return {}
+    from fuzz_onnx import _npy, externalize, mlp, qdq, tokens
+    from onnx import numpy_helper
+
+    def model(m: object, *argv: str, **files: bytes) -> Case:
+        return Case("onnx", ("run", "onnx", "m.onnx", *argv), {"m.onnx": m.SerializeToString(), **files})  # type: ignore[attr-defined]
+
+    ext, data = externalize(mlp())
+    for e in ext.graph.initializer[0].external_data:
+        if e.key == "length":
+            e.value = "2048"
+    zp = qdq()
+    zp.graph.initializer[2].CopyFrom(numpy_helper.from_array(np.zeros(8, np.uint8), "wz"))
+    scale = qdq()
+    scale.graph.initializer[1].CopyFrom(numpy_helper.from_array(np.full(3, 0.01, np.float32), "ws"))
+    scale.graph.initializer[2].CopyFrom(numpy_helper.from_array(np.zeros(3, np.int8), "wz"))
+    no_out = mlp()
+    del no_out.graph.output[:]
+    ids = _npy(np.array([[0, 1, 99, 2]], np.int64))
+    compile_zp = Case("onnx", ("compile", "onnx", "m.onnx", "-o", "out"), {"m.onnx": zp.SerializeToString()})
+    return {
+        "onnx external length 2048": (model(ext, **{"m.onnx.data": data}), "runs past the end"),
+        "onnx uint8 zero point, compile": (compile_zp, "inconsistent type tensor(uint8)"),
+        "onnx scale length 3 on 8 channels": (model(scale), "has 8 channels"),
+        "onnx no outputs": (model(no_out), "no outputs"),
+        "onnx --batch 2**63": (model(mlp("N"), "--batch", str(2**63)), "--batch must be an integer"),
+        "onnx --batch 1e9": (model(mlp("N"), "--batch", "1000000000"), "--batch must be an integer from 1 to 65536"),
+        "onnx --calibrate 1e9": (model(mlp(), "--calibrate", "1000000000"), "--calibrate must be"),
+        "onnx --compare 1e9": (model(mlp(), "--compare", "1000000000"), "--compare must be"),
+        "onnx --seed -1": (model(mlp(), "--seed", "-1"), "--seed must be"),
+        "onnx token id 99": (Case("onnx", ("run", "onnx", "m.onnx", "--input", "ids=ids.npy"),
+                                  {"m.onnx": tokens().SerializeToString(), "ids.npy": ids}), "id 99 is outside"),
+        "onnx -o ''": (Case("onnx", ("compile", "onnx", "m.onnx", "-o", ""), {"m.onnx": mlp().SerializeToString()}),
+                       "-o '': give an output folder"),
+    }
+
+
+CORPUS.update(_onnx_cases())
 
 
 @pytest.mark.parametrize("name", sorted(CORPUS))

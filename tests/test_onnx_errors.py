@@ -127,3 +127,145 @@ def test_qoperator_node_with_a_runtime_scale(tmp_path: Path, capsys: pytest.Capt
                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6, 6])])
     err = _run(capsys, str(path))
     assert "'qconv'" in err and "'xs'" in err and "constants" in err
+
+
+@pytest.mark.parametrize(("option", "value", "says"), [
+    ("--batch", str(2**63), "--batch must be an integer from 1 to 65536"),
+    ("--batch", "abc", "--batch must be an integer from 1 to 65536, not 'abc'"),
+    ("--batch", "9" * 5000, "--batch must be an integer"),
+    ("--seed", "-1", "--seed must be an integer from 0 to 4294967295, not -1"),
+    ("--random-weights", "-5", "--random-weights must be an integer from 0"),
+    ("--calibrate", "1000000000", "--calibrate must be an integer from 1 to 1000"),
+    ("--calibrate", "0", "--calibrate must be an integer from 1"),
+    ("--compare", "1000000000", "--compare must be an integer from 0 to 1000"),
+])
+def test_numeric_options_are_bounded(tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, value: str,
+                                     says: str) -> None:
+    path = small_cnn(tmp_path / "cnn.onnx", batch="N")
+    err = _run(capsys, str(path), option, value)
+    assert says in err and "usage:" not in err
+
+
+def test_a_huge_batch_is_refused_before_any_allocation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = small_cnn(tmp_path / "cnn.onnx", batch="N")
+    err = _run(capsys, str(path), "--batch", "65536")  # 3.3 GB of tensors per inference, 8 inferences kept
+    assert "one inference holds" in err and "host-memory bound of 8,589,934,592 bytes" in err and "--batch" in err
+    err = _run(capsys, str(path), "--batch", "60000", "--calibrate", "1000")  # the inputs alone
+    assert "input 'x'" in err and "1000 inferences" in err
+
+
+def test_repeated_input_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = small_cnn(tmp_path / "cnn.onnx")
+    np.save(tmp_path / "x.npy", np.zeros((1, 3, 20, 20), np.float32))
+    err = _run(capsys, str(path), "--input", f"x={tmp_path / 'x.npy'}", "--input", f"x={tmp_path / 'x.npy'}")
+    assert "--input x" in err and "more than once" in err
+
+
+def test_token_ids_outside_the_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from fuzz_onnx import tokens
+
+    path = tmp_path / "tok.onnx"
+    path.write_bytes(tokens().SerializeToString())
+    np.save(tmp_path / "ids.npy", np.array([[0, 1, 32, 2]], np.int64))
+    err = _run(capsys, str(path), "--input", f"ids={tmp_path / 'ids.npy'}")
+    assert "id 32" in err and "32 rows of 'emb'" in err and "'embed'" in err
+
+
+@pytest.mark.parametrize("output", ["", "dangling", "a" * 300])
+def test_bad_output_folders(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+                            output: str) -> None:
+    path = small_cnn(tmp_path / "cnn.onnx")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere" / "target")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert main(["compile", "onnx", str(path), "-o", output]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tinynpu: error: -o") and err.count("\n") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def _qdq_model(tmp_path: Path, **change: object) -> Path:
+    from fuzz_onnx import qdq
+    from onnx import numpy_helper
+
+    model = qdq()
+    for t in model.graph.initializer:
+        if t.name in change:
+            t.CopyFrom(numpy_helper.from_array(np.asarray(change[t.name]), t.name))
+    path = tmp_path / "q.onnx"
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+def test_uint8_zero_point_on_int8_weights_is_refused_and_nothing_written(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _qdq_model(tmp_path, wz=np.zeros(8, np.uint8))
+    assert main(["compile", "onnx", str(path), "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "dqw" in err and "uint8" in err and err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("change", "says"), [
+    ({"ws": np.full(5, 0.01, np.float32)}, "has shape [8] but its scale 'ws' has shape [5]"),
+    ({"ws": np.full(5, 0.01, np.float32), "wz": np.zeros(5, np.int8)}, "5 values but axis 0 of 'wq' has 8"),
+    ({"xs": np.array(-0.5, np.float32)}, "positive and finite"),
+    ({"ys": np.array(np.nan, np.float32)}, "positive and finite"),
+])
+def test_bad_quantization_parameters(tmp_path: Path, capsys: pytest.CaptureFixture[str], change: dict,  # type: ignore[type-arg]
+                                     says: str) -> None:
+    err = _run(capsys, str(_qdq_model(tmp_path, **change)))
+    assert says in err
+
+
+def test_axis_out_of_range(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import onnx
+
+    path = _qdq_model(tmp_path)
+    model = onnx.load(str(path))
+    next(n for n in model.graph.node if n.name == "dqw").attribute[0].i = 4
+    onnx.save(model, str(path))
+    err = _run(capsys, str(path))
+    assert "axis 4 is outside its input 'wq' of rank 2" in err
+
+
+def test_float16_model_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from fuzz_onnx import mlp
+    from onnx import TensorProto, numpy_helper
+
+    model = mlp(dtype=TensorProto.FLOAT16)
+    for t in model.graph.initializer:
+        t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float16), t.name))
+    path = tmp_path / "half.onnx"
+    path.write_bytes(model.SerializeToString())
+    err = _run(capsys, str(path))
+    assert "float16" in err and "float32" in err and "[E:" not in err
+
+
+def test_graph_without_outputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from fuzz_onnx import mlp
+
+    model = mlp()
+    del model.graph.output[:]
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model.SerializeToString())
+    assert "no outputs" in _run(capsys, str(path))
+
+
+@pytest.mark.parametrize(("how", "says"), [("short", "holds 10 bytes of raw data"),
+                                           ("dims", "holds 512 bytes of raw data")])
+def test_initializer_bytes_that_do_not_decode(tmp_path: Path, capsys: pytest.CaptureFixture[str], how: str,
+                                              says: str) -> None:
+    from fuzz_onnx import mlp
+
+    model = mlp()
+    w1 = model.graph.initializer[0]
+    if how == "short":
+        w1.raw_data = w1.raw_data[:10]
+    else:
+        del w1.dims[:]
+        w1.dims.extend([8, 17])
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model.SerializeToString())
+    err = _run(capsys, str(path))
+    assert "initializer 'w1'" in err and says in err

@@ -39,6 +39,17 @@ from typing import Any
 
 import numpy as np
 
+from tinynpu.compiler.onnx.frontend.affine import consumers, fold_batchnorm, fold_channel_affine
+from tinynpu.compiler.onnx.frontend.external import load_external
+from tinynpu.compiler.onnx.frontend.validate import (
+    HOST_BYTES_LIMIT,
+    check_graph,
+    check_input_sizes,
+    check_quantization,
+    check_tensor_sizes,
+    check_tensors,
+    check_types,
+)
 from tinynpu.errors import OnnxError, UsageError
 
 TARGET_OPSET = 13
@@ -83,11 +94,22 @@ def load_model(path: str | Path) -> Any:
     if not model.HasField("graph") or not model.graph.node:
         raise OnnxError(f"{p}: parsed as protobuf but holds no ONNX graph (no nodes): not an ONNX model, "
                         "or a truncated one.")
+    # External data is read in from the model's own folder before anything else looks at the model: from
+    # here on it is whole in memory, and nothing resolves a data file against the working directory.
+    load_external(model, p, limit=HOST_BYTES_LIMIT)
+    check_tensors(model, str(p))
+    check_graph(model, str(p))
     try:
         onnx.checker.check_model(model)
     except Exception as exc:
-        raise OnnxError(f"{p}: the ONNX checker rejects the model: {str(exc).splitlines()[0]}") from None
+        raise OnnxError(f"{p}: the ONNX checker rejects the model: {_first_line(exc)}") from None
     return model
+
+
+def _first_line(exc: BaseException) -> str:
+    """A library's message in one line (the checker's run over several: "... of node:" then the node)."""
+    text = " ".join(str(exc).split())
+    return (text[:500] + "...") if len(text) > 500 else (text or type(exc).__name__)
 
 
 def import_model(path: str | Path, *, batch: int | None = None, random_weights: int | None = None,
@@ -103,7 +125,6 @@ def import_model(path: str | Path, *, batch: int | None = None, random_weights: 
     Raises:
         OnnxError: not ONNX, truncated, a dynamic dimension without ``batch``, shape inference fails.
     """
-    onnx = _onnx()
     model = load_model(path)
     notes: list[str] = []
     opset = _default_opset(model)
@@ -114,6 +135,7 @@ def import_model(path: str | Path, *, batch: int | None = None, random_weights: 
     del graph.input[:]
     graph.input.extend(real_inputs)
     _fix_batch(graph, batch, str(path))
+    check_input_sizes(graph, str(path))
     from tinynpu.compiler.onnx.frontend.qoperator import to_qdq
 
     rewritten = to_qdq(model)
@@ -123,7 +145,7 @@ def import_model(path: str | Path, *, batch: int | None = None, random_weights: 
     if folded:
         notes.append(f"folded {folded} constant nodes into initializers")
     # "every weight a constant": every conv/gemm/matmul weight tensor holds one repeated value
-    use = _consumers(graph)
+    use = consumers(graph)
     weights = [w for name, w in _float_weights(graph).items() if _role(name, w.shape, use)[0] == "weight"]
     all_constant = bool(weights) and all(np.all(w == w.flat[0]) for w in weights)
     seed = random_weights
@@ -143,17 +165,17 @@ def import_model(path: str | Path, *, batch: int | None = None, random_weights: 
         try:
             model = version_converter.convert_version(model, TARGET_OPSET)
         except Exception as exc:
-            raise OnnxError(f"{path}: converting opset {opset} to {TARGET_OPSET} failed: "
-                            f"{str(exc).splitlines()[0]}") from None
+            raise OnnxError(f"{path}: converting opset {opset} to {TARGET_OPSET} failed: {_first_line(exc)}"
+                            ) from None
         notes.append(f"converted opset {opset} -> {TARGET_OPSET}")
         graph = model.graph
         refolded = _fold_constants(model, TARGET_OPSET)
         if refolded:
             notes.append(f"folded {refolded} constant nodes the conversion wrote into initializers")
-    n_bn = _fold_batchnorm(graph)
+    n_bn = fold_batchnorm(graph)
     if n_bn:
         notes.append(f"folded {n_bn} BatchNormalization nodes into their Conv")
-    n_affine = _fold_channel_affine(graph)
+    n_affine = fold_channel_affine(graph)
     if n_affine:
         notes.append(f"folded {n_affine} Mul/Add by per-channel constants into their Conv or BatchNormalization")
     n_drop = _remove_identity_like(graph)
@@ -165,11 +187,34 @@ def import_model(path: str | Path, *, batch: int | None = None, random_weights: 
     if n_static:
         notes.append(f"folded {n_static} nodes computed from shapes and constants alone (masks, positions, "
                      "shape arithmetic) into initializers")
-    try:
-        model = onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
-    except Exception as exc:
-        raise OnnxError(f"{path}: shape inference failed: {str(exc).splitlines()[0]}") from None
+    check_all_supported(model, str(path))
+    model = check_types(model, str(path))  # shapes inferred, as strictly as onnxruntime checks them
+    check_quantization(model, str(path))
+    check_tensor_sizes(model, str(path))
     return Imported(model=model, source=str(path), random_weights=seed, notes=tuple(notes))
+
+
+def check_all_supported(model: Any, source: str) -> None:
+    """Refuse a model with nodes no step can run, naming every such operator at once (with counts and
+    the first node of each), not only the first one met."""
+    from collections import Counter
+
+    from tinynpu.compiler.onnx.frontend.hostops import node_name, runs_on_host
+
+    missing: Counter[tuple[str, str]] = Counter()
+    first: dict[tuple[str, str], str] = {}
+    for node in model.graph.node:
+        if not runs_on_host(node):
+            key = (node.domain or "ai.onnx", node.op_type)
+            missing[key] += 1
+            first.setdefault(key, node_name(node))
+    if not missing:
+        return
+    opset = _default_opset(model)
+    kinds = "; ".join(f"{op} x{n} (domain {domain!r}; first node {first[(domain, op)]!r})"
+                      for (domain, op), n in sorted(missing.items(), key=lambda kv: (-kv[1], kv[0][1])))
+    raise OnnxError(f"{source}: {sum(missing.values())} nodes of {len(missing)} operator types (opset {opset}) "
+                    f"have no accelerator lowering and no host fallback in tinynpu: {kinds}.")
 
 
 def _default_opset(model: Any) -> int:
@@ -251,20 +296,12 @@ def _float_weights(graph: Any) -> dict[str, np.ndarray]:
     return out
 
 
-def _consumers(graph: Any) -> dict[str, list[tuple[Any, int]]]:
-    use: dict[str, list[tuple[Any, int]]] = {}
-    for node in graph.node:
-        for idx, name in enumerate(node.input):
-            use.setdefault(name, []).append((node, idx))
-    return use
-
-
 def _randomize(graph: Any, seed: int) -> None:
     """Seeded weights by role: He-scaled conv/gemm weights, small biases, near-identity batch norms."""
     from onnx import numpy_helper
 
     rng = np.random.default_rng(seed)
-    use = _consumers(graph)
+    use = consumers(graph)
     new = []
     for t in graph.initializer:
         a = numpy_helper.to_array(t)
@@ -305,135 +342,6 @@ def _role(name: str, shape: tuple[int, ...], use: dict[str, list[tuple[Any, int]
     return "other", 0
 
 
-def _attr(node: Any, name: str, default: Any) -> Any:
-    from onnx import helper
-
-    for a in node.attribute:
-        if a.name == name:
-            return helper.get_attribute_value(a)
-    return default
-
-
-def _fold_batchnorm(graph: Any) -> int:
-    """``Conv -> BatchNormalization`` (the conv's only consumer) becomes one Conv with new weights."""
-    from onnx import numpy_helper
-
-    inits = {t.name: t for t in graph.initializer}
-    producer = {o: n for n in graph.node for o in n.output}
-    use = _consumers(graph)
-    drop: list[Any] = []
-    for bn in list(graph.node):
-        if bn.op_type != "BatchNormalization" or len(bn.output) != 1:
-            continue
-        conv = producer.get(bn.input[0])
-        if conv is None or conv.op_type != "Conv" or len(use.get(bn.input[0], [])) != 1:
-            continue
-        if not all(i in inits for i in bn.input[1:5]) or conv.input[1] not in inits:
-            continue
-        scale, bias, mean, var = (numpy_helper.to_array(inits[i]).astype(np.float64) for i in bn.input[1:5])
-        eps = float(_attr(bn, "epsilon", 1e-5))
-        w, b = _conv_weights(conv, inits)
-        g = scale / np.sqrt(var + eps)
-        _replace_conv_weights(graph, conv, w * g.reshape(-1, *([1] * (w.ndim - 1))), (b - mean) * g + bias,
-                              writes=bn.output[0], tag="bnfold")
-        drop.append(bn)
-    for bn in drop:
-        graph.node.remove(bn)
-    _prune_initializers(graph)
-    return len(drop)
-
-
-def _conv_weights(conv: Any, inits: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
-    """A Conv's weight and bias (zeros when it has none), float64."""
-    from onnx import numpy_helper
-
-    w = numpy_helper.to_array(inits[conv.input[1]]).astype(np.float64)
-    b = (numpy_helper.to_array(inits[conv.input[2]]).astype(np.float64)
-         if len(conv.input) > 2 and conv.input[2] else np.zeros(w.shape[0]))
-    return w, b
-
-
-def _replace_conv_weights(graph: Any, conv: Any, w: np.ndarray, b: np.ndarray, *, writes: str, tag: str) -> None:
-    """Give ``conv`` new float32 weight and bias initializers and make it write the tensor ``writes``
-    (that of the node folded into it)."""
-    from onnx import numpy_helper
-
-    w_name, b_name = f"{writes}_weight_{tag}", f"{writes}_bias_{tag}"  # per output: a weight may be shared
-    graph.initializer.extend([numpy_helper.from_array(w.astype(np.float32), w_name),
-                              numpy_helper.from_array(b.astype(np.float32), b_name)])
-    del conv.input[1:]
-    conv.input.extend([w_name, b_name])
-    conv.output[0] = writes
-
-
-def _per_channel(value: np.ndarray, channels: int) -> np.ndarray | None:
-    """``value`` as one number per channel of an NCHW tensor it broadcasts against, or None."""
-    if value.ndim > 4:
-        return None
-    shape = (1,) * (4 - value.ndim) + value.shape
-    if shape[0] != 1 or shape[2] != 1 or shape[3] != 1 or shape[1] not in (1, channels):
-        return None
-    return np.broadcast_to(value.reshape(-1).astype(np.float64), (channels,))
-
-
-def _fold_channel_affine(graph: Any) -> int:
-    """``Conv | BatchNormalization -> Mul | Add`` by a per-channel constant (the only consumer) becomes
-    one Conv (new weights and bias) or one BatchNormalization (new scale and shift).
-
-    Repeated until nothing folds, so a ``Mul`` then ``Add`` chain (a batch norm written out) folds whole.
-    """
-    from onnx import numpy_helper
-
-    folded = 0
-    while True:
-        inits = {t.name: t for t in graph.initializer}
-        producer = {o: n for n in graph.node for o in n.output}
-        use = _consumers(graph)
-        outputs = {o.name for o in graph.output}
-        hit = None
-        for node in graph.node:
-            if node.op_type not in ("Mul", "Add") or len(node.input) != 2:
-                continue
-            for side in (0, 1):
-                prod, const = producer.get(node.input[side]), node.input[1 - side]
-                if (prod is None or const not in inits or len(use.get(node.input[side], [])) != 1
-                        or node.input[side] in outputs):
-                    continue
-                if prod.op_type == "Conv" and prod.input[1] in inits:
-                    w, b = _conv_weights(prod, inits)
-                elif (prod.op_type == "BatchNormalization" and len(prod.output) == 1
-                      and all(i in inits for i in prod.input[1:5])):
-                    w, b = (numpy_helper.to_array(inits[i]).astype(np.float64) for i in prod.input[1:3])
-                else:
-                    continue
-                per = _per_channel(numpy_helper.to_array(inits[const]), w.shape[0])
-                if per is not None:
-                    hit = (node, prod, w, b, per)
-                    break
-            if hit:
-                break
-        if hit is None:
-            break
-        node, prod, w, b, per = hit
-        if node.op_type == "Mul":  # a batch norm's output is scale * normalized + shift: the same algebra
-            w, b = w * per.reshape(-1, *([1] * (w.ndim - 1))), b * per
-        else:
-            b = b + per
-        if prod.op_type == "Conv":
-            _replace_conv_weights(graph, prod, w, b, writes=node.output[0], tag="affinefold")
-        else:
-            names = [f"{node.output[0]}_bn_scale_affinefold", f"{node.output[0]}_bn_shift_affinefold"]
-            graph.initializer.extend(numpy_helper.from_array(v.astype(np.float32), n) for v, n in zip((w, b), names,
-                                                                                                   strict=True))
-            prod.input[1], prod.input[2] = names
-            prod.output[0] = node.output[0]
-        graph.node.remove(node)
-        folded += 1
-    if folded:
-        _prune_initializers(graph)
-    return folded
-
-
 def _remove_identity_like(graph: Any) -> int:
     """Dropout (inference: identity) and Identity nodes are removed, their consumers rewired."""
     outputs = {o.name for o in graph.output}
@@ -451,13 +359,6 @@ def _remove_identity_like(graph: Any) -> int:
         graph.node.remove(node)
         removed += 1
     return removed
-
-
-def _prune_initializers(graph: Any) -> None:
-    used = {i for n in graph.node for i in n.input}
-    keep = [t for t in graph.initializer if t.name in used]
-    del graph.initializer[:]
-    graph.initializer.extend(keep)
 
 
 def input_specs(model: Any) -> list[tuple[str, tuple[int, ...], np.dtype]]:

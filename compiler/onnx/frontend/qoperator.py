@@ -78,6 +78,12 @@ class _Rewriter:
 
             raise OnnxError(f"node {node_name!r}: the scales {x_scale!r} and {w_scale!r} of its bias must be "
                             "constants (tinynpu needs static quantization parameters).")
+        if np.size(sx) != 1 or np.ndim(sw) > 1:
+            from tinynpu.errors import OnnxError
+
+            raise OnnxError(f"node {node_name!r}: its input scale {x_scale!r} has shape {list(np.shape(sx))} and "
+                            f"its weight scale {w_scale!r} {list(np.shape(sw))}; the input scale is one number "
+                            "and the weight scale one number or one per output channel.")
         scale = (np.asarray(sx, np.float32) * np.asarray(sw, np.float32)).astype(np.float32)
         scale_name = self.const(f"{node_name}_bias_scale", scale)
         return self.dq(bias, scale_name, "", out, axis=0 if scale.size > 1 else None)
