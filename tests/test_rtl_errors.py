@@ -87,3 +87,18 @@ def test_a_clean_program_raises_no_error(simulator: str) -> None:
     assert r.done and not r.error and r.cycles == 1 + 3 + 1 and r.simulator == simulator
     assert np.array_equal(r.trace[0], (0, 1, 4))
     assert r.trace[1][1:] == (-1, -1)  # halt: dispatched, never started by a unit
+
+
+@pytest.mark.parametrize("simulator", SIMULATORS)
+def test_a_one_row_transfer_ignores_its_stride(simulator: str) -> None:
+    """Only a second row adds the stride, so the simulator checks its alignment only then; so does the RTL."""
+    require_simulator(simulator)
+    store_bit, load_bit = 1 << ISA.unit_ids["store"], 1 << ISA.unit_ids["load"]
+    words = (enc("load", scope=2, sp_row=0, dram=0, stride=6, rows=1, signal=store_bit),
+             enc("store", sp_row=0, dram=64, stride=6, rows=1, wait=load_bit), enc("halt"))
+    machine = Machine(CFG, ISA)
+    machine.load(Program.build(ISA, CFG, list(words)))
+    stats = machine.run(max_cycles=20_000)
+    [r] = run_rtl(ISA, CFG, [RtlJob(words=words, max_cycles=20_000)], simulator=simulator)
+    assert r.done and not r.error, r
+    assert r.cycles == stats.cycles
