@@ -17,7 +17,6 @@ paragraph naming the place, a non-zero exit, no traceback.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,6 @@ from tinynpu.cli import main  # noqa: E402
 from tinynpu.compiler.onnx import compile_onnx, run_network  # noqa: E402
 
 MODELS = Path(__file__).resolve().parent / "models"
-SLOW = os.environ.get("TINYNPU_SLOW") == "1"
 #: Smallest cosine against the float model, per output, on the committed inputs.  Measured: 0.9897
 #: (vit_hf.legacy's logits) to 1.0000 (docs/onnx.md has the table).
 MIN_COSINE = 0.985
@@ -86,7 +84,7 @@ def test_small_export_end_to_end(name: str, tmp_path: Path) -> None:
     _check_export(name, tmp_path)
 
 
-@pytest.mark.skipif(not SLOW, reason="every export: TINYNPU_SLOW=1")
+@pytest.mark.slow  # every export: --runslow or TINYNPU_SLOW=1
 @pytest.mark.parametrize("name", sorted(set(EVERY) - set(FAST)))
 def test_every_export_end_to_end(name: str, tmp_path: Path) -> None:
     _check_export(name, tmp_path)
