@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import tinynpu
+from tinynpu.cache import cache_root
 from tinynpu.errors import UsageError
 from tinynpu.explore import machine
 from tinynpu.explore.sources import code_digest
@@ -73,8 +74,7 @@ class SweepSummary:
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("TINYNPU_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "tinynpu")
-    return Path(root) / "sweep"
+    return cache_root() / "sweep"
 
 
 def point_key(point: DesignPoint, workload: Workload) -> str:

