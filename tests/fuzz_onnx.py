@@ -21,7 +21,7 @@ The classes (each a :class:`fuzz_support.Case` kind):
 
 Every case runs through :func:`fuzz_support.run_cases` (fresh directory,
 in-process ``main()``, stderr of the process captured at the file
-descriptor, a time limit), so the promises checked are the README's.
+descriptor, a time limit), so the promises checked are those of docs/onnx.md ("Bad models and options").
 
 ``python tests/fuzz_onnx.py --inputs 650`` prints the counts per class.
 """

@@ -1,11 +1,11 @@
 """The README's commands run as written, in order, in a fresh copy of the repository.
 
-Each line of the README's "Using it" block is run with bash from the root of a temporary copy of the
-tracked files (so nothing here touches the working tree, and a file the README forgets to create is a
-failure, not a leftover from an earlier run).  The lines that take more than a few seconds (1024^3 runs,
-the tuner, co-simulation, the full report, benchmarks) run only in the slow suite; the fast subset keeps
-their order, and no fast line depends on a slow one.  The first block, the two setup scripts, installs
-and tests the project itself and is checked by hand from a fresh clone instead.
+The README's "Using it" block runs as one bash session from the root of a temporary copy of the tracked
+files (so nothing here touches the working tree, a file the README forgets to create is a failure, not a
+leftover from an earlier run, and its `cd scratch` holds for the lines after it).  The lines that take more
+than a few seconds (1024^3 runs, the tuner, co-simulation, the full report, benchmarks) run only in the slow
+suite; the fast subset keeps their order, and no fast line depends on a slow one.  The first block, the two
+setup scripts, installs and tests the project itself and is checked by hand from a fresh clone instead.
 """
 
 from __future__ import annotations
@@ -54,19 +54,33 @@ def _fresh_copy(tmp: Path) -> Path:
     return copy
 
 
-def _run_in_order(commands: list[str], tmp: Path) -> None:
+def _session(commands: list[str]) -> str:
+    """One bash script running ``commands`` in order; the first that fails exits with its status, named on stderr."""
+    lines = ["set -u -o pipefail"]
+    for i, command in enumerate(commands):
+        lines += [command, f"status=$?; if [ $status -ne 0 ]; then echo '@@ line {i} failed' >&2; exit $status; fi"]
+    return "\n".join(lines) + "\n"
+
+
+def _run_in_order(commands: list[str], tmp: Path, *, passes: int) -> None:
+    """Run ``commands`` as one session from the copy's root, ``passes`` times in the same copy."""
     copy = _fresh_copy(tmp)
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    for command in commands:
-        proc = subprocess.run(["bash", "-c", command], cwd=copy, env=env, capture_output=True, text=True,
+    for n in range(passes):
+        proc = subprocess.run(["bash", "-c", _session(commands)], cwd=copy, env=env, capture_output=True, text=True,
                               check=False)
-        assert proc.returncode == 0, f"README command failed ({proc.returncode}): {command}\n{proc.stderr[-2000:]}"
-        assert "Traceback" not in proc.stderr, f"README command printed a traceback: {command}\n{proc.stderr}"
+        failed = re.search(r"@@ line (\d+) failed", proc.stderr)
+        where = commands[int(failed.group(1))] if failed else "(the session)"
+        assert proc.returncode == 0, \
+            f"README command failed ({proc.returncode}, pass {n + 1}): {where}\n{proc.stderr[-2000:]}"
+        assert "Traceback" not in proc.stderr, f"README commands printed a traceback (pass {n + 1}):\n{proc.stderr}"
 
 
 def test_the_readme_block_has_the_commands_it_promises() -> None:
     commands = readme_commands()
     assert any(c.startswith("tinynpu sim seed.bin --input A=a.npy") for c in commands)
+    # Every output lands in a scratch folder, not in the repository's root.
+    assert commands[0].startswith("mkdir -p scratch && cd scratch")
     # The inputs the sim line reads are made by an earlier line.
     sim = next(i for i, c in enumerate(commands) if c.startswith("tinynpu sim"))
     assert any("a.npy" in c and "np.save" in c for c in commands[:sim])
@@ -75,9 +89,9 @@ def test_the_readme_block_has_the_commands_it_promises() -> None:
 def test_readme_fast_commands_run_as_written_twice(tmp_path: Path) -> None:
     """Run in order, then all again in the same folder: every output the first pass wrote may be replaced."""
     fast = [c for c in readme_commands() if not c.startswith(SLOW_PREFIXES)]
-    _run_in_order(fast + fast, tmp_path)
+    _run_in_order(fast, tmp_path, passes=2)
 
 
 @pytest.mark.slow
 def test_readme_commands_run_as_written_twice(tmp_path: Path) -> None:
-    _run_in_order(readme_commands() * 2, tmp_path)
+    _run_in_order(readme_commands(), tmp_path, passes=2)

@@ -11,7 +11,7 @@ tensor itself, once, right after parsing, and from that point on the model
 is whole in memory (the checker, the quantizer's temporary copy and every
 onnxruntime session get the weights, whatever the working directory).
 
-The rule (the README's): a data file is read only from inside the model's
+The rule (docs/onnx.md, "Bad models and options"): a data file is read only from inside the model's
 own folder: ``location`` must be a relative path without ``..``, resolving
 (symlinks followed) to a regular file inside that folder; ``offset`` and
 ``length`` must be decimal byte counts that lie inside the file, and the

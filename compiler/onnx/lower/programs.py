@@ -58,7 +58,7 @@ def groups_per_program(groups: int, c_per_group: int, tile: int) -> int:
     its own channels' reduction lanes zero and, with few output channels, most output
     columns empty; packed, the lanes and columns fill, and each output channel still uses
     only its own group's lanes, which is what the report's padding ceiling shows
-    (README, "A network run", argues the choice).
+    (docs/onnx.md, "A network run", argues the choice).
     """
     return max(d for d in range(1, groups + 1) if groups % d == 0 and (d == 1 or d * c_per_group <= tile))
 
