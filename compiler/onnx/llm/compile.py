@@ -1,0 +1,152 @@
+"""``compile_llm``: a decoder with past keys and values quantized once and compiled for every step of a run.
+
+Beside :func:`~tinynpu.compiler.onnx.network.compile_onnx`: the same front end
+(quantization, QDQ steps, folding) and lowering (per-layer programs, the DRAM
+plan), but one network per step shape (:mod:`.steps`) over one DRAM image
+(:mod:`.image`) with the KV cache in it.
+
+Calibration: the quantizer calibrates on the run's own float trajectory,
+the prompt's step and every decode step of the float model's greedy decoding
+of the prompt (onnxruntime on the float model), so the cache's scale covers
+the keys and values the run produces; the same trajectory gives the float
+model's tokens the run is compared with.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tinynpu.compiler.onnx.llm.image import LlmImage, LlmLayout, plan_layout
+from tinynpu.compiler.onnx.llm.interface import DecoderInterface, check_request, read_interface
+from tinynpu.compiler.onnx.llm.steps import StepNetwork, StepShape, build_step, step_shapes
+from tinynpu.compiler.onnx.lower.programs import ProgramCache
+from tinynpu.errors import OnnxError
+from tinynpu.isa import ArchConfig, load_config
+
+
+@dataclass
+class CompiledDecoder:
+    """A decoder ready to generate: its step networks, their programs and the DRAM image.
+
+    Attributes:
+        prompt: The prompt's token ids.
+        generate: Tokens to generate.
+        float_tokens: The float model's greedy tokens (onnxruntime), the calibration trajectory's.
+        calibration: The float feeds of every step (the quantizer's samples).
+    """
+
+    itf: DecoderInterface
+    float_model: Any
+    qmodel: Any
+    cfg: ArchConfig
+    cache: ProgramCache
+    steps: list[StepNetwork]
+    layout: LlmLayout
+    image: LlmImage
+    prompt: np.ndarray
+    generate: int
+    float_tokens: list[int]
+    calibration: list[dict[str, np.ndarray]]
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def step(self, shape: StepShape) -> StepNetwork:
+        return next(s for s in self.steps if s.shape == shape)
+
+
+def feeds_for(itf: DecoderInterface, ids: np.ndarray, past: list[tuple[np.ndarray, np.ndarray]]) -> dict[str, Any]:
+    """One step's inputs: the new token ids, the past keys and values (float), a mask of ones."""
+    feeds: dict[str, Any] = {itf.ids: np.asarray(ids, np.int64).reshape(1, -1)}
+    for (k_name, v_name), (k, v) in zip(itf.past, past, strict=True):
+        feeds[k_name], feeds[v_name] = k, v
+    if itf.mask:
+        feeds[itf.mask] = np.ones((1, past[0][0].shape[2] + feeds[itf.ids].shape[1]), np.int64)
+    return feeds
+
+
+def ort_greedy(model: Any, itf: DecoderInterface, prompt: np.ndarray,
+               generate: int) -> tuple[list[int], list[dict[str, np.ndarray]]]:
+    """Greedy decoding with onnxruntime (float or QDQ model): the tokens and every step's feeds."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    empty = np.zeros((1, itf.kv_heads, 0, itf.head_dim), np.float32)
+    past = [(empty, empty)] * itf.layers
+    ids, tokens, trajectory = prompt, [], []
+    names = [itf.logits] + [n for pair in itf.present for n in pair]
+    for _ in range(generate):
+        feeds = feeds_for(itf, ids, past)
+        trajectory.append(feeds)
+        out = dict(zip(names, session.run(names, feeds), strict=True))
+        tokens.append(int(np.argmax(out[itf.logits][0, -1])))
+        past = [(out[k], out[v]) for k, v in itf.present]
+        ids = np.asarray([tokens[-1]])
+    return tokens, trajectory
+
+
+def seeded_prompt(itf: DecoderInterface, length: int, seed: int) -> np.ndarray:
+    """``length`` token ids uniform in the vocabulary."""
+    return np.random.default_rng(seed).integers(0, itf.vocab, size=length, dtype=np.int64)
+
+
+def compile_llm(path: str | Path, *, prompt_tokens: int, generate: int, cfg: ArchConfig | None = None,
+                seed: int = 0) -> CompiledDecoder:
+    """Check, quantize and compile a decoder for a run of ``prompt_tokens`` then ``generate`` tokens.
+
+    Raises:
+        OnnxError, UsageError: see :func:`~.interface.read_interface` and :func:`~.interface.check_request`
+            (all checked before any quantizing or compiling).
+    """
+    from tinynpu.compiler.onnx.frontend.importer import load_model
+    from tinynpu.compiler.onnx.frontend.quantize import quantize
+
+    cfg = cfg or load_config("default")
+    if not cfg.is_integer:
+        raise OnnxError(f"config {cfg.name!r} is not an integer config; decoders run int8.")
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    model = load_model(path)
+    itf = read_interface(model, str(path))
+    check_request(itf, model, prompt_tokens, generate, cfg)
+    prompt = seeded_prompt(itf, prompt_tokens, seed)
+    float_tokens, trajectory = ort_greedy(model, itf, prompt, generate)
+    timings["float_run"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    qmodel = quantize(model, trajectory)
+    timings["quantize"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    cache = ProgramCache(cfg)
+    steps = [build_step(qmodel, itf, shape, cache) for shape in step_shapes(prompt_tokens, generate)]
+    _check_cache_scales(steps, itf)
+    layout = plan_layout(itf, steps, prompt_tokens + generate - 1)
+    if layout.staging_base > cfg.dram_bytes:
+        raise OnnxError(f"{path}: the run needs {layout.staging_base} bytes of DRAM before staging (activations "
+                        f"{layout.activation_bytes}, weights {layout.weight_bytes}, KV cache {layout.cache_bytes}), "
+                        f"more than the {cfg.dram_bytes} bytes of config {cfg.name!r}.")
+    image = LlmImage(cfg, layout, steps, cache)
+    timings["plan_and_build"] = time.perf_counter() - t0 - cache.compile_seconds
+    timings["compile"] = cache.compile_seconds
+    return CompiledDecoder(itf=itf, float_model=model, qmodel=qmodel, cfg=cfg, cache=cache, steps=steps,
+                           layout=layout, image=image, prompt=prompt, generate=generate,
+                           float_tokens=float_tokens, calibration=trajectory, timings=timings)
+
+
+def _check_cache_scales(steps: list[StepNetwork], itf: DecoderInterface) -> None:
+    """The int8 cache one step writes must be what the next reads: the past input's quantization equal to
+    the present output's (the quantizer aligns a Concat's inputs to its output), else the cache would be
+    requantized on every step."""
+    step = steps[0]
+    for layer, (pair, scales) in enumerate(zip(itf.past, step.scales, strict=True)):
+        for name, qp in zip(pair, scales, strict=True):
+            q = next((s for s in step.net.steps if s.op == "QuantizeLinear" and s.inputs[0] == name), None)
+            own = step.net.qparams.get(q.outputs[0]) if q is not None else None
+            if own is None or not own.same_as(qp):
+                raise OnnxError(f"{itf.source}: layer {layer}'s {name} is not quantized at its present output's "
+                                "scale, so the int8 cache could not be appended in place.")
+
+
+__all__ = ["CompiledDecoder", "compile_llm", "feeds_for", "ort_greedy", "seeded_prompt"]

@@ -1,0 +1,134 @@
+"""The decoder's one DRAM image across every step: weights placed once, the KV cache appended in place.
+
+Layout (one :class:`~tinynpu.simulator.Machine` for the whole run)::
+
+    [0, activations)          each step's activations at its own liveness plan's offsets; the
+                              region is the largest step's peak (steps run one after another)
+    [weights, + weight bytes) every weight layer's int8 weights and epilogue rows, written by the
+                              first step that runs the layer and read by every later step
+    [cache, + cache bytes)    per layer, keys then values: kv_heads x capacity x head_dim int8,
+                              head-major, so a head's positions are consecutive rows and a step's
+                              new tokens are appended after the cached ones without moving them
+    [staging, ...)            a layer operand the host re-lays for its program (attention's)
+
+Each step shape has its own :class:`~tinynpu.compiler.onnx.runtime.image.DramImage`
+view of that machine (its activation plan), sharing the weights table and the
+relocated programs, so a layer's weights are written once for the run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from tinynpu.compiler.onnx.llm.interface import DecoderInterface
+from tinynpu.compiler.onnx.llm.steps import StepNetwork, StepShape
+from tinynpu.compiler.onnx.lower.memory import ALIGN
+from tinynpu.compiler.onnx.lower.plan import reserve_weights
+from tinynpu.compiler.onnx.lower.programs import ProgramCache
+from tinynpu.compiler.onnx.runtime.image import DramImage
+from tinynpu.errors import OnnxError
+from tinynpu.intmath import round_up
+from tinynpu.isa import ArchConfig
+
+KEY, VALUE = 0, 1
+
+
+@dataclass(frozen=True)
+class LlmLayout:
+    """Where the regions are (see the module docstring); ``capacity`` tokens of cache per layer."""
+
+    activation_bytes: int
+    weights_base: int
+    weight_bytes: int
+    cache_base: int
+    capacity: int
+    layers: int
+    kv_heads: int
+    head_dim: int
+
+    @property
+    def cache_bytes(self) -> int:
+        return self.layers * 2 * self.kv_heads * self.capacity * self.head_dim
+
+    @property
+    def staging_base(self) -> int:
+        return round_up(self.cache_base + self.cache_bytes, ALIGN)
+
+    def row(self, layer: int, which: int, head: int, position: int) -> int:
+        """The address of one cached token's ``head_dim`` bytes (``which``: :data:`KEY` or :data:`VALUE`)."""
+        block = (layer * 2 + which) * self.kv_heads + head
+        return self.cache_base + (block * self.capacity + position) * self.head_dim
+
+    def to_json(self) -> dict[str, Any]:
+        return {"activations": {"address": 0, "bytes": self.activation_bytes},
+                "weights": {"address": self.weights_base, "bytes": self.weight_bytes},
+                "kv_cache": {"address": self.cache_base, "bytes": self.cache_bytes, "capacity_tokens": self.capacity,
+                             "layout": "per layer: keys then values, each kv_heads x capacity x head_dim int8",
+                             "layers": self.layers, "kv_heads": self.kv_heads, "head_dim": self.head_dim},
+                "staging": {"address": self.staging_base}}
+
+
+def plan_layout(itf: DecoderInterface, steps: list[StepNetwork], capacity: int) -> LlmLayout:
+    """The regions for every step of the run."""
+    activations = max(s.memory.activation_peak_bytes for s in steps)
+    weights_base = round_up(activations, ALIGN)
+    weight_bytes = max(s.memory.weight_bytes for s in steps)
+    return LlmLayout(activation_bytes=activations, weights_base=weights_base, weight_bytes=weight_bytes,
+                     cache_base=round_up(weights_base + weight_bytes, ALIGN), capacity=capacity,
+                     layers=itf.layers, kv_heads=itf.kv_heads, head_dim=itf.head_dim)
+
+
+class LlmImage:
+    """The run's machine, a :class:`DramImage` view per step shape, and the KV cache's rows in it."""
+
+    def __init__(self, cfg: ArchConfig, layout: LlmLayout, steps: list[StepNetwork], cache: ProgramCache) -> None:
+        from tinynpu.simulator import Machine
+
+        self.cfg, self.layout = cfg, layout
+        self.machine = Machine(cfg)
+        self.views: dict[StepShape, DramImage] = {}
+        first: DramImage | None = None
+        for step in steps:
+            memory = replace(step.memory, activation_peak_bytes=layout.activation_bytes,
+                             weight_bytes=layout.staging_base - layout.weights_base)
+            view = DramImage(cfg, memory, machine=self.machine)
+            if first is None:
+                reserve_weights(step.net, step.programs, cache, view)
+                if view.weight_bytes > layout.weight_bytes:
+                    raise OnnxError(f"the decoder's weights in their programs' layouts ({view.weight_bytes} bytes) "
+                                    f"overflow the {layout.weight_bytes} bytes planned for them.")
+                first = view
+            else:  # one table of weights and relocated programs for the run: placed and written once
+                view.reserved, view.weights, view.programs = first.reserved, first.weights, first.programs
+                view.weight_bytes = first.weight_bytes
+            self.views[step.shape] = view
+        self.weights = first.reserved if first is not None else {}
+
+    def write_rows(self, layer: int, which: int, rows: np.ndarray, start: int) -> int:
+        """Append ``rows`` (kv_heads x n x head_dim int8) at position ``start``; returns the bytes written."""
+        if start + rows.shape[1] > self.layout.capacity:
+            raise OnnxError(f"the KV cache holds {self.layout.capacity} tokens; positions {start}.."
+                            f"{start + rows.shape[1] - 1} do not fit (a bug of the decode loop).")
+        for head in range(rows.shape[0]):
+            self.machine.write_dram(self.layout.row(layer, which, head, start),
+                                    np.ascontiguousarray(rows[head]).reshape(-1).view(np.uint8))
+        return int(rows.nbytes)
+
+    def read_rows(self, layer: int, which: int, length: int) -> np.ndarray:
+        """The first ``length`` cached positions: 1 x kv_heads x length x head_dim int8, read from DRAM."""
+        heads = [np.frombuffer(self.machine.read_dram(self.layout.row(layer, which, h, 0), length * self.layout.head_dim),
+                               dtype=np.int8).reshape(length, self.layout.head_dim)
+                 for h in range(self.layout.kv_heads)]
+        return np.stack(heads)[None]
+
+    def corrupt(self, layer: int, which: int, head: int, position: int) -> None:
+        """Flip every bit of one cached row (what the cache check must catch; the tests use it)."""
+        addr = self.layout.row(layer, which, head, position)
+        data = np.frombuffer(self.machine.read_dram(addr, self.layout.head_dim), dtype=np.uint8)
+        self.machine.write_dram(addr, np.bitwise_not(data))
+
+
+__all__ = ["KEY", "VALUE", "LlmImage", "LlmLayout", "plan_layout"]
