@@ -1,0 +1,104 @@
+"""Where a generation's time goes: per step cycles by kind of work, DRAM bytes against the lower bound.
+
+A step's accelerator cycles are split by what its layers read:
+
+- ``weights``: the weight layers (projections, MLP, LM head: each a GEMM
+  streaming its int8 weights from DRAM);
+- ``attention``: the matmuls between activations (scores against the cached
+  keys, probabilities against the cached values: the KV reads);
+- ``residual``: the residual adds on the accelerator.
+
+Host work (layer norms, softmax, GELU/ReLU, quantize and dequantize steps,
+reshapes: whatever runs on the host path) has no cycles in the simulator; it
+is given as the bytes the host moves and its wall seconds.  Whichever path a
+node takes, it lands in one of these rows.
+
+The lower bound of a decode step is the bytes it must read: every int8 weight
+once and every cached key and value once, divided by the config's DRAM bytes
+per cycle.  Batch-1 decode issues one row of the T x T array per ``tmm``: its
+ceiling is ``1/T`` of the array's MACs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tinynpu.compiler.onnx.ir import NPU, AddStep, GemmStep, MatmulStep, Network
+from tinynpu.compiler.onnx.llm.compile import CompiledDecoder
+from tinynpu.compiler.onnx.llm.generate import Generation, StepRecord
+
+KINDS = (("weights", GemmStep), ("attention", MatmulStep), ("residual", AddStep))
+
+
+def _kind(step: Any) -> str:
+    return next((name for name, cls in KINDS if isinstance(step, cls)), "other")
+
+
+def weight_bytes(net: Network) -> int:
+    """int8 weight bytes of the network's weight layers (each read at least once per step)."""
+    return sum(int(s.weight.size) for s in net.steps if isinstance(s, GemmStep))
+
+
+def step_figures(cd: CompiledDecoder, record: StepRecord) -> dict[str, Any]:
+    """One step's cycles, bytes and bounds."""
+    step = cd.steps[record.index]
+    cfg = cd.cfg
+    cycles = dict.fromkeys([k for k, _ in KINDS], 0)
+    dram = dict.fromkeys([k for k, _ in KINDS], 0)
+    macs = issued = host_bytes = 0
+    host_seconds = 0.0
+    for s in step.net.steps:
+        run = record.execution.runs[s.name]
+        if s.where == NPU:
+            cycles[_kind(s)] += run.cycles
+            dram[_kind(s)] += run.dram_bytes
+            macs += run.macs
+            issued += run.issued_macs
+        host_bytes += run.host_bytes
+        host_seconds += record.execution.host_seconds[s.name]
+    total = sum(cycles.values())
+    kv_read = cd.itf.cache_bytes(record.past + record.new)
+    bound_bytes = weight_bytes(step.net) + kv_read
+    bound_cycles = bound_bytes / cfg.dram_bytes_per_cycle
+    return {
+        "step": record.index, "new_tokens": record.new, "past_tokens": record.past, "token": record.token,
+        "cycles": total, "seconds": total / (cfg.clock_mhz * 1e6), "cycles_by_kind": cycles,
+        "dram_bytes_by_kind": dram, "dram_bytes": sum(dram.values()),
+        "lower_bound_bytes": bound_bytes, "lower_bound_cycles": bound_cycles,
+        "over_lower_bound": total / bound_cycles if bound_cycles else 0.0,
+        "kv_cache_bytes_written": record.cache_bytes_written, "kv_cache_bytes_read": record.cache_bytes_read,
+        "macs": macs, "utilization": macs / (total * cfg.macs_per_cycle) if total else 0.0,
+        "padding_ceiling": macs / issued if issued else 0.0,
+        "host_bytes": host_bytes, "host_seconds": host_seconds,
+        "programs_compiled": len(step.compiled),
+    }
+
+
+def summary(cd: CompiledDecoder, gen: Generation) -> dict[str, Any]:
+    """The run's figures: time to first token, per output token, tokens per second, bounds, ceilings."""
+    steps = [step_figures(cd, r) for r in gen.steps]
+    decode = steps[1:]
+    clock = cd.cfg.clock_mhz * 1e6
+    per_token = float(np.mean([s["cycles"] for s in decode])) if decode else 0.0
+    bound = float(np.mean([s["lower_bound_cycles"] for s in decode])) if decode else 0.0
+    return {
+        "time_to_first_token_s": steps[0]["cycles"] / clock,
+        "time_per_output_token_s": per_token / clock,
+        "tokens_per_second": clock / per_token if per_token else 0.0,
+        "decode_cycles_per_token": per_token,
+        "decode_lower_bound_cycles_per_token": bound,
+        "decode_over_lower_bound": per_token / bound if bound else 0.0,
+        "decode_dram_bytes_per_token": float(np.mean([s["dram_bytes"] for s in decode])) if decode else 0.0,
+        "decode_lower_bound_bytes_per_token": float(np.mean([s["lower_bound_bytes"] for s in decode])) if decode
+        else 0.0,
+        "decode_utilization": (sum(s["macs"] for s in decode) / (sum(s["cycles"] for s in decode)
+                               * cd.cfg.macs_per_cycle)) if decode and per_token else 0.0,
+        "batch1_row_ceiling": 1.0 / cd.cfg.tile,
+        "prefill_utilization": steps[0]["utilization"],
+        "steps": steps,
+    }
+
+
+__all__ = ["step_figures", "summary", "weight_bytes"]
