@@ -127,8 +127,8 @@ def build_decoder(shape: DecoderShape = TINY, seed: int = 0) -> Any:
         outputs += [f"present.{i}.key", f"present.{i}.value"]
     x = g.op("LayerNormalization", [x, "ln_f.g", "ln_f.b"], epsilon=1e-5)
     g.op("MatMul", [x, "lm_head"], ["logits"])
-    cache_dims = [1, nh, "past_sequence", hd]
-    present_dims = [1, nh, "total_sequence", hd]
+    cache_dims: list[str | int | None] = [1, nh, "past_sequence", hd]
+    present_dims: list[str | int | None] = [1, nh, "total_sequence", hd]
     inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, "sequence"])]
     for i in range(shape.layers):
         for kv in ("key", "value"):

@@ -119,7 +119,8 @@ class LlmImage:
 
     def read_rows(self, layer: int, which: int, length: int) -> np.ndarray:
         """The first ``length`` cached positions: 1 x kv_heads x length x head_dim int8, read from DRAM."""
-        heads = [np.frombuffer(self.machine.read_dram(self.layout.row(layer, which, h, 0), length * self.layout.head_dim),
+        nbytes = length * self.layout.head_dim
+        heads = [np.frombuffer(self.machine.read_dram(self.layout.row(layer, which, h, 0), nbytes),
                                dtype=np.int8).reshape(length, self.layout.head_dim)
                  for h in range(self.layout.kv_heads)]
         return np.stack(heads)[None]

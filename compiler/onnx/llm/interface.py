@@ -99,8 +99,9 @@ def read_interface(model: Any, source: str) -> DecoderInterface:
     mask = "attention_mask" if "attention_mask" in inputs else ""
     other = sorted(set(inputs) - {ids, mask} - {n for i in layers for n in found[i].values()})
     if not ids or other:
+        why = "has no input_ids" if not ids else "also takes " + ", ".join(other)
         raise OnnxError(f"{source}: a decoder takes input_ids, past_key_values.L.key/.value and optionally "
-                        f"attention_mask; this one {'has no input_ids' if not ids else 'also takes ' + ', '.join(other)}.")
+                        f"attention_mask; this one {why}.")
     key = _dims(inputs[found[0]["key"]])
     if len(key) != 4 or not isinstance(key[1], int) or not isinstance(key[3], int):
         raise OnnxError(f"{source}: past_key_values.0.key has dimensions {key}, not 1 x kv_heads x past x "
