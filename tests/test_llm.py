@@ -85,6 +85,7 @@ def test_cli_json(model: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert r["time_to_first_token_s"] > 0 and r["time_per_output_token_s"] > 0
     assert r["batch1_row_ceiling"] == pytest.approx(1 / 16) and r["decode_lower_bound_bytes_per_token"] > 0
     assert [s["past_tokens"] for s in r["steps"]] == [0, 4, 5]
+    assert r["decode_energy_per_token_pj"] > 0 and all(s["energy_pj"] > 0 for s in r["steps"])
     forced = r["onnxruntime_int8_teacher_forced"]
     assert len(forced["steps"]) == 3 and all(s["max_abs_lsb"] >= 0 for s in forced["steps"])
 

@@ -71,9 +71,9 @@ def feeds_for(itf: DecoderInterface, ids: np.ndarray, past: list[tuple[np.ndarra
 def ort_greedy(model: Any, itf: DecoderInterface, prompt: np.ndarray,
                generate: int) -> tuple[list[int], list[dict[str, np.ndarray]]]:
     """Greedy decoding with onnxruntime (float or QDQ model): the tokens and every step's feeds."""
-    import onnxruntime as ort
+    from tinynpu.compiler.onnx.verify.checks import session as ort_session
 
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    session = ort_session(model, [])  # int8 kept int8, as check (b) of `run onnx` runs it
     empty = np.zeros((1, itf.kv_heads, 0, itf.head_dim), np.float32)
     past = [(empty, empty)] * itf.layers
     ids, tokens, trajectory = prompt, [], []

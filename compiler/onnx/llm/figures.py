@@ -15,7 +15,8 @@ node takes, it lands in one of these rows.
 
 The lower bound of a decode step is the bytes it must read: every int8 weight
 once and every cached key and value once, divided by the config's DRAM bytes
-per cycle.  Batch-1 decode issues one row of the T x T array per ``tmm``: its
+per cycle.  Energy is the simulator's, of the accelerator's programs
+(docs/energy.md); the host path's is not modelled.  Batch-1 decode issues one row of the T x T array per ``tmm``: its
 ceiling is ``1/T`` of the array's MACs.
 """
 
@@ -48,7 +49,7 @@ def step_figures(cd: CompiledDecoder, record: StepRecord) -> dict[str, Any]:
     cycles = dict.fromkeys([k for k, _ in KINDS], 0)
     dram = dict.fromkeys([k for k, _ in KINDS], 0)
     macs = issued = host_bytes = 0
-    host_seconds = 0.0
+    host_seconds = energy = 0.0
     for s in step.net.steps:
         run = record.execution.runs[s.name]
         if s.where == NPU:
@@ -56,6 +57,7 @@ def step_figures(cd: CompiledDecoder, record: StepRecord) -> dict[str, Any]:
             dram[_kind(s)] += run.dram_bytes
             macs += run.macs
             issued += run.issued_macs
+            energy += run.energy_pj
         host_bytes += run.host_bytes
         host_seconds += record.execution.host_seconds[s.name]
     total = sum(cycles.values())
@@ -72,7 +74,7 @@ def step_figures(cd: CompiledDecoder, record: StepRecord) -> dict[str, Any]:
         "macs": macs, "utilization": macs / (total * cfg.macs_per_cycle) if total else 0.0,
         "padding_ceiling": macs / issued if issued else 0.0,
         "host_bytes": host_bytes, "host_seconds": host_seconds,
-        "programs_compiled": len(step.compiled),
+        "programs_compiled": len(step.compiled), "energy_pj": energy,
     }
 
 
@@ -96,6 +98,8 @@ def summary(cd: CompiledDecoder, gen: Generation) -> dict[str, Any]:
         "decode_utilization": (sum(s["macs"] for s in decode) / (sum(s["cycles"] for s in decode)
                                * cd.cfg.macs_per_cycle)) if decode and per_token else 0.0,
         "batch1_row_ceiling": 1.0 / cd.cfg.tile,
+        "decode_energy_per_token_pj": float(np.mean([s["energy_pj"] for s in decode])) if decode else 0.0,
+        "prefill_energy_pj": steps[0]["energy_pj"],
         "prefill_utilization": steps[0]["utilization"],
         "steps": steps,
     }

@@ -45,19 +45,19 @@ def teacher_forced(cd: CompiledDecoder, gen: Generation) -> dict[str, Any]:
     tokens): per step, whether its argmax is tinynpu's token, how far its logits are from tinynpu's in
     LSBs of the logits' scale, and tinynpu's margin (top-1 minus top-2, LSBs) where they differ.  Free of
     the cascade of free-running generation, it says whether a divergence is a near-tie."""
-    import onnxruntime as ort
+    from tinynpu.compiler.onnx.verify.checks import session as ort_session
 
-    session = ort.InferenceSession(cd.qmodel.SerializeToString(), providers=["CPUExecutionProvider"])
+    session = ort_session(cd.qmodel, [])
     ids = np.concatenate([cd.prompt, np.asarray(gen.tokens[:-1], np.int64)])
     empty = np.zeros((1, cd.itf.kv_heads, 0, cd.itf.head_dim), np.float32)
     logits = session.run([cd.itf.logits], feeds_for(cd.itf, ids, [(empty, empty)] * cd.itf.layers))[0][0]
     steps = []
     for record, step in zip(gen.steps, cd.steps, strict=True):
         ours = record.execution.values[step.logits][0, -1].astype(np.int64)
-        theirs = logits[len(cd.prompt) - 1 + record.index] / step.net.qparams[step.logits].s
+        theirs = np.rint(logits[len(cd.prompt) - 1 + record.index] / step.net.qparams[step.logits].s)
         top2 = np.sort(ours)[-2:]
         steps.append({"step": record.index, "argmax_equal": int(np.argmax(theirs)) == record.token,
-                      "max_abs_lsb": float(np.max(np.abs(theirs - ours))), "our_margin_lsb": int(top2[1] - top2[0])})
+                      "max_abs_lsb": int(np.max(np.abs(theirs - ours))), "our_margin_lsb": int(top2[1] - top2[0])})
     equal = [s["argmax_equal"] for s in steps]
     return {"equal_fraction": sum(equal) / len(equal), "steps": steps,
             "differing_steps_margin_lsb": [s["our_margin_lsb"] for s in steps if not s["argmax_equal"]]}
@@ -103,6 +103,8 @@ def format_run(r: dict[str, Any]) -> str:
              f"  decode: {r['decode_cycles_per_token']:.0f} cycles/token, lower bound "
              f"{r['decode_lower_bound_cycles_per_token']:.0f} ({r['decode_over_lower_bound']:.2f}x); DRAM "
              f"{r['decode_dram_bytes_per_token']:.0f} bytes/token, bound {r['decode_lower_bound_bytes_per_token']:.0f}",
+             f"  energy: prefill {r['prefill_energy_pj'] / 1e6:.2f} uJ, decode {r['decode_energy_per_token_pj'] / 1e6:.2f} "
+             "uJ/token (accelerator only)",
              f"  decode utilization {r['decode_utilization']:.1%} (batch-1 ceiling {r['batch1_row_ceiling']:.1%}); "
              f"prefill {r['prefill_utilization']:.1%}",
              f"  KV cache: {r['layout']['kv_cache']['bytes']} bytes at {r['layout']['kv_cache']['address']} for "
