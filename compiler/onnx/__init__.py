@@ -21,8 +21,8 @@ Layout, one sub-package per job (each argues its own modules):
 re-exports of names code outside the package still imports from there.
 """
 
-from tinynpu.compiler.onnx.network import CompiledNetwork, compile_onnx
 from tinynpu.compiler.onnx.llm import CompiledDecoder, compile_llm, run_llm
+from tinynpu.compiler.onnx.network import CompiledNetwork, compile_onnx
 from tinynpu.compiler.onnx.verify.run import run_network
 
 __all__ = ["CompiledDecoder", "CompiledNetwork", "compile_llm", "compile_onnx", "run_llm", "run_network"]
