@@ -103,8 +103,8 @@ def format_run(r: dict[str, Any]) -> str:
              f"  decode: {r['decode_cycles_per_token']:.0f} cycles/token, lower bound "
              f"{r['decode_lower_bound_cycles_per_token']:.0f} ({r['decode_over_lower_bound']:.2f}x); DRAM "
              f"{r['decode_dram_bytes_per_token']:.0f} bytes/token, bound {r['decode_lower_bound_bytes_per_token']:.0f}",
-             f"  energy: prefill {r['prefill_energy_pj'] / 1e6:.2f} uJ, decode {r['decode_energy_per_token_pj'] / 1e6:.2f} "
-             "uJ/token (accelerator only)",
+             f"  energy: prefill {r['prefill_energy_pj'] / 1e6:.2f} uJ, decode "
+             f"{r['decode_energy_per_token_pj'] / 1e6:.2f} uJ/token (accelerator only)",
              f"  decode utilization {r['decode_utilization']:.1%} (batch-1 ceiling {r['batch1_row_ceiling']:.1%}); "
              f"prefill {r['prefill_utilization']:.1%}",
              f"  KV cache: {r['layout']['kv_cache']['bytes']} bytes at {r['layout']['kv_cache']['address']} for "
