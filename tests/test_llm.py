@@ -16,7 +16,7 @@ from onnx_models import tiny_decoder  # noqa: E402
 
 from tinynpu.cli import main  # noqa: E402
 from tinynpu.compiler.onnx.llm.compile import CompiledDecoder, compile_llm, ort_greedy  # noqa: E402
-from tinynpu.compiler.onnx.llm.decoder import TINY, build_decoder, float_greedy  # noqa: E402
+from tinynpu.compiler.onnx.llm.decoder import TINY, TINY_GQA, build_decoder, float_greedy  # noqa: E402
 from tinynpu.compiler.onnx.llm.generate import GenerationMismatch, generate  # noqa: E402
 from tinynpu.compiler.onnx.llm.image import KEY, VALUE, LlmImage  # noqa: E402
 from tinynpu.compiler.onnx.llm.interface import read_interface  # noqa: E402
@@ -36,12 +36,25 @@ def compiled(model: Path) -> CompiledDecoder:
     return compile_llm(model, prompt_tokens=PROMPT, generate=GENERATE)
 
 
-def test_onnx_graph_decodes_as_the_numpy_float_reference() -> None:
+@pytest.mark.parametrize("shape", [TINY, TINY_GQA], ids=["mha", "gqa"])
+def test_onnx_graph_decodes_as_the_numpy_float_reference(shape: object) -> None:
     """The graph's cache arithmetic (onnxruntime, one token per step) against numpy recomputing everything."""
-    m = build_decoder(TINY)
+    m = build_decoder(shape)  # type: ignore[arg-type]
     prompt = np.asarray([5, 17, 42, 3, 9, 71, 2, 60])
     tokens, _ = ort_greedy(m, read_interface(m, "tiny"), prompt, 8)
-    assert tokens == float_greedy(TINY, prompt, 8)
+    assert tokens == float_greedy(shape, prompt, 8)  # type: ignore[arg-type]
+
+
+def test_grouped_query_attention_end_to_end(tmp_path: Path) -> None:
+    """4 query heads sharing 2 key/value heads: the cache holds the 2, and the tokens equal the reference."""
+    import onnx
+
+    path = tmp_path / "gqa.onnx"
+    onnx.save(build_decoder(TINY_GQA), str(path))
+    cd = compile_llm(path, prompt_tokens=5, generate=3)
+    assert cd.itf.kv_heads == 2 and cd.layout.cache_bytes == 2 * 2 * 2 * 7 * 16
+    gen = generate(cd)
+    assert gen.tokens == gen.reference_tokens
 
 
 def test_tokens_equal_the_integer_reference(compiled: CompiledDecoder) -> None:

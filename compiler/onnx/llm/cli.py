@@ -60,8 +60,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def register_llm_bench(bench_sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """``tinynpu bench llm``."""
-    p = bench_sub.add_parser("llm", help="the tiny decoder (2 layers, hidden 64): tokens checked, time to first "
-                                         "token and per token against the DRAM lower bound, onnxruntime's time")
+    p = bench_sub.add_parser("llm", help="the tiny decoder (2 layers, hidden 64; and with grouped-query attention): "
+                                         "tokens checked, time to first token and per token against the DRAM lower "
+                                         "bound, onnxruntime's time")
     p.add_argument("--prompt-tokens", default="8", metavar="P", help="prompt length (default 8)")
     p.add_argument("--generate", default="8", metavar="N", help="tokens to generate (default 8)")
     p.add_argument("--config", default=None, help="architecture config (default: default)")
@@ -78,22 +79,26 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     """The tiny decoder end to end, with onnxruntime's int8 generation timed in the same run."""
     import onnx
 
-    from tinynpu.compiler.onnx.llm.decoder import TINY, build_decoder
+    from tinynpu.compiler.onnx.llm.decoder import TINY, TINY_GQA, build_decoder
     from tinynpu.compiler.onnx.llm.run import run_llm
     from tinynpu.isa import load_config
 
     prompt = bounded_int(args.prompt_tokens, "--prompt-tokens", 1, TOKENS_MAX) or 1
     count = bounded_int(args.generate, "--generate", 1, TOKENS_MAX) or 1
     cfg = load_config(args.config) if args.config else None
-    with tempfile.TemporaryDirectory(prefix="tinynpu-llm-") as tmp:
-        path = Path(tmp) / "tiny_decoder.onnx"
-        onnx.save(build_decoder(TINY), str(path))
-        t0 = time.perf_counter()
-        r = run_llm(path, prompt_tokens=prompt, generate_tokens=count, cfg=cfg)
-        wall = time.perf_counter() - t0
-    r["model"] = f"tiny decoder ({TINY.layers} layers, hidden {TINY.hidden}, {TINY.heads} heads, vocab {TINY.vocab})"
-    ort = r["seconds"]["onnxruntime_int8_generation"]
-    return {"runs": [r | {"wall_seconds": wall, "wall_over_onnxruntime": wall / ort if ort else 0.0}]}
+    runs = []
+    for shape in (TINY, TINY_GQA):
+        with tempfile.TemporaryDirectory(prefix="tinynpu-llm-") as tmp:
+            path = Path(tmp) / "decoder.onnx"
+            onnx.save(build_decoder(shape), str(path))
+            t0 = time.perf_counter()
+            r = run_llm(path, prompt_tokens=prompt, generate_tokens=count, cfg=cfg)
+            wall = time.perf_counter() - t0
+        r["model"] = (f"tiny decoder ({shape.layers} layers, hidden {shape.hidden}, {shape.heads} heads, "
+                      f"{shape.kv} key/value heads, vocab {shape.vocab})")
+        ort = r["seconds"]["onnxruntime_int8_generation"]
+        runs.append(r | {"wall_seconds": wall, "wall_over_onnxruntime": wall / ort if ort else 0.0})
+    return {"runs": runs}
 
 
 def _bench_text(doc: dict[str, Any]) -> str:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from tinynpu.compiler.onnx.llm.image import LlmImage, LlmLayout, plan_layout
+from tinynpu.compiler.onnx.llm.image import LlmImage, LlmLayout
 from tinynpu.compiler.onnx.llm.interface import DecoderInterface, check_request, read_interface
 from tinynpu.compiler.onnx.llm.steps import StepNetwork, StepShape, build_step, step_shapes
 from tinynpu.compiler.onnx.lower.programs import ProgramCache
@@ -117,22 +117,45 @@ def compile_llm(path: str | Path, *, prompt_tokens: int, generate: int, cfg: Arc
     timings["float_run"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     qmodel = quantize(model, trajectory)
+    align_cache_scales(qmodel, itf)
     timings["quantize"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     cache = ProgramCache(cfg)
     steps = [build_step(qmodel, itf, shape, cache) for shape in step_shapes(prompt_tokens, generate)]
     _check_cache_scales(steps, itf)
-    layout = plan_layout(itf, steps, prompt_tokens + generate - 1)
+    image = LlmImage(cfg, itf, steps, cache, prompt_tokens + generate - 1)
+    layout = image.layout
     if layout.staging_base > cfg.dram_bytes:
         raise OnnxError(f"{path}: the run needs {layout.staging_base} bytes of DRAM before staging (activations "
                         f"{layout.activation_bytes}, weights {layout.weight_bytes}, KV cache {layout.cache_bytes}), "
                         f"more than the {cfg.dram_bytes} bytes of config {cfg.name!r}.")
-    image = LlmImage(cfg, layout, steps, cache)
     timings["plan_and_build"] = time.perf_counter() - t0 - cache.compile_seconds
     timings["compile"] = cache.compile_seconds
     return CompiledDecoder(itf=itf, float_model=model, qmodel=qmodel, cfg=cfg, cache=cache, steps=steps,
                            layout=layout, image=image, prompt=prompt, generate=generate,
                            float_tokens=float_tokens, calibration=trajectory, timings=timings)
+
+
+def align_cache_scales(qmodel: Any, itf: DecoderInterface) -> None:
+    """Quantize each past key/value input at its present output's scale and zero point.
+
+    The int8 cache one step writes is then exactly what the next step reads (the dequantized past
+    quantizes back to the same integers).  The quantizer aligns a Concat's inputs to its output only
+    when the pattern around it allows (:func:`~tinynpu.compiler.onnx.frontend.quantize.align_concat_scales`);
+    here it is done for the cache always.  Nothing saturates: the present's calibrated range covers the
+    past's (the present of one step is the past of the next, plus the new tokens).
+    """
+    nodes = list(qmodel.graph.node)
+    for past, present in zip(itf.past, itf.present, strict=True):
+        for past_name, present_name in zip(past, present, strict=True):
+            dq = next((n for n in nodes if n.op_type == "DequantizeLinear" and n.output[0] == present_name), None)
+            q = next((n for n in nodes if n.op_type == "QuantizeLinear" and n.input[0] == past_name), None)
+            if dq is None or q is None or len(dq.input) < 3 or len(q.input) < 3:
+                raise OnnxError(f"{itf.source}: the int8 model does not quantize {past_name} and dequantize "
+                                f"{present_name} (QuantizeLinear/DequantizeLinear with a zero point), so the cache "
+                                "cannot be kept in int8.")
+            for node in [q] + [n for n in nodes if n.op_type == "DequantizeLinear" and n.input[0] == q.output[0]]:
+                node.input[1], node.input[2] = dq.input[1], dq.input[2]
 
 
 def _check_cache_scales(steps: list[StepNetwork], itf: DecoderInterface) -> None:

@@ -41,20 +41,32 @@ class DecoderShape:
     vocab: int = 100
     positions: int = 64
     ffn: int = 256
+    kv_heads: int = 0  # grouped-query attention: fewer key/value heads than query heads (0: as many)
 
     @property
     def head_dim(self) -> int:
         return self.hidden // self.heads
 
+    @property
+    def kv(self) -> int:
+        """Key/value heads (each shared by ``heads / kv`` query heads)."""
+        return self.kv_heads or self.heads
+
+    @property
+    def kv_width(self) -> int:
+        return self.kv * self.head_dim
+
 
 TINY = DecoderShape()
+#: The tiny decoder with grouped-query attention: 4 query heads sharing 2 key/value heads.
+TINY_GQA = DecoderShape(heads=4, kv_heads=2)
 GPT2_SMALL = DecoderShape(layers=12, hidden=768, heads=12, vocab=50257, positions=1024, ffn=3072)
 
 
 def decoder_weights(shape: DecoderShape, seed: int = 0) -> dict[str, np.ndarray]:
     """Seeded GPT-2-initialized float32 weights by name."""
     rng = np.random.default_rng(seed)
-    h, f = shape.hidden, shape.ffn
+    h, f, qkv = shape.hidden, shape.ffn, shape.hidden + 2 * shape.kv_width
 
     def normal(*dims: int, std: float = 0.02) -> np.ndarray:
         return (rng.standard_normal(dims) * std).astype(np.float32)
@@ -65,7 +77,7 @@ def decoder_weights(shape: DecoderShape, seed: int = 0) -> dict[str, np.ndarray]
     for i in range(shape.layers):
         p = f"h{i}."
         w |= {p + "ln1.g": np.ones(h, np.float32), p + "ln1.b": np.zeros(h, np.float32),
-              p + "qkv.w": normal(h, 3 * h), p + "qkv.b": normal(3 * h, std=0.01),
+              p + "qkv.w": normal(h, qkv), p + "qkv.b": normal(qkv, std=0.01),
               p + "proj.w": normal(h, h, std=resid), p + "proj.b": np.zeros(h, np.float32),
               p + "ln2.g": np.ones(h, np.float32), p + "ln2.b": np.zeros(h, np.float32),
               p + "fc.w": normal(h, f), p + "fc.b": normal(f, std=0.01),
@@ -104,11 +116,14 @@ def build_decoder(shape: DecoderShape = TINY, seed: int = 0) -> Any:
     for name, value in decoder_weights(shape, seed).items():
         g.const(name, value)
     hd, nh = shape.head_dim, shape.heads
+    g.const("qkv_split", np.asarray([shape.hidden, shape.kv_width, shape.kv_width], np.int64))
+    g.const("kv_heads_shape", np.asarray([1, -1, shape.kv, hd], np.int64))
     g.const("zero", np.asarray([0], np.int64))
     g.const("one", np.asarray(1, np.int64))
     g.const("axis2", np.asarray([2], np.int64))
     g.const("heads_shape", np.asarray([1, -1, nh, hd], np.int64))
     g.const("merged_shape", np.asarray([1, -1, shape.hidden], np.int64))
+    g.const("all_heads_shape", np.asarray([1, nh, -1, hd], np.int64))
     g.const("masked", np.asarray(MASKED, np.float32))
     g.const("scale", np.asarray(1.0 / np.sqrt(hd), np.float32))
     # positions past .. past+S-1 from the shapes: past = past_key_values.0.key's dim 2, S = input_ids' dim 1
@@ -121,14 +136,19 @@ def build_decoder(shape: DecoderShape = TINY, seed: int = 0) -> Any:
     causal = g.op("LessOrEqual", [g.op("Unsqueeze", [key_pos, "zero"]),
                                   g.op("Unsqueeze", [query_pos, g.const("last", np.asarray([1], np.int64))])])
     x = g.op("Add", [g.op("Gather", ["wte", "input_ids"]), g.op("Gather", ["wpe", query_pos])])
+    # grouped-query attention: each key/value head repeated for its query heads (1 x kv x group x T x hd)
+    group = nh // shape.kv
+    expand = g.op("Concat", [g.const("expand_head", np.asarray([1, shape.kv, group], np.int64)),
+                             g.op("Unsqueeze", [total, "zero"]), g.const("expand_dim", np.asarray([hd], np.int64))],
+                  axis=0) if group > 1 else ""
     outputs = []
     for i in range(shape.layers):
-        x = _block(g, x, f"h{i}.", i, causal)
+        x = _block(g, x, f"h{i}.", i, causal, expand)
         outputs += [f"present.{i}.key", f"present.{i}.value"]
     x = g.op("LayerNormalization", [x, "ln_f.g", "ln_f.b"], epsilon=1e-5)
     g.op("MatMul", [x, "lm_head"], ["logits"])
-    cache_dims: list[str | int | None] = [1, nh, "past_sequence", hd]
-    present_dims: list[str | int | None] = [1, nh, "total_sequence", hd]
+    cache_dims: list[str | int | None] = [1, shape.kv, "past_sequence", hd]
+    present_dims: list[str | int | None] = [1, shape.kv, "total_sequence", hd]
     inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, "sequence"])]
     for i in range(shape.layers):
         for kv in ("key", "value"):
@@ -141,18 +161,27 @@ def build_decoder(shape: DecoderShape = TINY, seed: int = 0) -> Any:
     return model
 
 
-def _block(g: _Graph, x: str, p: str, index: int, causal: str) -> str:
-    """One pre-norm transformer block (attention with the cache, then the MLP)."""
+def _block(g: _Graph, x: str, p: str, index: int, causal: str, expand: str) -> str:
+    """One pre-norm transformer block (attention with the cache, then the MLP); ``expand``: the shape
+    repeating each key/value head for its query heads ("" without grouped-query attention)."""
     h = g.op("LayerNormalization", [x, p + "ln1.g", p + "ln1.b"], epsilon=1e-5)
     qkv = g.op("Add", [g.op("MatMul", [h, p + "qkv.w"]), p + "qkv.b"])
-    q, k, v = g.op("Split", [qkv], 3, axis=2, num_outputs=3)
+    q, k, v = g.op("Split", [qkv, "qkv_split"], 3, axis=2)
 
-    def heads(t: str) -> str:  # 1 x S x hidden -> 1 x heads x S x head_dim
-        return g.op("Transpose", [g.op("Reshape", [t, "heads_shape"])], perm=[0, 2, 1, 3])
+    def heads(t: str, shape: str) -> str:  # 1 x S x width -> 1 x heads x S x head_dim
+        return g.op("Transpose", [g.op("Reshape", [t, shape])], perm=[0, 2, 1, 3])
 
-    key = g.op("Concat", [f"past_key_values.{index}.key", heads(k)], [f"present.{index}.key"], axis=2)
-    value = g.op("Concat", [f"past_key_values.{index}.value", heads(v)], [f"present.{index}.value"], axis=2)
-    scores = g.op("Mul", [g.op("MatMul", [heads(q), g.op("Transpose", [key], perm=[0, 1, 3, 2])]), "scale"])
+    def shared(t: str) -> str:  # 1 x kv x T x hd -> 1 x heads x T x hd, each kv head repeated for its group
+        if not expand:
+            return t
+        return g.op("Reshape", [g.op("Expand", [g.op("Unsqueeze", [t, "axis2"]), expand]), "all_heads_shape"])
+
+    key = shared(g.op("Concat", [f"past_key_values.{index}.key", heads(k, "kv_heads_shape")],
+                      [f"present.{index}.key"], axis=2))
+    value = shared(g.op("Concat", [f"past_key_values.{index}.value", heads(v, "kv_heads_shape")],
+                        [f"present.{index}.value"], axis=2))
+    q = heads(q, "heads_shape")
+    scores = g.op("Mul", [g.op("MatMul", [q, g.op("Transpose", [key], perm=[0, 1, 3, 2])]), "scale"])
     probs = g.op("Softmax", [g.op("Where", [causal, scores, "masked"])], axis=-1)
     attn = g.op("Reshape", [g.op("Transpose", [g.op("MatMul", [probs, value])], perm=[0, 2, 1, 3]), "merged_shape"])
     x = g.op("Add", [x, g.op("Add", [g.op("MatMul", [attn, p + "proj.w"]), p + "proj.b"])])
@@ -183,7 +212,10 @@ def float_greedy(shape: DecoderShape, prompt: np.ndarray, generate: int, seed: i
         for i in range(shape.layers):
             p = f"h{i}."
             qkv = _layer_norm(x, w[p + "ln1.g"], w[p + "ln1.b"]) @ w[p + "qkv.w"] + w[p + "qkv.b"]
-            q, k, v = (t.reshape(s, nh, hd).transpose(1, 0, 2) for t in np.split(qkv, 3, axis=-1))
+            cut = (shape.hidden, shape.hidden + shape.kv_width)
+            q = qkv[:, :cut[0]].reshape(s, nh, hd).transpose(1, 0, 2)
+            k, v = (np.repeat(t.reshape(s, shape.kv, hd).transpose(1, 0, 2), nh // shape.kv, axis=0)
+                    for t in (qkv[:, cut[0]:cut[1]], qkv[:, cut[1]:]))
             scores = np.where(mask, q @ k.transpose(0, 2, 1) / np.sqrt(hd), MASKED)
             probs = np.exp(scores - scores.max(-1, keepdims=True))
             probs /= probs.sum(-1, keepdims=True)
@@ -197,4 +229,5 @@ def float_greedy(shape: DecoderShape, prompt: np.ndarray, generate: int, seed: i
     return out
 
 
-__all__ = ["GPT2_SMALL", "OPSET", "TINY", "DecoderShape", "build_decoder", "decoder_weights", "float_greedy"]
+__all__ = ["GPT2_SMALL", "OPSET", "TINY", "TINY_GQA", "DecoderShape", "build_decoder", "decoder_weights",
+           "float_greedy"]

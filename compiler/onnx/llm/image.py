@@ -71,41 +71,40 @@ class LlmLayout:
                 "staging": {"address": self.staging_base}}
 
 
-def plan_layout(itf: DecoderInterface, steps: list[StepNetwork], capacity: int) -> LlmLayout:
-    """The regions for every step of the run."""
-    activations = max(s.memory.activation_peak_bytes for s in steps)
-    weights_base = round_up(activations, ALIGN)
-    weight_bytes = max(s.memory.weight_bytes for s in steps)
-    return LlmLayout(activation_bytes=activations, weights_base=weights_base, weight_bytes=weight_bytes,
-                     cache_base=round_up(weights_base + weight_bytes, ALIGN), capacity=capacity,
-                     layers=itf.layers, kv_heads=itf.kv_heads, head_dim=itf.head_dim)
-
-
 class LlmImage:
-    """The run's machine, a :class:`DramImage` view per step shape, and the KV cache's rows in it."""
+    """The run's machine, its layout, a :class:`DramImage` view per step shape, and the KV cache's rows in it.
 
-    def __init__(self, cfg: ArchConfig, layout: LlmLayout, steps: list[StepNetwork], cache: ProgramCache) -> None:
+    Every step's weights are placed before any runs, in one table all the views share: a layer that
+    runs on the accelerator at one step shape only (a residual add of one token) has its place too,
+    so nothing is placed while the cache already holds tokens.
+    """
+
+    def __init__(self, cfg: ArchConfig, itf: DecoderInterface, steps: list[StepNetwork], cache: ProgramCache,
+                 capacity: int) -> None:
         from tinynpu.simulator import Machine
 
-        self.cfg, self.layout = cfg, layout
+        self.cfg = cfg
         self.machine = Machine(cfg)
-        self.views: dict[StepShape, DramImage] = {}
-        first: DramImage | None = None
+        activations = max(s.memory.activation_peak_bytes for s in steps)
+        ledger = DramImage(cfg, replace(steps[0].memory, activation_peak_bytes=activations,
+                                        weight_bytes=cfg.dram_bytes), machine=self.machine)
         for step in steps:
-            memory = replace(step.memory, activation_peak_bytes=layout.activation_bytes,
-                             weight_bytes=layout.staging_base - layout.weights_base)
+            reserve_weights(step.net, step.programs, cache, ledger)
+        weights_base = ledger.weight_base
+        self.layout = LlmLayout(activation_bytes=activations, weights_base=weights_base,
+                                weight_bytes=ledger.weight_bytes,
+                                cache_base=round_up(weights_base + ledger.weight_bytes, ALIGN), capacity=capacity,
+                                layers=itf.layers, kv_heads=itf.kv_heads, head_dim=itf.head_dim)
+        self.views: dict[StepShape, DramImage] = {}
+        for step in steps:
+            memory = replace(step.memory, activation_peak_bytes=activations,
+                             weight_bytes=self.layout.staging_base - weights_base)
             view = DramImage(cfg, memory, machine=self.machine)
-            if first is None:
-                reserve_weights(step.net, step.programs, cache, view)
-                if view.weight_bytes > layout.weight_bytes:
-                    raise OnnxError(f"the decoder's weights in their programs' layouts ({view.weight_bytes} bytes) "
-                                    f"overflow the {layout.weight_bytes} bytes planned for them.")
-                first = view
-            else:  # one table of weights and relocated programs for the run: placed and written once
-                view.reserved, view.weights, view.programs = first.reserved, first.weights, first.programs
-                view.weight_bytes = first.weight_bytes
+            # one table of weights and relocated programs for the run: placed and written once
+            view.reserved, view.weights, view.programs = ledger.reserved, ledger.weights, ledger.programs
+            view.weight_bytes = ledger.weight_bytes
             self.views[step.shape] = view
-        self.weights = first.reserved if first is not None else {}
+        self.weights = ledger.reserved
 
     def write_rows(self, layer: int, which: int, rows: np.ndarray, start: int) -> int:
         """Append ``rows`` (kv_heads x n x head_dim int8) at position ``start``; returns the bytes written."""
@@ -132,4 +131,4 @@ class LlmImage:
         self.machine.write_dram(addr, np.bitwise_not(data))
 
 
-__all__ = ["KEY", "VALUE", "LlmImage", "LlmLayout", "plan_layout"]
+__all__ = ["KEY", "VALUE", "LlmImage", "LlmLayout"]
