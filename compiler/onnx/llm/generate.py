@@ -74,8 +74,8 @@ def _check_cache(image: LlmImage, reference: list[tuple[np.ndarray, np.ndarray]]
                 raise GenerationMismatch(
                     f"step {index}: the KV cache in DRAM differs from the integer reference before the step "
                     f"reads it: layer {layer} {('key', 'value')[which]}, head {head}, position {pos} (address "
-                    f"{image.layout.row(layer, which, head, pos)}): the row was changed after it was written (or the model's "
-                    "present keys and values do not carry the past ones through unchanged).")
+                    f"{image.layout.row(layer, which, head, pos)}): the row was changed after it was written (or "
+                    "the model's present keys and values do not carry the past ones through unchanged).")
 
 
 def _check_step(step: StepNetwork, got: Execution, want: Execution, index: int) -> None:
