@@ -8,6 +8,11 @@ A step's accelerator cycles are split by what its layers read:
   keys, probabilities against the cached values: the KV reads);
 - ``residual``: the residual adds on the accelerator.
 
+Beside them, ``busy_floor_cycles``: each kind's DRAM bytes over the port's
+bytes per cycle (the weight streaming and the KV reads and writes as DMA
+time) and the issued MACs over the array's MACs per cycle (compute time);
+the measured cycles above both floors are latency the schedule does not hide.
+
 Host work (layer norms, softmax, GELU/ReLU, quantize and dequantize steps,
 reshapes: whatever runs on the host path) has no cycles in the simulator; it
 is given as the bytes the host moves and its wall seconds.  Whichever path a
@@ -61,13 +66,17 @@ def step_figures(cd: CompiledDecoder, record: StepRecord) -> dict[str, Any]:
         host_bytes += run.host_bytes
         host_seconds += record.execution.host_seconds[s.name]
     total = sum(cycles.values())
+    # the two floors under the accelerator's cycles: the DMA port busy with each kind's bytes, the array busy
+    # with the MACs it issues (padding included); the measured cycles against them show the latency not hidden
+    floors = {f"{kind}_dma": dram[kind] / cfg.dram_bytes_per_cycle for kind in dram} | {
+        "mac_array": issued / cfg.macs_per_cycle}
     kv_read = cd.itf.cache_bytes(record.past + record.new)
     bound_bytes = weight_bytes(step.net) + kv_read
     bound_cycles = bound_bytes / cfg.dram_bytes_per_cycle
     return {
         "step": record.index, "new_tokens": record.new, "past_tokens": record.past, "token": record.token,
         "cycles": total, "seconds": total / (cfg.clock_mhz * 1e6), "cycles_by_kind": cycles,
-        "dram_bytes_by_kind": dram, "dram_bytes": sum(dram.values()),
+        "dram_bytes_by_kind": dram, "busy_floor_cycles": floors, "dram_bytes": sum(dram.values()),
         "lower_bound_bytes": bound_bytes, "lower_bound_cycles": bound_cycles,
         "over_lower_bound": total / bound_cycles if bound_cycles else 0.0,
         "kv_cache_bytes_written": record.cache_bytes_written, "kv_cache_bytes_read": record.cache_bytes_read,
