@@ -33,6 +33,9 @@ def add_llm_workload(sub: argparse._SubParsersAction) -> None:  # type: ignore[t
     p.add_argument("--prompt-tokens", required=True, metavar="P",
                    help=f"prompt length, 1 to {TOKENS_MAX} (seeded token ids within the vocabulary)")
     p.add_argument("--generate", required=True, metavar="N", help=f"tokens to generate, 1 to {TOKENS_MAX}")
+    p.add_argument("--batch", default="1", metavar="B",
+                   help=f"sequences decoded together, each with its own seeded prompt and cache, 1 to {TOKENS_MAX} "
+                        "(default 1); each step's layers take B rows of the array instead of one")
     p.add_argument("--seed", default="0", help=f"seed of the prompt's token ids, 0 to {SEED_MAX} (default 0)")
     p.add_argument("--config", default=None, help="architecture config name or YAML path (default: default)")
     p.add_argument("--json", action="store_true", help="print one JSON object (default: text)")
@@ -47,13 +50,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
     # the options are checked before the model is read (check_request checks them against it)
     prompt = bounded_int(args.prompt_tokens, "--prompt-tokens", -(2**31), 2**31)
     count = bounded_int(args.generate, "--generate", -(2**31), 2**31)
+    batch = bounded_int(args.batch, "--batch", -(2**31), 2**31)
     seed = bounded_int(args.seed, "--seed", 0, SEED_MAX)
     if not args.model:
         raise UsageError("the ONNX model path is empty; give the decoder's .onnx file.")
     cfg = load_config(args.config) if args.config else None
     with explained(args.model):
         report = run_llm(Path(args.model), prompt_tokens=prompt or 0, generate_tokens=count or 0, cfg=cfg,
-                         seed=seed or 0)
+                         seed=seed or 0, batch=batch or 0)
     print(json.dumps(report) if args.json else format_run(report))
     return 0
 

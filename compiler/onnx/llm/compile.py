@@ -34,9 +34,9 @@ class CompiledDecoder:
     """A decoder ready to generate: its step networks, their programs and the DRAM image.
 
     Attributes:
-        prompt: The prompt's token ids.
+        prompt: The prompts' token ids, one row per sequence (batch x prompt length).
         generate: Tokens to generate.
-        float_tokens: The float model's greedy tokens (onnxruntime), the calibration trajectory's.
+        float_tokens: The float model's greedy tokens per sequence (onnxruntime), the calibration trajectory's.
         calibration: The float feeds of every step (the quantizer's samples).
     """
 
@@ -50,52 +50,59 @@ class CompiledDecoder:
     image: LlmImage
     prompt: np.ndarray
     generate: int
-    float_tokens: list[int]
+    float_tokens: list[list[int]]
     calibration: list[dict[str, np.ndarray]]
     timings: dict[str, float] = field(default_factory=dict)
 
     def step(self, shape: StepShape) -> StepNetwork:
         return next(s for s in self.steps if s.shape == shape)
 
+    @property
+    def batch(self) -> int:
+        return int(self.prompt.shape[0])
+
 
 def feeds_for(itf: DecoderInterface, ids: np.ndarray, past: list[tuple[np.ndarray, np.ndarray]]) -> dict[str, Any]:
-    """One step's inputs: the new token ids, the past keys and values (float), a mask of ones."""
-    feeds: dict[str, Any] = {itf.ids: np.asarray(ids, np.int64).reshape(1, -1)}
+    """One step's inputs: the new token ids (batch x new), the past keys and values (float), a mask of ones."""
+    feeds: dict[str, Any] = {itf.ids: np.asarray(ids, np.int64).reshape(past[0][0].shape[0], -1)}
     for (k_name, v_name), (k, v) in zip(itf.past, past, strict=True):
         feeds[k_name], feeds[v_name] = k, v
     if itf.mask:
-        feeds[itf.mask] = np.ones((1, past[0][0].shape[2] + feeds[itf.ids].shape[1]), np.int64)
+        feeds[itf.mask] = np.ones((feeds[itf.ids].shape[0], past[0][0].shape[2] + feeds[itf.ids].shape[1]), np.int64)
     return feeds
 
 
 def ort_greedy(model: Any, itf: DecoderInterface, prompt: np.ndarray,
-               generate: int) -> tuple[list[int], list[dict[str, np.ndarray]]]:
-    """Greedy decoding with onnxruntime (float or QDQ model): the tokens and every step's feeds."""
+               generate: int) -> tuple[list[list[int]], list[dict[str, np.ndarray]]]:
+    """Greedy decoding with onnxruntime (float or QDQ model) of each prompt row: the tokens per sequence
+    and every step's feeds."""
     from tinynpu.compiler.onnx.verify.checks import session as ort_session
 
     session = ort_session(model, [])  # int8 kept int8, as check (b) of `run onnx` runs it
-    empty = np.zeros((1, itf.kv_heads, 0, itf.head_dim), np.float32)
+    prompt = np.asarray(prompt, np.int64).reshape(-1, np.shape(prompt)[-1])
+    empty = np.zeros((prompt.shape[0], itf.kv_heads, 0, itf.head_dim), np.float32)
     past = [(empty, empty)] * itf.layers
-    ids, tokens, trajectory = prompt, [], []
+    ids, steps, trajectory = prompt, [], []
     names = [itf.logits] + [n for pair in itf.present for n in pair]
     for _ in range(generate):
         feeds = feeds_for(itf, ids, past)
         trajectory.append(feeds)
         out = dict(zip(names, session.run(names, feeds), strict=True))
-        tokens.append(int(np.argmax(out[itf.logits][0, -1])))
+        steps.append(np.argmax(out[itf.logits][:, -1], axis=-1))
         past = [(out[k], out[v]) for k, v in itf.present]
-        ids = np.asarray([tokens[-1]])
-    return tokens, trajectory
+        ids = steps[-1].reshape(-1, 1)
+    return [[int(step[b]) for step in steps] for b in range(prompt.shape[0])], trajectory
 
 
-def seeded_prompt(itf: DecoderInterface, length: int, seed: int) -> np.ndarray:
-    """``length`` token ids uniform in the vocabulary."""
-    return np.random.default_rng(seed).integers(0, itf.vocab, size=length, dtype=np.int64)
+def seeded_prompt(itf: DecoderInterface, length: int, seed: int, batch: int = 1) -> np.ndarray:
+    """``batch`` prompts of ``length`` token ids uniform in the vocabulary (batch x length)."""
+    return np.random.default_rng(seed).integers(0, itf.vocab, size=(batch, length), dtype=np.int64)
 
 
 def compile_llm(path: str | Path, *, prompt_tokens: int, generate: int, cfg: ArchConfig | None = None,
-                seed: int = 0) -> CompiledDecoder:
-    """Check, quantize and compile a decoder for a run of ``prompt_tokens`` then ``generate`` tokens.
+                seed: int = 0, batch: int = 1) -> CompiledDecoder:
+    """Check, quantize and compile a decoder for a run of ``prompt_tokens`` then ``generate`` tokens, for
+    ``batch`` sequences decoded together (each step's layers then take ``batch`` rows).
 
     Raises:
         OnnxError, UsageError: see :func:`~.interface.read_interface` and :func:`~.interface.check_request`
@@ -111,8 +118,8 @@ def compile_llm(path: str | Path, *, prompt_tokens: int, generate: int, cfg: Arc
     t0 = time.perf_counter()
     model = load_model(path)
     itf = read_interface(model, str(path))
-    check_request(itf, model, prompt_tokens, generate, cfg)
-    prompt = seeded_prompt(itf, prompt_tokens, seed)
+    check_request(itf, model, prompt_tokens, generate, cfg, batch)
+    prompt = seeded_prompt(itf, prompt_tokens, seed, batch)
     float_tokens, trajectory = ort_greedy(model, itf, prompt, generate)
     timings["float_run"] = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -121,9 +128,9 @@ def compile_llm(path: str | Path, *, prompt_tokens: int, generate: int, cfg: Arc
     timings["quantize"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     cache = ProgramCache(cfg)
-    steps = [build_step(qmodel, itf, shape, cache) for shape in step_shapes(prompt_tokens, generate)]
+    steps = [build_step(qmodel, itf, shape, cache, batch) for shape in step_shapes(prompt_tokens, generate)]
     _check_cache_scales(steps, itf)
-    image = LlmImage(cfg, itf, steps, cache, prompt_tokens + generate - 1)
+    image = LlmImage(cfg, itf, steps, cache, prompt_tokens + generate - 1, batch)
     layout = image.layout
     if layout.staging_base > cfg.dram_bytes:
         raise OnnxError(f"{path}: the run needs {layout.staging_base} bytes of DRAM before staging (activations "

@@ -5,9 +5,9 @@ tiny one of the tests, GPT-2-small's for the benchmark) without torch: the
 committed PyTorch exports (``tests/models/gpt2_past.onnx``) have every
 dimension fixed at export (8 cached tokens, one new), so they cannot run a
 prompt and then a growing cache.  The interface is the Hugging Face one:
-``input_ids`` (1 x S, int64) and ``past_key_values.L.key``/``.value``
-(1 x heads x past x head_dim, float) in; ``logits`` (1 x S x vocab) and
-``present.L.key``/``.value`` (1 x heads x past+S x head_dim) out.  As in the
+``input_ids`` (batch x S, int64) and ``past_key_values.L.key``/``.value``
+(batch x heads x past x head_dim, float) in; ``logits`` (batch x S x vocab)
+and ``present.L.key``/``.value`` (batch x heads x past+S x head_dim) out.  As in the
 exports, positions and the causal mask are computed in the graph from the
 shapes (``Shape -> Gather -> Range``), so once a step's dimensions are fixed
 they fold into constants.
@@ -109,7 +109,7 @@ class _Graph:
 
 
 def build_decoder(shape: DecoderShape = TINY, seed: int = 0) -> Any:
-    """The decoder as an ``onnx.ModelProto`` with dynamic ``sequence`` and ``past_sequence`` dimensions."""
+    """The decoder as an ``onnx.ModelProto`` with dynamic ``batch``, ``sequence`` and ``past_sequence`` dimensions."""
     from onnx import TensorProto, helper
 
     g = _Graph()
@@ -117,13 +117,13 @@ def build_decoder(shape: DecoderShape = TINY, seed: int = 0) -> Any:
         g.const(name, value)
     hd, nh = shape.head_dim, shape.heads
     g.const("qkv_split", np.asarray([shape.hidden, shape.kv_width, shape.kv_width], np.int64))
-    g.const("kv_heads_shape", np.asarray([1, -1, shape.kv, hd], np.int64))
+    g.const("kv_heads_shape", np.asarray([0, -1, shape.kv, hd], np.int64))  # 0: the batch, as it is
     g.const("zero", np.asarray([0], np.int64))
     g.const("one", np.asarray(1, np.int64))
     g.const("axis2", np.asarray([2], np.int64))
-    g.const("heads_shape", np.asarray([1, -1, nh, hd], np.int64))
-    g.const("merged_shape", np.asarray([1, -1, shape.hidden], np.int64))
-    g.const("all_heads_shape", np.asarray([1, nh, -1, hd], np.int64))
+    g.const("heads_shape", np.asarray([0, -1, nh, hd], np.int64))
+    g.const("merged_shape", np.asarray([0, -1, shape.hidden], np.int64))
+    g.const("all_heads_shape", np.asarray([0, nh, -1, hd], np.int64))
     g.const("masked", np.asarray(MASKED, np.float32))
     g.const("scale", np.asarray(1.0 / np.sqrt(hd), np.float32))
     # positions past .. past+S-1 from the shapes: past = past_key_values.0.key's dim 2, S = input_ids' dim 1
@@ -147,13 +147,13 @@ def build_decoder(shape: DecoderShape = TINY, seed: int = 0) -> Any:
         outputs += [f"present.{i}.key", f"present.{i}.value"]
     x = g.op("LayerNormalization", [x, "ln_f.g", "ln_f.b"], epsilon=1e-5)
     g.op("MatMul", [x, "lm_head"], ["logits"])
-    cache_dims: list[str | int | None] = [1, shape.kv, "past_sequence", hd]
-    present_dims: list[str | int | None] = [1, shape.kv, "total_sequence", hd]
-    inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, "sequence"])]
+    cache_dims: list[str | int | None] = ["batch", shape.kv, "past_sequence", hd]
+    present_dims: list[str | int | None] = ["batch", shape.kv, "total_sequence", hd]
+    inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "sequence"])]
     for i in range(shape.layers):
         for kv in ("key", "value"):
             inputs.append(helper.make_tensor_value_info(f"past_key_values.{i}.{kv}", TensorProto.FLOAT, cache_dims))
-    outs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, "sequence", shape.vocab])]
+    outs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", "sequence", shape.vocab])]
     outs += [helper.make_tensor_value_info(n, TensorProto.FLOAT, present_dims) for n in outputs]
     graph = helper.make_graph(g.nodes, "tinynpu_decoder", inputs, outs, g.inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="tinynpu")

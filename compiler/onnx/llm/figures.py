@@ -70,11 +70,11 @@ def step_figures(cd: CompiledDecoder, record: StepRecord) -> dict[str, Any]:
     # with the MACs it issues (padding included); the measured cycles against them show the latency not hidden
     floors = {f"{kind}_dma": dram[kind] / cfg.dram_bytes_per_cycle for kind in dram} | {
         "mac_array": issued / cfg.macs_per_cycle}
-    kv_read = cd.itf.cache_bytes(record.past + record.new)
+    kv_read = cd.batch * cd.itf.cache_bytes(record.past + record.new)
     bound_bytes = weight_bytes(step.net) + kv_read
     bound_cycles = bound_bytes / cfg.dram_bytes_per_cycle
     return {
-        "step": record.index, "new_tokens": record.new, "past_tokens": record.past, "token": record.token,
+        "step": record.index, "new_tokens": record.new, "past_tokens": record.past, "tokens": record.tokens,
         "cycles": total, "seconds": total / (cfg.clock_mhz * 1e6), "cycles_by_kind": cycles,
         "dram_bytes_by_kind": dram, "busy_floor_cycles": floors, "dram_bytes": sum(dram.values()),
         "lower_bound_bytes": bound_bytes, "lower_bound_cycles": bound_cycles,
@@ -88,7 +88,12 @@ def step_figures(cd: CompiledDecoder, record: StepRecord) -> dict[str, Any]:
 
 
 def summary(cd: CompiledDecoder, gen: Generation) -> dict[str, Any]:
-    """The run's figures: time to first token, per output token, tokens per second, bounds, ceilings."""
+    """The run's figures: time to first token, per output token, tokens per second, bounds, ceilings.
+
+    A decode step gives each of the batch's sequences one token: the time per output token is a step's
+    (each sequence's latency), tokens per second count every sequence's, and the bytes per token are a
+    step's divided by the batch.
+    """
     steps = [step_figures(cd, r) for r in gen.steps]
     decode = steps[1:]
     clock = cd.cfg.clock_mhz * 1e6
@@ -97,17 +102,20 @@ def summary(cd: CompiledDecoder, gen: Generation) -> dict[str, Any]:
     return {
         "time_to_first_token_s": steps[0]["cycles"] / clock,
         "time_per_output_token_s": per_token / clock,
-        "tokens_per_second": clock / per_token if per_token else 0.0,
+        "tokens_per_second": cd.batch * clock / per_token if per_token else 0.0,
+        "batch": cd.batch,
         "decode_cycles_per_token": per_token,
         "decode_lower_bound_cycles_per_token": bound,
         "decode_over_lower_bound": per_token / bound if bound else 0.0,
-        "decode_dram_bytes_per_token": float(np.mean([s["dram_bytes"] for s in decode])) if decode else 0.0,
-        "decode_lower_bound_bytes_per_token": float(np.mean([s["lower_bound_bytes"] for s in decode])) if decode
+        "decode_dram_bytes_per_token": float(np.mean([s["dram_bytes"] for s in decode])) / cd.batch if decode
         else 0.0,
+        "decode_lower_bound_bytes_per_token": float(np.mean([s["lower_bound_bytes"] for s in decode])) / cd.batch
+        if decode else 0.0,
         "decode_utilization": (sum(s["macs"] for s in decode) / (sum(s["cycles"] for s in decode)
                                * cd.cfg.macs_per_cycle)) if decode and per_token else 0.0,
         "batch1_row_ceiling": 1.0 / cd.cfg.tile,
-        "decode_energy_per_token_pj": float(np.mean([s["energy_pj"] for s in decode])) if decode else 0.0,
+        "decode_energy_per_token_pj": float(np.mean([s["energy_pj"] for s in decode])) / cd.batch if decode
+        else 0.0,
         "prefill_energy_pj": steps[0]["energy_pj"],
         "prefill_utilization": steps[0]["utilization"],
         "steps": steps,

@@ -40,7 +40,7 @@ class StepRecord:
     index: int
     new: int
     past: int
-    token: int
+    tokens: list[int]  # one per sequence
     execution: Execution
     cache_bytes_written: int
     cache_bytes_read: int
@@ -48,10 +48,10 @@ class StepRecord:
 
 @dataclass
 class Generation:
-    """The tokens and every step's record."""
+    """The tokens per sequence and every step's record."""
 
-    tokens: list[int]
-    reference_tokens: list[int]
+    tokens: list[list[int]]
+    reference_tokens: list[list[int]]
     steps: list[StepRecord] = field(default_factory=list)
 
 
@@ -70,11 +70,13 @@ def _check_cache(image: LlmImage, reference: list[tuple[np.ndarray, np.ndarray]]
         for which, want in enumerate(pair):
             got = image.read_rows(layer, which, want.shape[2])
             if not np.array_equal(got, want):
-                head, pos = (int(a[0]) for a in np.nonzero((got != want).any(axis=-1))[1:])
+                seq, head, pos = (int(a[0]) for a in np.nonzero((got != want).any(axis=-1)))
+                which_seq = f"sequence {seq}, " if image.layout.batch > 1 else ""
                 raise GenerationMismatch(
                     f"step {index}: the KV cache in DRAM differs from the integer reference before the step "
-                    f"reads it: layer {layer} {('key', 'value')[which]}, head {head}, position {pos} (address "
-                    f"{image.layout.row(layer, which, head, pos)}): the row was changed after it was written (or "
+                    f"reads it: layer {layer} {('key', 'value')[which]}, {which_seq}head {head}, position {pos} "
+                    f"(address {image.layout.row(layer, which, head, pos, seq)}): the row was changed after it "
+                    "was written (or "
                     "the model's present keys and values do not carry the past ones through unchanged).")
 
 
@@ -101,11 +103,11 @@ def generate(cd: CompiledDecoder, *, between_steps: Callable[[int, LlmImage], No
         GenerationMismatch: see the module docstring.
     """
     itf, image = cd.itf, cd.image
-    empty = np.zeros((1, itf.kv_heads, 0, itf.head_dim), np.int8)
+    empty = np.zeros((cd.batch, itf.kv_heads, 0, itf.head_dim), np.int8)
     ref_cache = [(empty, empty)] * itf.layers
     ids = cd.prompt
-    out = Generation(tokens=[], reference_tokens=[])
-    for index, shape in enumerate(step_shapes(len(cd.prompt), cd.generate)):
+    out = Generation(tokens=[[] for _ in range(cd.batch)], reference_tokens=[[] for _ in range(cd.batch)])
+    for index, shape in enumerate(step_shapes(cd.prompt.shape[1], cd.generate)):
         step = cd.step(shape)
         if between_steps is not None and index:
             between_steps(index, image)
@@ -119,15 +121,17 @@ def generate(cd: CompiledDecoder, *, between_steps: Callable[[int, LlmImage], No
         written = 0
         for layer, (k_name, v_name) in enumerate(step.present):
             for which, name in ((KEY, k_name), (VALUE, v_name)):
-                written += image.write_rows(layer, which, got.values[name][0, :, shape.past:], shape.past)
+                written += image.write_rows(layer, which, got.values[name][:, :, shape.past:], shape.past)
         ref_cache = [(want.values[k], want.values[v]) for k, v in step.present]
-        token = int(np.argmax(got.values[step.logits][0, -1]))
-        out.tokens.append(token)
-        out.reference_tokens.append(int(np.argmax(want.values[step.logits][0, -1])))
-        out.steps.append(StepRecord(index=index, new=shape.new, past=shape.past, token=token, execution=got,
-                                    cache_bytes_written=written,
+        tokens = np.argmax(got.values[step.logits][:, -1], axis=-1)
+        reference = np.argmax(want.values[step.logits][:, -1], axis=-1)
+        for b in range(cd.batch):
+            out.tokens[b].append(int(tokens[b]))
+            out.reference_tokens[b].append(int(reference[b]))
+        out.steps.append(StepRecord(index=index, new=shape.new, past=shape.past, tokens=[int(t) for t in tokens],
+                                    execution=got, cache_bytes_written=written,
                                     cache_bytes_read=sum(k.nbytes + v.nbytes for k, v in from_dram)))
-        ids = np.asarray([token])
+        ids = tokens.reshape(-1, 1)
     return out
 
 

@@ -6,9 +6,9 @@ Layout (one :class:`~tinynpu.simulator.Machine` for the whole run)::
                               region is the largest step's peak (steps run one after another)
     [weights, + weight bytes) every weight layer's int8 weights and epilogue rows, written by the
                               first step that runs the layer and read by every later step
-    [cache, + cache bytes)    per layer, keys then values: kv_heads x capacity x head_dim int8,
-                              head-major, so a head's positions are consecutive rows and a step's
-                              new tokens are appended after the cached ones without moving them
+    [cache, + cache bytes)    per layer, keys then values: batch x kv_heads x capacity x head_dim
+                              int8, head-major, so a head's positions are consecutive rows and a
+                              step's new tokens are appended after the cached ones without moving them
     [staging, ...)            a layer operand the host re-lays for its program (attention's)
 
 Each step shape has its own :class:`~tinynpu.compiler.onnx.runtime.image.DramImage`
@@ -38,7 +38,7 @@ KEY, VALUE = 0, 1
 
 @dataclass(frozen=True)
 class LlmLayout:
-    """Where the regions are (see the module docstring); ``capacity`` tokens of cache per layer."""
+    """Where the regions are (see the module docstring); ``capacity`` tokens of cache per layer and sequence."""
 
     activation_bytes: int
     weights_base: int
@@ -48,26 +48,28 @@ class LlmLayout:
     layers: int
     kv_heads: int
     head_dim: int
+    batch: int = 1
 
     @property
     def cache_bytes(self) -> int:
-        return self.layers * 2 * self.kv_heads * self.capacity * self.head_dim
+        return self.layers * 2 * self.batch * self.kv_heads * self.capacity * self.head_dim
 
     @property
     def staging_base(self) -> int:
         return round_up(self.cache_base + self.cache_bytes, ALIGN)
 
-    def row(self, layer: int, which: int, head: int, position: int) -> int:
+    def row(self, layer: int, which: int, head: int, position: int, sequence: int = 0) -> int:
         """The address of one cached token's ``head_dim`` bytes (``which``: :data:`KEY` or :data:`VALUE`)."""
-        block = (layer * 2 + which) * self.kv_heads + head
+        block = ((layer * 2 + which) * self.batch + sequence) * self.kv_heads + head
         return self.cache_base + (block * self.capacity + position) * self.head_dim
 
     def to_json(self) -> dict[str, Any]:
         return {"activations": {"address": 0, "bytes": self.activation_bytes},
                 "weights": {"address": self.weights_base, "bytes": self.weight_bytes},
                 "kv_cache": {"address": self.cache_base, "bytes": self.cache_bytes, "capacity_tokens": self.capacity,
-                             "layout": "per layer: keys then values, each kv_heads x capacity x head_dim int8",
-                             "layers": self.layers, "kv_heads": self.kv_heads, "head_dim": self.head_dim},
+                             "layout": "per layer: keys then values, each batch x kv_heads x capacity x "
+                                       "head_dim int8", "layers": self.layers, "batch": self.batch,
+                             "kv_heads": self.kv_heads, "head_dim": self.head_dim},
                 "staging": {"address": self.staging_base}}
 
 
@@ -80,7 +82,7 @@ class LlmImage:
     """
 
     def __init__(self, cfg: ArchConfig, itf: DecoderInterface, steps: list[StepNetwork], cache: ProgramCache,
-                 capacity: int) -> None:
+                 capacity: int, batch: int = 1) -> None:
         from tinynpu.simulator import Machine
 
         self.cfg = cfg
@@ -94,7 +96,7 @@ class LlmImage:
         self.layout = LlmLayout(activation_bytes=activations, weights_base=weights_base,
                                 weight_bytes=ledger.weight_bytes,
                                 cache_base=round_up(weights_base + ledger.weight_bytes, ALIGN), capacity=capacity,
-                                layers=itf.layers, kv_heads=itf.kv_heads, head_dim=itf.head_dim)
+                                layers=itf.layers, kv_heads=itf.kv_heads, head_dim=itf.head_dim, batch=batch)
         self.views: dict[StepShape, DramImage] = {}
         for step in steps:
             memory = replace(step.memory, activation_peak_bytes=activations,
@@ -107,26 +109,28 @@ class LlmImage:
         self.weights = ledger.reserved
 
     def write_rows(self, layer: int, which: int, rows: np.ndarray, start: int) -> int:
-        """Append ``rows`` (kv_heads x n x head_dim int8) at position ``start``; returns the bytes written."""
-        if start + rows.shape[1] > self.layout.capacity:
+        """Append ``rows`` (batch x kv_heads x n x head_dim int8) at position ``start``; returns the bytes
+        written."""
+        if start + rows.shape[2] > self.layout.capacity:
             raise OnnxError(f"the KV cache holds {self.layout.capacity} tokens; positions {start}.."
-                            f"{start + rows.shape[1] - 1} do not fit (a bug of the decode loop).")
-        for head in range(rows.shape[0]):
-            self.machine.write_dram(self.layout.row(layer, which, head, start),
-                                    np.ascontiguousarray(rows[head]).reshape(-1).view(np.uint8))
+                            f"{start + rows.shape[2] - 1} do not fit (a bug of the decode loop).")
+        for sequence in range(rows.shape[0]):
+            for head in range(rows.shape[1]):
+                self.machine.write_dram(self.layout.row(layer, which, head, start, sequence),
+                                        np.ascontiguousarray(rows[sequence, head]).reshape(-1).view(np.uint8))
         return int(rows.nbytes)
 
     def read_rows(self, layer: int, which: int, length: int) -> np.ndarray:
-        """The first ``length`` cached positions: 1 x kv_heads x length x head_dim int8, read from DRAM."""
-        nbytes = length * self.layout.head_dim
-        heads = [np.frombuffer(self.machine.read_dram(self.layout.row(layer, which, h, 0), nbytes),
-                               dtype=np.int8).reshape(length, self.layout.head_dim)
-                 for h in range(self.layout.kv_heads)]
-        return np.stack(heads)[None]
+        """The first ``length`` cached positions: batch x kv_heads x length x head_dim int8, read from DRAM."""
+        lay = self.layout
+        nbytes = length * lay.head_dim
+        return np.stack([np.stack([np.frombuffer(self.machine.read_dram(lay.row(layer, which, h, 0, b), nbytes),
+                                                 dtype=np.int8).reshape(length, lay.head_dim)
+                                   for h in range(lay.kv_heads)]) for b in range(lay.batch)])
 
-    def corrupt(self, layer: int, which: int, head: int, position: int) -> None:
+    def corrupt(self, layer: int, which: int, head: int, position: int, sequence: int = 0) -> None:
         """Flip every bit of one cached row (what the cache check must catch; the tests use it)."""
-        addr = self.layout.row(layer, which, head, position)
+        addr = self.layout.row(layer, which, head, position, sequence)
         data = np.frombuffer(self.machine.read_dram(addr, self.layout.head_dim), dtype=np.uint8)
         self.machine.write_dram(addr, np.bitwise_not(data))
 

@@ -41,6 +41,7 @@ class DecoderInterface:
         kv_heads, head_dim: The cache's dimensions per layer.
         vocab: The logits' last dimension.
         positions: Rows of the learned position table (None: no table, e.g. rotary positions).
+        batch: The batch dimension when the model fixes it (None: dynamic).
     """
 
     source: str
@@ -53,6 +54,7 @@ class DecoderInterface:
     head_dim: int
     vocab: int
     positions: int | None
+    batch: int | None = None
 
     @property
     def layers(self) -> int:
@@ -104,7 +106,7 @@ def read_interface(model: Any, source: str) -> DecoderInterface:
                         f"attention_mask; this one {why}.")
     key = _dims(inputs[found[0]["key"]])
     if len(key) != 4 or not isinstance(key[1], int) or not isinstance(key[3], int):
-        raise OnnxError(f"{source}: past_key_values.0.key has dimensions {key}, not 1 x kv_heads x past x "
+        raise OnnxError(f"{source}: past_key_values.0.key has dimensions {key}, not batch x kv_heads x past x "
                         "head_dim with fixed heads and head size.")
     if isinstance(key[2], int):
         raise OnnxError(f"{source}: the past length of past_key_values.0.key is fixed at {key[2]} (dimensions "
@@ -116,7 +118,8 @@ def read_interface(model: Any, source: str) -> DecoderInterface:
         raise OnnxError(f"{source}: the logits' last dimension (the vocabulary) is {vocab!r}, not fixed.")
     return DecoderInterface(source=source, ids=ids, mask=mask, past=tuple((found[i]["key"], found[i]["value"])
                             for i in layers), present=present, logits="logits", kv_heads=key[1],
-                            head_dim=key[3], vocab=vocab, positions=_positions(model, ids))
+                            head_dim=key[3], vocab=vocab, positions=_positions(model, ids),
+                            batch=key[0] if isinstance(key[0], int) else None)
 
 
 def _positions(model: Any, ids: str) -> int | None:
@@ -139,26 +142,34 @@ def weight_floor(model: Any) -> int:
     return sum(sizes[n] for n in names)
 
 
-def check_request(itf: DecoderInterface, model: Any, prompt: int, generate: int, cfg: ArchConfig) -> None:
-    """Refuse a run that cannot work, before any work: lengths, positions, DRAM.
+def check_request(itf: DecoderInterface, model: Any, prompt: int, generate: int, cfg: ArchConfig,
+                  batch: int = 1) -> None:
+    """Refuse a run that cannot work, before any work: lengths, batch, positions, DRAM.
 
     Raises:
-        UsageError: ``generate`` or ``prompt`` below 1 or above :data:`TOKENS_MAX`.
-        OnnxError: more tokens than positions; the cache and the weights larger than the DRAM.
+        UsageError: ``generate``, ``prompt`` or ``batch`` below 1 or above :data:`TOKENS_MAX`.
+        OnnxError: more tokens than positions; a batch the model fixes otherwise; the cache and the
+            weights larger than the DRAM.
     """
     if not 1 <= generate <= TOKENS_MAX:
         raise UsageError(f"--generate must be from 1 to {TOKENS_MAX} tokens, not {generate}: the run decodes "
                          "that many tokens after the prompt (the first comes from the prompt's own step).")
     if not 1 <= prompt <= TOKENS_MAX:
         raise UsageError(f"--prompt-tokens must be from 1 to {TOKENS_MAX}, not {prompt}.")
+    if not 1 <= batch <= TOKENS_MAX:
+        raise UsageError(f"--batch must be from 1 to {TOKENS_MAX} sequences, not {batch}.")
+    if itf.batch is not None and batch != itf.batch:
+        raise OnnxError(f"{itf.source}: the model's batch dimension is fixed at {itf.batch}, so it decodes "
+                        f"{itf.batch} sequence(s) at a time, not --batch {batch}.")
     capacity = prompt + generate - 1  # the last generated token is never fed back
     if itf.positions is not None and capacity > itf.positions:
         raise OnnxError(f"{itf.source}: a prompt of {prompt} tokens and {generate} generated tokens need "
                         f"{capacity} positions, but the model's learned position table has {itf.positions} "
                         f"rows; at most {max(itf.positions - prompt + 1, 0)} tokens can follow this prompt.")
-    cache, weights = itf.cache_bytes(capacity), weight_floor(model)
+    cache, weights = batch * itf.cache_bytes(capacity), weight_floor(model)
     if cache + weights > cfg.dram_bytes:
-        raise OnnxError(f"{itf.source}: the KV cache for {capacity} tokens ({itf.layers} layers x 2 x "
+        sequences = f"{batch} sequences x " if batch > 1 else ""
+        raise OnnxError(f"{itf.source}: the KV cache for {capacity} tokens ({sequences}{itf.layers} layers x 2 x "
                         f"{itf.kv_heads} heads x {capacity} x {itf.head_dim} = {cache} bytes of int8) and the "
                         f"int8 weights ({weights} bytes at least) need {cache + weights} bytes, more than the "
                         f"{cfg.dram_bytes} bytes of DRAM of config {cfg.name!r}; give a config with more "

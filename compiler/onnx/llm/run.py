@@ -14,18 +14,21 @@ from tinynpu.compiler.onnx.llm.generate import Generation, generate
 from tinynpu.isa import ArchConfig
 
 
-def agreement(ours: list[int], theirs: list[int]) -> dict[str, Any]:
-    """Fraction of equal tokens and the first position where the two differ (None: nowhere)."""
-    same = [a == b for a, b in zip(ours, theirs, strict=True)]
-    return {"tokens": theirs, "equal_fraction": sum(same) / len(same) if same else 1.0,
-            "first_divergence": same.index(False) if False in same else None}
+def agreement(ours: list[list[int]], theirs: list[list[int]]) -> dict[str, Any]:
+    """Fraction of equal tokens over every sequence, and per sequence the first step where the two differ
+    (None: nowhere)."""
+    same = [[a == b for a, b in zip(o, t, strict=True)] for o, t in zip(ours, theirs, strict=True)]
+    flat = [x for row in same for x in row]
+    return {"tokens": theirs, "equal_fraction": sum(flat) / len(flat) if flat else 1.0,
+            "first_divergence": [row.index(False) if False in row else None for row in same]}
 
 
 def run_llm(path: str | Path, *, prompt_tokens: int, generate_tokens: int, cfg: ArchConfig | None = None,
-            seed: int = 0) -> dict[str, Any]:
-    """A decoder's prefill and greedy decode on the simulator, verified and measured (the JSON report)."""
+            seed: int = 0, batch: int = 1) -> dict[str, Any]:
+    """A decoder's prefill and greedy decode of ``batch`` sequences on the simulator, verified and measured
+    (the JSON report)."""
     t0 = time.perf_counter()
-    cd = compile_llm(path, prompt_tokens=prompt_tokens, generate=generate_tokens, cfg=cfg, seed=seed)
+    cd = compile_llm(path, prompt_tokens=prompt_tokens, generate=generate_tokens, cfg=cfg, seed=seed, batch=batch)
     compile_seconds = time.perf_counter() - t0
     t0 = time.perf_counter()
     gen = generate(cd)
@@ -48,29 +51,31 @@ def teacher_forced(cd: CompiledDecoder, gen: Generation) -> dict[str, Any]:
     from tinynpu.compiler.onnx.verify.checks import session as ort_session
 
     session = ort_session(cd.qmodel, [])
-    ids = np.concatenate([cd.prompt, np.asarray(gen.tokens[:-1], np.int64)])
-    empty = np.zeros((1, cd.itf.kv_heads, 0, cd.itf.head_dim), np.float32)
-    logits = session.run([cd.itf.logits], feeds_for(cd.itf, ids, [(empty, empty)] * cd.itf.layers))[0][0]
+    ids = np.concatenate([cd.prompt, np.asarray(gen.tokens, np.int64)[:, :-1]], axis=1)
+    empty = np.zeros((cd.batch, cd.itf.kv_heads, 0, cd.itf.head_dim), np.float32)
+    logits = session.run([cd.itf.logits], feeds_for(cd.itf, ids, [(empty, empty)] * cd.itf.layers))[0]
     steps = []
     for record, step in zip(gen.steps, cd.steps, strict=True):
-        ours = record.execution.values[step.logits][0, -1].astype(np.int64)
-        theirs = np.rint(logits[len(cd.prompt) - 1 + record.index] / step.net.qparams[step.logits].s)
-        top2 = np.sort(ours)[-2:]
-        steps.append({"step": record.index, "argmax_equal": int(np.argmax(theirs)) == record.token,
-                      "max_abs_lsb": int(np.max(np.abs(theirs - ours))), "our_margin_lsb": int(top2[1] - top2[0])})
+        for b, token in enumerate(record.tokens):
+            ours = record.execution.values[step.logits][b, -1].astype(np.int64)
+            theirs = np.rint(logits[b, cd.prompt.shape[1] - 1 + record.index] / step.net.qparams[step.logits].s)
+            top2 = np.sort(ours)[-2:]
+            steps.append({"step": record.index, "sequence": b, "argmax_equal": int(np.argmax(theirs)) == token,
+                          "max_abs_lsb": int(np.max(np.abs(theirs - ours))),
+                          "our_margin_lsb": int(top2[1] - top2[0])})
     equal = [s["argmax_equal"] for s in steps]
     return {"equal_fraction": sum(equal) / len(equal), "steps": steps,
             "differing_steps_margin_lsb": [s["our_margin_lsb"] for s in steps if not s["argmax_equal"]]}
 
 
-def report(cd: CompiledDecoder, tokens: list[int], reference: list[int], ort_tokens: list[int],
+def report(cd: CompiledDecoder, tokens: list[list[int]], reference: list[list[int]], ort_tokens: list[list[int]],
            figures: dict[str, Any]) -> dict[str, Any]:
     """The run's JSON: model, tokens, the three comparisons, the image layout, the figures."""
     compiled = [{"step": i, "past": s.shape.past, "new": s.shape.new,
                  "programs": [list(map(str, k)) for k in s.compiled]} for i, s in enumerate(cd.steps)]
     return {
         "model": cd.itf.source, "config": cd.cfg.name, "clock_mhz": cd.cfg.clock_mhz,
-        "prompt": [int(t) for t in cd.prompt], "generated": tokens,
+        "prompt": cd.prompt.tolist(), "generated": tokens,
         "verified": tokens == reference,
         "integer_reference": {"tokens": reference, "bit_exact": tokens == reference},
         "onnxruntime_int8": agreement(tokens, ort_tokens),
@@ -87,8 +92,8 @@ def report(cd: CompiledDecoder, tokens: list[int], reference: list[int], ort_tok
 
 def format_run(r: dict[str, Any]) -> str:
     """The report as text."""
-    lines = [f"{r['model']} on {r['config']} ({r['clock_mhz']:.0f} MHz): prompt {len(r['prompt'])} tokens, "
-             f"{len(r['generated'])} generated",
+    lines = [f"{r['model']} on {r['config']} ({r['clock_mhz']:.0f} MHz): batch {r['batch']}, prompt "
+             f"{len(r['prompt'][0])} tokens, {len(r['generated'][0])} generated per sequence",
              f"  tokens:            {r['generated']}",
              f"  integer reference: {'bit-exact (every step: logits, present keys and values, cache in DRAM)'}",
              f"  onnxruntime int8:  {r['onnxruntime_int8']['equal_fraction']:.0%} equal, first divergence "
@@ -99,8 +104,8 @@ def format_run(r: dict[str, Any]) -> str:
              f"  float model:       {r['float_model']['equal_fraction']:.0%} equal, first divergence "
              f"{r['float_model']['first_divergence']}",
              f"  time to first token {r['time_to_first_token_s'] * 1e6:.1f} us, per output token "
-             f"{r['time_per_output_token_s'] * 1e6:.1f} us ({r['tokens_per_second']:.0f} tokens/s)",
-             f"  decode: {r['decode_cycles_per_token']:.0f} cycles/token, lower bound "
+             f"{r['time_per_output_token_s'] * 1e6:.1f} us ({r['tokens_per_second']:.0f} tokens/s over the batch)",
+             f"  decode: {r['decode_cycles_per_token']:.0f} cycles/step, lower bound "
              f"{r['decode_lower_bound_cycles_per_token']:.0f} ({r['decode_over_lower_bound']:.2f}x); DRAM "
              f"{r['decode_dram_bytes_per_token']:.0f} bytes/token, bound {r['decode_lower_bound_bytes_per_token']:.0f}",
              f"  energy: prefill {r['prefill_energy_pj'] / 1e6:.2f} uJ, decode "

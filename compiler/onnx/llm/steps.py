@@ -72,13 +72,14 @@ def step_shapes(prompt: int, generate: int) -> list[StepShape]:
     return [StepShape(prompt, 0)] + [StepShape(1, prompt + i) for i in range(generate - 1)]
 
 
-def _fixed(qmodel: Any, itf: DecoderInterface, shape: StepShape) -> Any:
-    """``qmodel`` with its dynamic dimensions set for ``shape`` and its shape arithmetic folded."""
+def _fixed(qmodel: Any, itf: DecoderInterface, shape: StepShape, batch: int) -> Any:
+    """``qmodel`` with its dynamic dimensions set for ``shape`` and ``batch`` sequences, its shape
+    arithmetic folded."""
     import onnx
 
     model = copy.deepcopy(qmodel)
-    sizes = {itf.ids: {1: shape.new}, itf.mask: {1: shape.total}}
-    sizes |= {name: {2: shape.past} for pair in itf.past for name in pair}
+    sizes = {itf.ids: {0: batch, 1: shape.new}, itf.mask: {0: batch, 1: shape.total}}
+    sizes |= {name: {0: batch, 2: shape.past} for pair in itf.past for name in pair}
     for inp in model.graph.input:
         for axis, d in enumerate(inp.type.tensor_type.shape.dim):
             if not d.HasField("dim_value"):
@@ -100,9 +101,10 @@ def _int8_source(net: Network, output: str) -> str:
     return producer.inputs[0]
 
 
-def build_step(qmodel: Any, itf: DecoderInterface, shape: StepShape, cache: ProgramCache) -> StepNetwork:
-    """The network of one step shape, its programs compiled (or reused from ``cache``)."""
-    net = build_network(_fixed(qmodel, itf, shape))
+def build_step(qmodel: Any, itf: DecoderInterface, shape: StepShape, cache: ProgramCache,
+               batch: int = 1) -> StepNetwork:
+    """The network of one step shape for ``batch`` sequences, its programs compiled (or reused from ``cache``)."""
+    net = build_network(_fixed(qmodel, itf, shape, batch))
     place(net)
     memory = plan(net, cache.cfg.tile)
     before = set(cache.programs)
