@@ -184,3 +184,17 @@ def test_a_larger_decoder_end_to_end(tmp_path: Path) -> None:
     figures = summary(cd, gen)
     # measured 1.45x: the bound is the floor, and the schedule is not 2x off it
     assert 1.0 < figures["decode_over_lower_bound"] < 2.0
+
+
+def test_a_batch_the_model_fixes_otherwise(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import onnx
+
+    model = build_decoder(TINY)
+    for value in list(model.graph.input) + list(model.graph.output):
+        for d in value.type.tensor_type.shape.dim:
+            if d.dim_param == "batch":
+                d.dim_value = 1
+    path = tmp_path / "batch1.onnx"
+    onnx.save(model, str(path))
+    err = _refused(capsys, str(path), "--prompt-tokens", "4", "--generate", "2", "--batch", "2")
+    assert "batch1.onnx" in err and "fixed at 1" in err and "--batch 2" in err
