@@ -269,6 +269,9 @@ def register_bench(bench_subparsers: argparse._SubParsersAction) -> None:  # typ
     from tinynpu.compiler.onnx.cli import register_onnx_bench
 
     register_onnx_bench(bench_subparsers)
+    from tinynpu.compiler.onnx.llm.cli import register_llm_bench
+
+    register_llm_bench(bench_subparsers)
 
 
 __all__ = ["compile_from_args", "format_report", "register", "register_bench"]

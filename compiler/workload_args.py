@@ -107,6 +107,10 @@ def add_workloads(p: argparse.ArgumentParser, *, schedule: bool = True,
         from tinynpu.compiler.onnx.cli import add_onnx_workload
 
         add_onnx_workload(sub, onnx)
+        if onnx == "run":  # a decoder's prefill and decode loop (tinynpu.compiler.onnx.llm.cli)
+            from tinynpu.compiler.onnx.llm.cli import add_llm_workload
+
+            add_llm_workload(sub)
     return [mm, conv, mlp]
 
 

@@ -50,3 +50,14 @@ def small_cnn(path: Path, *, seed: int = 0, batch: int | str = 1) -> Path:
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 20, 20])
     y = helper.make_tensor_value_info("prob", TensorProto.FLOAT, [batch, 10])
     return save(path, nodes, inits, [x], [y])
+
+
+def tiny_decoder(path: Path, *, seed: int = 0) -> Path:
+    """The LLM tests' decoder: 2 layers, hidden 64, 2 heads, vocabulary 100, 64 learned positions, with past
+    keys and values (built by tinynpu.compiler.onnx.llm.decoder, which the benchmark uses too)."""
+    import onnx
+
+    from tinynpu.compiler.onnx.llm.decoder import TINY, build_decoder
+
+    onnx.save(build_decoder(TINY, seed), str(path))
+    return path

@@ -135,7 +135,8 @@ class DramImage:
     def __post_init__(self) -> None:
         from tinynpu.simulator import Machine
 
-        self.machine = Machine(self.cfg)
+        if self.machine is None:  # else a machine shared with other images (an LLM's steps: one DRAM)
+            self.machine = Machine(self.cfg)
         self._addr = {b.name: b.offset for b in self.memory.buffers}
         self._size = {b.name: b.nbytes for b in self.memory.buffers}
         self._slices = {sl.name: sl for sl in self.memory.slices}

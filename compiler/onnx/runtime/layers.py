@@ -48,6 +48,7 @@ class LayerRun:
     groups_per_program: int = 1  # a grouped conv's groups one program runs (block-diagonal kernel)
     note: str = ""  # what a host step did, where its reason alone would not say (the report's note)
     sim_seconds: float = 0.0
+    energy_pj: float = 0.0  # the simulator's energy of the step's programs (docs/energy.md)
 
 
 @dataclass(frozen=True)
@@ -282,6 +283,7 @@ def _count(run: LayerRun, comp: Compiled, program: Any, stats: dict[str, Any], e
            acc_bytes: int, packed: int, *, staged_host: bool) -> None:
     """Add one program run's cycles, MACs and traffic to the step's :class:`LayerRun`."""
     run.cycles += int(stats["cycles"])
+    run.energy_pj += float(stats.get("energy_pj", 0.0))
     run.macs += comp.bounds.useful_macs // packed
     run.issued_macs += comp.bounds.issued_macs
     run.dram_bytes += int(stats["dram_read_bytes"]) + int(stats["dram_write_bytes"])

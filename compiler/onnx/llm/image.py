@@ -1,0 +1,138 @@
+"""The decoder's one DRAM image across every step: weights placed once, the KV cache appended in place.
+
+Layout (one :class:`~tinynpu.simulator.Machine` for the whole run)::
+
+    [0, activations)          each step's activations at its own liveness plan's offsets; the
+                              region is the largest step's peak (steps run one after another)
+    [weights, + weight bytes) every weight layer's int8 weights and epilogue rows, written by the
+                              first step that runs the layer and read by every later step
+    [cache, + cache bytes)    per layer, keys then values: batch x kv_heads x capacity x head_dim
+                              int8, head-major, so a head's positions are consecutive rows and a
+                              step's new tokens are appended after the cached ones without moving them
+    [staging, ...)            a layer operand the host re-lays for its program (attention's)
+
+Each step shape has its own :class:`~tinynpu.compiler.onnx.runtime.image.DramImage`
+view of that machine (its activation plan), sharing the weights table and the
+relocated programs, so a layer's weights are written once for the run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from tinynpu.compiler.onnx.llm.interface import DecoderInterface
+from tinynpu.compiler.onnx.llm.steps import StepNetwork, StepShape
+from tinynpu.compiler.onnx.lower.memory import ALIGN
+from tinynpu.compiler.onnx.lower.plan import reserve_weights
+from tinynpu.compiler.onnx.lower.programs import ProgramCache
+from tinynpu.compiler.onnx.runtime.image import DramImage
+from tinynpu.errors import OnnxError
+from tinynpu.intmath import round_up
+from tinynpu.isa import ArchConfig
+
+KEY, VALUE = 0, 1
+
+
+@dataclass(frozen=True)
+class LlmLayout:
+    """Where the regions are (see the module docstring); ``capacity`` tokens of cache per layer and sequence."""
+
+    activation_bytes: int
+    weights_base: int
+    weight_bytes: int
+    cache_base: int
+    capacity: int
+    layers: int
+    kv_heads: int
+    head_dim: int
+    batch: int = 1
+
+    @property
+    def cache_bytes(self) -> int:
+        return self.layers * 2 * self.batch * self.kv_heads * self.capacity * self.head_dim
+
+    @property
+    def staging_base(self) -> int:
+        return round_up(self.cache_base + self.cache_bytes, ALIGN)
+
+    def row(self, layer: int, which: int, head: int, position: int, sequence: int = 0) -> int:
+        """The address of one cached token's ``head_dim`` bytes (``which``: :data:`KEY` or :data:`VALUE`)."""
+        block = ((layer * 2 + which) * self.batch + sequence) * self.kv_heads + head
+        return self.cache_base + (block * self.capacity + position) * self.head_dim
+
+    def to_json(self) -> dict[str, Any]:
+        return {"activations": {"address": 0, "bytes": self.activation_bytes},
+                "weights": {"address": self.weights_base, "bytes": self.weight_bytes},
+                "kv_cache": {"address": self.cache_base, "bytes": self.cache_bytes, "capacity_tokens": self.capacity,
+                             "layout": "per layer: keys then values, each batch x kv_heads x capacity x "
+                                       "head_dim int8", "layers": self.layers, "batch": self.batch,
+                             "kv_heads": self.kv_heads, "head_dim": self.head_dim},
+                "staging": {"address": self.staging_base}}
+
+
+class LlmImage:
+    """The run's machine, its layout, a :class:`DramImage` view per step shape, and the KV cache's rows in it.
+
+    Every step's weights are placed before any runs, in one table all the views share: a layer that
+    runs on the accelerator at one step shape only (a residual add of one token) has its place too,
+    so nothing is placed while the cache already holds tokens.
+    """
+
+    def __init__(self, cfg: ArchConfig, itf: DecoderInterface, steps: list[StepNetwork], cache: ProgramCache,
+                 capacity: int, batch: int = 1) -> None:
+        from tinynpu.simulator import Machine
+
+        self.cfg = cfg
+        self.machine = Machine(cfg)
+        activations = max(s.memory.activation_peak_bytes for s in steps)
+        ledger = DramImage(cfg, replace(steps[0].memory, activation_peak_bytes=activations,
+                                        weight_bytes=cfg.dram_bytes), machine=self.machine)
+        for step in steps:
+            reserve_weights(step.net, step.programs, cache, ledger)
+        weights_base = ledger.weight_base
+        self.layout = LlmLayout(activation_bytes=activations, weights_base=weights_base,
+                                weight_bytes=ledger.weight_bytes,
+                                cache_base=round_up(weights_base + ledger.weight_bytes, ALIGN), capacity=capacity,
+                                layers=itf.layers, kv_heads=itf.kv_heads, head_dim=itf.head_dim, batch=batch)
+        self.views: dict[StepShape, DramImage] = {}
+        for step in steps:
+            memory = replace(step.memory, activation_peak_bytes=activations,
+                             weight_bytes=self.layout.staging_base - weights_base)
+            view = DramImage(cfg, memory, machine=self.machine)
+            # one table of weights and relocated programs for the run: placed and written once
+            view.reserved, view.weights, view.programs = ledger.reserved, ledger.weights, ledger.programs
+            view.weight_bytes = ledger.weight_bytes
+            self.views[step.shape] = view
+        self.weights = ledger.reserved
+
+    def write_rows(self, layer: int, which: int, rows: np.ndarray, start: int) -> int:
+        """Append ``rows`` (batch x kv_heads x n x head_dim int8) at position ``start``; returns the bytes
+        written."""
+        if start + rows.shape[2] > self.layout.capacity:
+            raise OnnxError(f"the KV cache holds {self.layout.capacity} tokens; positions {start}.."
+                            f"{start + rows.shape[2] - 1} do not fit (a bug of the decode loop).")
+        for sequence in range(rows.shape[0]):
+            for head in range(rows.shape[1]):
+                self.machine.write_dram(self.layout.row(layer, which, head, start, sequence),
+                                        np.ascontiguousarray(rows[sequence, head]).reshape(-1).view(np.uint8))
+        return int(rows.nbytes)
+
+    def read_rows(self, layer: int, which: int, length: int) -> np.ndarray:
+        """The first ``length`` cached positions: batch x kv_heads x length x head_dim int8, read from DRAM."""
+        lay = self.layout
+        nbytes = length * lay.head_dim
+        return np.stack([np.stack([np.frombuffer(self.machine.read_dram(lay.row(layer, which, h, 0, b), nbytes),
+                                                 dtype=np.int8).reshape(length, lay.head_dim)
+                                   for h in range(lay.kv_heads)]) for b in range(lay.batch)])
+
+    def corrupt(self, layer: int, which: int, head: int, position: int, sequence: int = 0) -> None:
+        """Flip every bit of one cached row (what the cache check must catch; the tests use it)."""
+        addr = self.layout.row(layer, which, head, position, sequence)
+        data = np.frombuffer(self.machine.read_dram(addr, self.layout.head_dim), dtype=np.uint8)
+        self.machine.write_dram(addr, np.bitwise_not(data))
+
+
+__all__ = ["KEY", "VALUE", "LlmImage", "LlmLayout"]

@@ -1,0 +1,119 @@
+"""One decode step's network for each shape a run needs, from the decoder quantized once.
+
+The decoder is quantized once, with its dimensions still dynamic (one set of
+scales for every step, so the int8 cache one step writes is what the next step
+reads), then each step shape (``new`` tokens after ``past`` cached ones: the
+prompt's ``(P, 0)``, the decode steps' ``(1, P)``, ``(1, P + 1)``, ...) gets
+its own network: the dimensions fixed, the shape arithmetic (positions, the
+causal mask) folded into constants, the QDQ graph turned into steps.
+
+Programs come from one :class:`~tinynpu.compiler.onnx.lower.programs.ProgramCache`
+shared by every step, keyed by shape: the weight layers (the projections, the
+MLP, the LM head) of every decode step have one shape (one token) and are
+compiled once, at the first decode step, and reused by all later ones.  The
+attention matmuls (scores ``q @ K^T`` and ``probs @ V``) read ``past + 1``
+cached rows, so each decode step compiles those two programs anew: a program's
+loop bounds and tile counts are immediates of its instructions, and a
+relocation moves addresses, not trip counts.  Each step records which
+programs it compiled (``compiled`` in the JSON).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+from tinynpu.compiler.onnx.frontend.fold import fold_static
+from tinynpu.compiler.onnx.frontend.qdq import build_network
+from tinynpu.compiler.onnx.ir import Network, QParam
+from tinynpu.compiler.onnx.llm.interface import DecoderInterface
+from tinynpu.compiler.onnx.lower.memory import MemoryPlan
+from tinynpu.compiler.onnx.lower.plan import place, plan
+from tinynpu.compiler.onnx.lower.programs import ProgramCache, ProgramKey, compile_programs
+from tinynpu.errors import OnnxError
+
+
+@dataclass(frozen=True)
+class StepShape:
+    """``new`` tokens run after ``past`` cached ones."""
+
+    new: int
+    past: int
+
+    @property
+    def total(self) -> int:
+        return self.new + self.past
+
+
+@dataclass(frozen=True)
+class StepNetwork:
+    """One shape's network, its DRAM plan, its programs and the int8 tensors the runtime reads.
+
+    Attributes:
+        logits: The int8 tensor the ``logits`` output dequantizes (argmax is taken on it).
+        present: Per layer, the int8 (key, value) tensors the present outputs dequantize.
+        scales: Per layer, the (key, value) quantization of the cache.
+        compiled: The program keys this shape compiled (the others it reused).
+    """
+
+    shape: StepShape
+    net: Network
+    memory: MemoryPlan
+    programs: dict[str, tuple[ProgramKey, ...]]
+    logits: str
+    present: tuple[tuple[str, str], ...]
+    scales: tuple[tuple[QParam, QParam], ...]
+    compiled: tuple[ProgramKey, ...]
+
+
+def step_shapes(prompt: int, generate: int) -> list[StepShape]:
+    """The prefill, then one decode step per generated token after the first."""
+    return [StepShape(prompt, 0)] + [StepShape(1, prompt + i) for i in range(generate - 1)]
+
+
+def _fixed(qmodel: Any, itf: DecoderInterface, shape: StepShape, batch: int) -> Any:
+    """``qmodel`` with its dynamic dimensions set for ``shape`` and ``batch`` sequences, its shape
+    arithmetic folded."""
+    import onnx
+
+    model = copy.deepcopy(qmodel)
+    sizes = {itf.ids: {0: batch, 1: shape.new}, itf.mask: {0: batch, 1: shape.total}}
+    sizes |= {name: {0: batch, 2: shape.past} for pair in itf.past for name in pair}
+    for inp in model.graph.input:
+        for axis, d in enumerate(inp.type.tensor_type.shape.dim):
+            if not d.HasField("dim_value"):
+                d.dim_value = sizes.get(inp.name, {}).get(axis, 1)
+    for out in model.graph.output:  # shape inference writes them for this shape
+        out.type.tensor_type.ClearField("shape")
+    del model.graph.value_info[:]
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
+    model, _ = fold_static(model, opset)
+    return onnx.shape_inference.infer_shapes(model)
+
+
+def _int8_source(net: Network, output: str) -> str:
+    """The int8 tensor a graph output dequantizes."""
+    producer = next((s for s in net.steps if output in s.outputs), None)
+    if producer is None or producer.op != "DequantizeLinear" or producer.inputs[0] not in net.qparams:
+        raise OnnxError(f"the decoder's output {output!r} is not the dequantized value of an int8 tensor, so the "
+                        "int8 cache and logits cannot be read from the DRAM image.")
+    return producer.inputs[0]
+
+
+def build_step(qmodel: Any, itf: DecoderInterface, shape: StepShape, cache: ProgramCache,
+               batch: int = 1) -> StepNetwork:
+    """The network of one step shape for ``batch`` sequences, its programs compiled (or reused from ``cache``)."""
+    net = build_network(_fixed(qmodel, itf, shape, batch))
+    place(net)
+    memory = plan(net, cache.cfg.tile)
+    before = set(cache.programs)
+    programs = compile_programs(net, cache)
+    present = tuple((_int8_source(net, k), _int8_source(net, v)) for k, v in itf.present)
+    return StepNetwork(shape=shape, net=net, memory=memory, programs=programs,
+                       logits=_int8_source(net, itf.logits), present=present,
+                       scales=tuple((net.qparams[k], net.qparams[v]) for k, v in present),
+                       compiled=tuple(k for k in cache.programs if k not in before))
+
+
+__all__ = ["StepNetwork", "StepShape", "build_step", "step_shapes"]
