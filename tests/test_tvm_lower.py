@@ -1,0 +1,64 @@
+"""The TVM front end: the lesson's schedule lowers to examples/seed.py's program, other schedules to the
+compiler's own programs, and every lowered program runs and matches numpy."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from tvm_support import cycles, example, require_tvm, seed_program, without_tokens
+
+from tinynpu.compiler.matmul import compile_matmul
+from tinynpu.compiler.run import run_compiled
+from tinynpu.compiler.schedule import Tiling, from_tiling
+from tinynpu.isa import load_config
+
+require_tvm()
+
+from tinynpu.compiler import tvm as npu  # noqa: E402  (after the skip: needs the extra)
+
+lesson = example("tvm/lesson")
+
+
+@pytest.mark.parametrize(("size", "config"), [(64, "default"), (128, "default"), (64, "t8"), (32, "fp32")])
+def test_lesson_is_the_seed_program(size: int, config: str) -> None:
+    """Instruction for instruction (tokens aside) and cycle for cycle, in several configs."""
+    cfg = load_config(config)
+    low = npu.lower(lesson.lesson_schedule(size, size, size, cfg), cfg)
+    seed = seed_program(size, size, size, cfg)
+    assert without_tokens(low.program.words) == without_tokens(seed.words)
+    assert low.program.tensors == seed.tensors
+    assert cycles(low.program, cfg) == cycles(seed, cfg)
+
+
+@pytest.mark.slow
+def test_lesson_1024_lowers_in_seconds_to_the_seed_program() -> None:
+    cfg = load_config("default")
+    sch = lesson.lesson_schedule(1024, 1024, 1024, cfg)
+    t0 = time.perf_counter()
+    low = npu.lower(sch, cfg)
+    seconds = time.perf_counter() - t0
+    seed = seed_program(1024, 1024, 1024, cfg)
+    assert without_tokens(low.program.words) == without_tokens(seed.words)
+    assert seconds <= 10.0, f"the 1024^3 lowering took {seconds:.1f} s"
+    assert cycles(low.program, cfg) == cycles(seed, cfg)
+
+
+@pytest.mark.parametrize(("m", "n", "k", "order"), [(64, 32, 48, "mn"), (48, 64, 32, "nm"), (16, 80, 16, "nm")])
+def test_loop_orders_and_shapes_give_the_compilers_program(m: int, n: int, k: int, order: str) -> None:
+    """The seed loop in either block order, non-square: the program compile_matmul emits for that tiling."""
+    cfg = load_config("default")
+    sch = lesson.lesson_schedule(m, n, k, cfg, order=order)
+    low = npu.lower(sch, cfg)
+    tiling = Tiling(bm=1, bn=1, bk=1, order=order, double_buffer=False, init="fill_zero")
+    ours = compile_matmul(m, n, k, schedule=from_tiling(tiling, cfg, name="naive"), cfg=cfg)
+    assert without_tokens(low.program.words) == without_tokens(ours.program.words)
+
+
+@pytest.mark.parametrize(("m", "n", "k", "config"), [(48, 32, 80, "default"), (32, 48, 16, "t8"),
+                                                     (32, 32, 48, "fp32")])
+def test_lowered_programs_match_numpy(m: int, n: int, k: int, config: str) -> None:
+    cfg = load_config(config)
+    report = run_compiled(npu.compile_tvm(lesson.lesson_schedule(m, n, k, cfg), config=cfg), cfg=cfg)
+    assert report["verified"] is True
+    assert report["workload"]["m"] == m and report["macs"] == m * n * k
