@@ -62,3 +62,28 @@ def test_lowered_programs_match_numpy(m: int, n: int, k: int, config: str) -> No
     report = run_compiled(npu.compile_tvm(lesson.lesson_schedule(m, n, k, cfg), config=cfg), cfg=cfg)
     assert report["verified"] is True
     assert report["workload"]["m"] == m and report["macs"] == m * n * k
+
+
+def _mnemonics(compiled) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    counts: dict[str, int] = {}
+    for mnemonic, _ in without_tokens(compiled.program.words):
+        counts[mnemonic] = counts.get(mnemonic, 0) + 1
+    return counts
+
+
+@pytest.mark.parametrize(("pipeline", "fold"), [(True, True), (False, False), (True, False)])
+def test_blocked_schedule_with_panels_pipeline_and_folded_init(pipeline: bool, fold: bool) -> None:
+    """Resident B panel, software-pipelined A, double-buffered accumulator, init folded into tmm: all race-free
+    and equal to numpy; folding leaves no zero and makes each output tile's first tmm overwrite."""
+    cfg = load_config("default")
+    sch = example("tvm/blocked").blocked_schedule(64, 64, 48, cfg, bm=2, bn=2, pipeline=pipeline, fold=fold)
+    compiled = npu.compile_tvm(sch, config=cfg)
+    report = run_compiled(compiled, cfg=cfg, check_races=True)
+    assert report["verified"] is True
+    counts = _mnemonics(compiled)
+    tiles = (64 // 16) * (64 // 16)
+    assert counts["tmm"] == tiles * 3
+    overwrite = sum(1 for m, f in without_tokens(compiled.program.words) if m == "tmm" and dict(f)["accumulate"] == 0)
+    assert (counts.get("zero", 0), overwrite) == ((0, tiles) if fold else (4, 0))  # 4 blocks of 2 x 2 tiles
+    accs = {dict(f)["acc"] for m, f in without_tokens(compiled.program.words) if m == "tmm"}
+    assert accs == set(range(8)) if pipeline else accs == set(range(4))  # two versions of a 2 x 2-tile block

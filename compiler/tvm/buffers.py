@@ -7,7 +7,9 @@ Each T-wide column strip of the buffer is then ``R`` consecutive rows, so a
 ``T x T`` sub-tile at a row that is a multiple of T is a ``tmm`` operand, and
 a block of ``bm x bn`` tiles is the accumulator layout of tinynpu's own GEMM
 lowering.  Buffers are placed one after another in their scope, each on a
-tile boundary, for the whole program.
+tile boundary, for the whole program; a double-buffered one (TVM's
+``double_buffer_scope`` annotation on the block that writes it) takes two
+such regions and alternates between them.
 
 The function's parameters are the DRAM tensors, placed in parameter order
 (:class:`~tinynpu.compiler.workload.DramAllocator`); their shapes and types
@@ -17,10 +19,14 @@ come from the buffers that access them.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from tinynpu.assembler.image import Tensor
+from tinynpu.compiler.tvm.nest import Allocation, Loop
 from tinynpu.compiler.tvm.scopes import DRAM_SCOPES, TVM_SCOPES, isa_scope_name
 from tinynpu.compiler.workload import DramAllocator
 from tinynpu.errors import UsageError
@@ -39,10 +45,23 @@ class Placed:
     rows: int
     cols: int
     dtype: str
+    versions: int = 1
+    loops: tuple[Loop, ...] = ()
 
     @property
     def planes(self) -> int:
         return math.prod(self.lead)
+
+    def version_rows(self, tile: int) -> int:
+        """Rows of one version of the buffer (a double-buffered one has two, used in turn)."""
+        return round_up(self.planes * self.plane_rows(tile), tile)
+
+    def version(self, env: Mapping[Any, np.ndarray], size: int) -> np.ndarray:
+        """Which version each instance uses: the allocation's own iteration count (over ``loops``), mod 2."""
+        count = np.zeros(size, dtype=np.int64)
+        for loop in self.loops:
+            count = count * loop.extent + (env[loop.var] - loop.start)
+        return count % self.versions
 
     def plane_rows(self, tile: int) -> int:
         return self.rows * ceil_div(self.cols, tile)
@@ -58,8 +77,13 @@ def _shape(buf: Any) -> tuple[int, ...]:
     return tuple(dims)
 
 
-def place_scratchpads(allocations: tuple[Any, ...], isa: Isa, cfg: ArchConfig) -> dict[Any, Placed]:
+def place_scratchpads(allocations: tuple[Allocation, ...], isa: Isa, cfg: ArchConfig,
+                      double: frozenset[str] = frozenset()) -> dict[Any, Placed]:
     """Rows for every buffer allocated in a special scope, keyed by the buffer (a TIR variable in TVM 0.27).
+
+    A buffer named in ``double`` (``double_buffer_scope``) gets two versions: each new allocation of it (each
+    iteration of the loops around its allocation) uses the other one, so a copy into the next one need not
+    wait for the instructions still reading the current one.
 
     Raises:
         UsageError: a buffer in a scope that is neither DRAM nor a scratchpad, of an element type other than
@@ -67,7 +91,8 @@ def place_scratchpads(allocations: tuple[Any, ...], isa: Isa, cfg: ArchConfig) -
     """
     used: dict[str, int] = {}
     out: dict[Any, Placed] = {}
-    for buf in allocations:
+    for allocation in allocations:
+        buf = allocation.buffer
         tvm_scope = buf.scope()
         scope = isa_scope_name(isa, tvm_scope)
         if scope is None:
@@ -84,8 +109,10 @@ def place_scratchpads(allocations: tuple[Any, ...], isa: Isa, cfg: ArchConfig) -
         if len(shape) < 2:
             raise UsageError(f"buffer {buf.name} in {tvm_scope} has shape {list(shape)}; scratchpad buffers are "
                              "2-D (rows x columns), with any leading dimensions (double buffers).")
-        placed = Placed(buf.name, scope, used.get(scope, 0), shape[:-2], shape[-2], shape[-1], want)
-        need = round_up(placed.planes * placed.plane_rows(cfg.tile), cfg.tile)
+        versions = 2 if buf.name in double else 1
+        placed = Placed(buf.name, scope, used.get(scope, 0), shape[:-2], shape[-2], shape[-1], want, versions,
+                        allocation.loops)
+        need = versions * placed.version_rows(cfg.tile)
         used[scope] = placed.base + need
         limit = cfg.rows(key)
         if used[scope] > limit:

@@ -68,7 +68,8 @@ def _operand(leaf: Leaf, ctx: Context, g: Grid, ptr: Any, stride_arg: Any, n: in
         k = int(np.argmax((r % tile != 0) | (c % tile != 0) | (r + tile > placed.rows) | (c + tile > placed.cols)))
         raise _bad(leaf, f"operand {n + 1} ({what}) starts at row {int(r[k])}, column {int(c[k])} of {placed.name}; "
                          f"tmm operands are whole {tile} x {tile} tiles at multiples of {tile}.")
-    return (placed.base + plane * placed.plane_rows(tile) + (c // tile) * placed.rows + r) // tile
+    version = placed.version(g.env, g.size) * placed.version_rows(tile)
+    return (placed.base + version + plane * placed.plane_rows(tile) + (c // tile) * placed.rows + r) // tile
 
 
 def lower_call(leaf: Leaf, ctx: Context) -> list[Part]:

@@ -89,7 +89,8 @@ def _scratch_origin(leaf: Leaf, nest: _Nest, indices: Any, placed: Placed, tile:
     if np.any(c0 % tile):
         raise _bad(leaf, f"the copy starts at column {int(c0[np.argmax(c0 % tile != 0)])} of {placed.name}, not at a "
                          f"multiple of the tile edge {tile}; a DMA row starts at a scratchpad row's first element.")
-    return placed.base + plane * placed.plane_rows(tile) + (c0 // tile) * placed.rows + r0, r0, c0
+    version = placed.version(nest.grid.env, nest.grid.size) * placed.version_rows(tile)
+    return placed.base + version + plane * placed.plane_rows(tile) + (c0 // tile) * placed.rows + r0, r0, c0
 
 
 def _dram_origin(leaf: Leaf, nest: _Nest, buf: Any, indices: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -153,17 +154,32 @@ def _load_or_store(leaf: Leaf, ctx: Context, nest: _Nest, *, load: bool) -> list
 
 
 def _zero(leaf: Leaf, ctx: Context, nest: _Nest) -> list[Part]:
+    """One ``zero`` per run of consecutive rows the fill writes in one pass of its perfect loop nest.
+
+    The instances of one pass (one iteration of the loops outside the perfect nest) follow each other in
+    program order with nothing between them, so their rows may be cleared in any order: sorted, every
+    contiguous run of them is one instruction (a block's T x T fills become one ``zero`` of the block).
+    """
     st, tile = leaf.stmt, ctx.cfg.tile
     placed = ctx.placed[st.buffer]
-    sp_row, r0, c0 = _scratch_origin(leaf, nest, st.indices, placed, tile)
+    sp_row, _, c0 = _scratch_origin(leaf, nest, st.indices, placed, tile)
     strips = _strips(nest, c0, placed, tile, leaf, fill=True)
-    scope = ctx.isa.scope_by_name[placed.scope].id
-    if nest.rows() == placed.rows and not np.any(r0):  # whole strips: their rows are consecutive, one zero
-        return [Part("zero", nest.grid.slots, {"scope": scope, "sp_row": sp_row, "rows": strips * placed.rows},
-                     comment=f"fill_zero({placed.name})")]
-    return [Part("zero", nest.grid.slots + j, {"scope": scope, "sp_row": sp_row + j * placed.rows,
-                                               "rows": nest.rows()}, comment=f"fill_zero({placed.name})")
-            for j in range(strips)]
+    passes = np.zeros(nest.grid.size, dtype=np.int64)
+    for loop in leaf.loops[:len(leaf.loops) - leaf.perfect]:
+        passes = passes * loop.extent + (nest.grid.env[loop.var] - loop.start)
+    first = np.concatenate([sp_row + j * placed.rows for j in range(strips)])
+    group = np.tile(passes, strips)
+    slots = np.tile(nest.grid.slots, strips)
+    rows = nest.rows()
+    order = np.lexsort((first, group))
+    first, group, slots = first[order], group[order], slots[order]
+    starts = np.r_[True, (group[1:] != group[:-1]) | (first[1:] != first[:-1] + rows)] if len(first) else first
+    run = np.cumsum(starts) - 1
+    count = np.bincount(run) if len(run) else np.zeros(0, np.int64)
+    slot = np.full(len(count), np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(slot, run, slots)
+    return [Part("zero", slot, {"scope": ctx.isa.scope_by_name[placed.scope].id, "sp_row": first[starts],
+                                "rows": count * rows}, comment=f"fill_zero({placed.name})")]
 
 
 def _is_zero(value: Any) -> bool:

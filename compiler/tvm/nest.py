@@ -50,11 +50,19 @@ class Leaf:
 
 
 @dataclass(frozen=True)
+class Allocation:
+    """A buffer allocated inside the function, and the loops around its allocation (one buffer per iteration)."""
+
+    buffer: Any
+    loops: tuple[Loop, ...]
+
+
+@dataclass(frozen=True)
 class Nest:
     """Every leaf in program order, the buffers allocated inside the function, and the slots in all."""
 
     leaves: tuple[Leaf, ...]
-    allocations: tuple[Any, ...]
+    allocations: tuple[Allocation, ...]
     slots: int
 
 
@@ -83,7 +91,7 @@ def _int(value: Any, what: str, stmt: Any) -> int:
 @dataclass
 class _Walker:
     leaves: list[Leaf] = field(default_factory=list)
-    allocations: list[Any] = field(default_factory=list)
+    allocations: list[Allocation] = field(default_factory=list)
     sizes: dict[Any, int] = field(default_factory=dict)
 
     def size(self, stmt: Any) -> int:
@@ -127,7 +135,7 @@ class _Walker:
                 self.walk(stmt.else_case, loops, coefs, offset + self.size(stmt.then_case), 0,
                           (*guards, tirx.Not(stmt.condition)))
         elif kind == "AllocBuffer":
-            self.allocations.append(stmt.buffer)
+            self.allocations.append(Allocation(stmt.buffer, loops))
         elif kind in ("AttrStmt", "DeclBuffer"):
             if getattr(stmt, "body", None) is not None:
                 self.walk(stmt.body, loops, coefs, offset, perfect, guards)
@@ -150,7 +158,7 @@ def walk(func: Any) -> Nest:
     return Nest(tuple(w.leaves), tuple(w.allocations), w.size(func.body))
 
 
-__all__ = ["Leaf", "Loop", "Nest", "describe", "loaded", "walk"]
+__all__ = ["Allocation", "Leaf", "Loop", "Nest", "describe", "loaded", "walk"]
 
 
 def loaded(value: Any) -> tuple[Any, Any] | None:

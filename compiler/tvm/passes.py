@@ -41,6 +41,41 @@ def prim_func(schedule: Any) -> Any:
     raise UsageError(f"expected a tvm.s_tir.Schedule, an IRModule or a PrimFunc, not {type(schedule).__name__}.")
 
 
+DOUBLE_BUFFER = "double_buffer_scope"
+
+
+def _region_buffer(region: Any) -> Any:
+    """The buffer of a block's read or write region (TVM 0.27: ``TensorRegion.source``)."""
+    return region.source if hasattr(region, "source") else region.buffer
+
+
+def annotated(func: Any, key: str) -> frozenset[str]:
+    """Names of the buffers written by blocks annotated with ``key``, read before the passes drop annotations.
+
+    ``double_buffer_scope`` (``sch.annotate(block, "double_buffer_scope", 0)``, TVM's double-buffer
+    annotation) doubles the buffer the block writes; ``tinynpu.fold_init`` on a reduction's init block folds
+    its zero fill into ``tmm`` (:mod:`~tinynpu.compiler.tvm.fold`).
+    """
+    names: set[str] = set()
+
+    def visit(node: Any) -> None:
+        kind = type(node).__name__
+        if kind == "SBlockRealize":
+            visit(node.block)
+            return
+        if kind == "SBlock" and key in node.annotations:
+            names.update(_region_buffer(region).name for region in node.writes)
+        for attr in ("body", "init", "then_case", "else_case"):
+            child = getattr(node, attr, None)
+            if child is not None:
+                visit(child)
+        for child in getattr(node, "seq", ()):
+            visit(child)
+
+    visit(func.body)
+    return frozenset(names)
+
+
 def lower_blocks(schedule: Any) -> Any:
     """``schedule``'s PrimFunc after TVM's passes up to ``LowerOpaqueBlock`` (see the module docstring)."""
     import tvm
@@ -56,4 +91,4 @@ def lower_blocks(schedule: Any) -> Any:
     return mod["main"]
 
 
-__all__ = ["lower_blocks", "prim_func"]
+__all__ = ["DOUBLE_BUFFER", "annotated", "lower_blocks", "prim_func"]

@@ -21,10 +21,11 @@ from tinynpu.compiler.emitter import Columns, Emitter
 from tinynpu.compiler.tvm.buffers import dram_tensors, place_scratchpads
 from tinynpu.compiler.tvm.calls import intrinsic_call, lower_call
 from tinynpu.compiler.tvm.copies import lower_store
+from tinynpu.compiler.tvm.fold import FOLD_INIT, fold_inits
 from tinynpu.compiler.tvm.intrinsics import intrinsic_for
 from tinynpu.compiler.tvm.nest import Nest, loaded, walk
 from tinynpu.compiler.tvm.parts import Context, Part
-from tinynpu.compiler.tvm.passes import lower_blocks
+from tinynpu.compiler.tvm.passes import DOUBLE_BUFFER, annotated, lower_blocks, prim_func
 from tinynpu.compiler.tvm.require import require_tvm
 from tinynpu.errors import UsageError
 from tinynpu.isa import ArchConfig, load_isa
@@ -94,6 +95,8 @@ def lower(schedule: Any, cfg: ArchConfig) -> Lowered:
     t0 = time.perf_counter()
     isa = load_isa()
     spec = intrinsic_for(cfg)
+    scheduled = prim_func(schedule)
+    double, fold = annotated(scheduled, DOUBLE_BUFFER), annotated(scheduled, FOLD_INIT)
     func = lower_blocks(schedule)
     nest = walk(func)
     calls = [leaf for leaf in nest.leaves if intrinsic_call(leaf) is not None]
@@ -101,14 +104,19 @@ def lower(schedule: Any, cfg: ArchConfig) -> Lowered:
         raise UsageError(f"the function has no tensorized block: no statement calls {spec.name} (or any "
                          f"intrinsic). Register it with register_intrinsics(config) and map the T x T x T block "
                          f"onto it with sch.tensorize(loop, {spec.name!r}) (docs/tvm.md shows the schedule).")
-    placed = place_scratchpads(nest.allocations, isa, cfg)
+    placed = place_scratchpads(nest.allocations, isa, cfg, double)
     params = [b for b in _accessed(nest) if any(b.same_as(p) for p in func.params)]
     tensors = dram_tensors(func, params, cfg, _written(nest))
     ctx = Context(func, isa, cfg, spec, placed, tensors)
     parts: list[Part] = []
+    folded: set[int] = set()
     for leaf in nest.leaves:
         is_store = type(leaf.stmt).__name__ == "BufferStore"
-        parts += lower_store(leaf, ctx) if is_store else lower_call(leaf, ctx)
+        new = lower_store(leaf, ctx) if is_store else lower_call(leaf, ctx)
+        if is_store and leaf.stmt.buffer.name in fold:
+            folded.update(len(parts) + i for i, p in enumerate(new) if p.mnemonic == "zero")
+        parts += new
+    parts = fold_inits(parts, folded, isa.scope_by_name["acc"].id, cfg.tile)
     emit = Emitter(isa, cfg)
     emit.extend(_columns(parts))
     words, comments = emit.finish()
