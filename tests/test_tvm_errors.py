@@ -131,3 +131,49 @@ def test_run_tvm_reports_like_run_matmul(tmp_path: Path, capsys: pytest.CaptureF
     table = capsys.readouterr().out
     assert re.search(r"^verified vs numpy +True$", table, re.M) and re.search(r"^cycles +12,610$", table, re.M)
     assert "sch.tensorize" in table
+
+
+def _named_tmm16_with_b_from_a_reg():  # type: ignore[no-untyped-def]
+    """A function calling an extern named tmm16 whose B operand lives in global.A_reg."""
+    from tvm.script import tirx as T
+
+    @T.prim_func(s_tir=True)
+    def main(A: T.Buffer((16, 16), "int8"), C: T.Buffer((16, 16), "int32")) -> None:
+        acc = T.alloc_buffer((16, 16), "int32", scope="global.accumulator")
+        a = T.alloc_buffer((16, 16), "int8", scope="global.A_reg")
+        for i, j in T.grid(16, 16):
+            with T.sblock("load_a"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                a[vi, vj] = A[vi, vj]
+        for i, j in T.grid(16, 16):
+            with T.sblock("init"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                acc[vi, vj] = 0
+        with T.sblock("call"):
+            T.evaluate(T.call_extern("int32", "tmm16",
+                                     T.tvm_access_ptr(T.type_annotation("int32"), acc.data, 0, 256, 2),
+                                     T.tvm_access_ptr(T.type_annotation("int8"), a.data, 0, 256, 1),
+                                     T.tvm_access_ptr(T.type_annotation("int8"), a.data, 0, 256, 1), 16, 16, 16))
+        for i, j in T.grid(16, 16):
+            with T.sblock("store"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                C[vi, vj] = acc[vi, vj]
+
+    return main
+
+
+def test_a_call_named_like_the_intrinsic_is_checked_operand_by_operand() -> None:
+    require_tvm()
+    want = (r"TIR statement `T\.call_extern\(\"int32\", \"tmm16\".*`: operand 3 \(B\) is a in global\.A_reg as "
+            r"int8; tmm16 of config 'default' takes int8 in global\.B_reg")
+    with pytest.raises(UsageError, match=want):
+        _lower(_named_tmm16_with_b_from_a_reg())
+
+
+def test_a_function_that_is_no_gemm_needs_a_reference() -> None:
+    require_tvm()
+    from tinynpu.compiler import tvm as npu
+
+    sch = example("tvm/conv2d").conv2d_schedule(1, 3, 18, 16, 16, 3, 3, "default")
+    with pytest.raises(UsageError, match=r"the function is not a GEMM .*give one \(reference\(inputs\)"):
+        npu.compile_tvm(sch, config="default")

@@ -87,3 +87,14 @@ def test_blocked_schedule_with_panels_pipeline_and_folded_init(pipeline: bool, f
     assert (counts.get("zero", 0), overwrite) == ((0, tiles) if fold else (4, 0))  # 4 blocks of 2 x 2 tiles
     accs = {dict(f)["acc"] for m, f in without_tokens(compiled.program.words) if m == "tmm"}
     assert accs == set(range(8)) if pipeline else accs == set(range(4))  # two versions of a 2 x 2-tile block
+
+
+def test_conv2d_by_implicit_im2col_matches_numpy() -> None:
+    """Input pixels x channels loaded straight from the NHWC tensor as A tiles; checked against numpy."""
+    conv = example("tvm/conv2d")
+    cfg = load_config("default")
+    sch = conv.conv2d_schedule(1, 4, 18, 32, 32, 3, 3, cfg)
+    compiled = npu.compile_tvm(sch, config=cfg, reference=lambda x: conv.conv2d_reference(x, 3, 3))
+    report = run_compiled(compiled, cfg=cfg, check_races=True)
+    assert report["verified"] is True and report["workload"]["O"] == "1x2x16x32 int32"
+    assert report["issued_macs"] == 1 * 2 * 16 * 32 * 3 * 3 * 32
