@@ -13,11 +13,10 @@ from pathlib import Path
 
 from tvm import s_tir
 
-from tinynpu.compiler import tvm as npu
-from tinynpu.isa import ArchConfig, load_config
+from tinynpu.isa import ArchConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lesson import matmul_module  # noqa: E402  (the lesson's MatmulModule, beside this file)
+from lesson import start  # noqa: E402  (the lesson's MatmulModule, beside this file)
 
 
 def blocked_schedule(m: int, n: int, k: int, config: ArchConfig | str = "default", *, bm: int = 4, bn: int = 8,
@@ -25,10 +24,8 @@ def blocked_schedule(m: int, n: int, k: int, config: ArchConfig | str = "default
     """Blocks of ``bm x bn`` tiles in the accumulator; B's ``bn``-tile panel (all of K) loaded once per block
     column; A streamed one ``bm x 1``-tile chunk per reduction step, the next chunk loading while the current
     one computes (``pipeline``)."""
-    cfg = load_config(config) if isinstance(config, str) else config
-    intrin = npu.register_intrinsics(cfg)
+    sch, intrin = start(m, n, k, config)
     t = intrin.tile
-    sch = s_tir.Schedule(matmul_module(m, n, k, cfg))
     block = sch.get_sblock("matmul")
     i, j, kk = sch.get_loops(block)
     i0, it, i1 = sch.split(i, [None, bm, t])

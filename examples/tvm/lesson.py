@@ -32,16 +32,20 @@ def matmul_module(m: int, n: int, k: int, cfg: ArchConfig) -> tvm.IRModule:
     return tvm.IRModule({"main": main})
 
 
+def start(m: int, n: int, k: int, config: ArchConfig | str) -> tuple[s_tir.Schedule, npu.Intrinsic]:
+    """A schedule of the unscheduled MatmulModule, with the config's intrinsic registered."""
+    cfg = load_config(config) if isinstance(config, str) else config
+    return s_tir.Schedule(matmul_module(m, n, k, cfg)), npu.register_intrinsics(cfg)
+
+
 def lesson_schedule(m: int, n: int, k: int, config: ArchConfig | str = "default", order: str = "mn"
                     ) -> s_tir.Schedule:
     """The lesson's schedule: split by the tile, reorder, cache into the special scopes, tensorize.
 
     ``order="nm"`` walks the output tiles column by column (j0 outside i0) instead.
     """
-    cfg = load_config(config) if isinstance(config, str) else config
-    intrin = npu.register_intrinsics(cfg)
+    sch, intrin = start(m, n, k, config)
     t = intrin.tile
-    sch = s_tir.Schedule(matmul_module(m, n, k, cfg))
     block = sch.get_sblock("matmul")
     i, j, kk = sch.get_loops(block)
     i0, i1 = sch.split(i, [None, t])
