@@ -144,6 +144,9 @@ class Schedule:
         """The trace, one primitive per line, as the course writes it."""
         lines = []
         for s in self.steps:
+            if "python" in s:  # a step of a TVM schedule's trace, as TVM prints it
+                lines.append(str(s["python"]))
+                continue
             args = ", ".join(f"{k}={v!r}" for k, v in s.items() if k != "op")
             lines.append(f"sch.{s['op']}({args})")
         return "\n".join(lines)

@@ -101,7 +101,12 @@ def add_workloads(p: argparse.ArgumentParser, *, schedule: bool = True,
     mlp = sub.add_parser("mlp", help="the course's MLP 784 -> 128 -> relu -> 10")
     mlp.add_argument("--batch", type=int, required=True, help="images per batch (rows of the input)")
     mlp.add_argument("--dtype", default="int8", choices=("int8", "fp32"), help=DTYPE_HELP)
-    for q in (mm, conv, mlp):
+    tvm = sub.add_parser("tvm", help="a TensorIR schedule written with Apache TVM, tensorized onto tmm "
+                                     "(needs tinynpu[tvm]; docs/tvm.md)")
+    tvm.add_argument("file", metavar="FILE.py",
+                     help="a Python file defining schedule(config) -> the tensorized tvm.s_tir.Schedule (and "
+                          "reference(inputs) unless the function is a GEMM)")
+    for q in (mm, conv, mlp, tvm):
         q.add_argument("--config", default=None, help=CONFIG_HELP)
     if onnx:  # an ONNX network: its own options and handler (tinynpu.compiler.onnx.cli)
         from tinynpu.compiler.onnx.cli import add_onnx_workload
@@ -111,7 +116,7 @@ def add_workloads(p: argparse.ArgumentParser, *, schedule: bool = True,
             from tinynpu.compiler.onnx.llm.cli import add_llm_workload
 
             add_llm_workload(sub)
-    return [mm, conv, mlp]
+    return [mm, conv, mlp, tvm]
 
 
 def workload_params(args: argparse.Namespace) -> dict[str, Any]:
@@ -138,6 +143,10 @@ def compile_from_args(args: argparse.Namespace) -> Compiled:
     from tinynpu.isa import load_config
 
     cfg = load_config(args.config) if getattr(args, "config", None) else None
+    if args.workload == "tvm":  # a schedule written in TVM: its own file, compiled by the TVM front end
+        from tinynpu.compiler.tvm.script import compile_file
+
+        return compile_file(args.file, cfg or load_config("default"))
     note_dtype_config(args)
     return compile_workload(args.workload, workload_params(args), dtype=args.dtype, cfg=cfg,
                             schedule=getattr(args, "schedule", None) or "auto")

