@@ -25,6 +25,7 @@ import numpy as np
 from tinynpu.assembler.image import Program
 from tinynpu.isa import ArchConfig, Instruction, Isa, regions
 from tinynpu.isa.encoding import field_column
+from tinynpu.isa.energy_model import REQUANTIZE
 from tinynpu.simulator.decode import Decoded
 from tinynpu.simulator.energy import Energy, Events, energy_of
 
@@ -110,7 +111,7 @@ def build_stats(isa: Isa, cfg: ArchConfig, program: Program, dec: Decoded, *, ex
     starts = np.array([t.addr for t in ts], dtype=np.int64)
     ends = np.array([t.addr + t.nbytes for t in ts], dtype=np.int64)
     macs = 0  # every tmm step is a tile x tile x tile MAC block
-    alu_elements = 0
+    alu_elements: dict[str, int] = {}  # by pricing class: an ALU timing class, or requantize (a store's)
     rd = {sc.id: 0 for sc in isa.scopes}
     wr = dict(rd)
     plan = dict(dec.plan)
@@ -141,14 +142,19 @@ def build_stats(isa: Isa, cfg: ArchConfig, program: Program, dec: Decoded, *, ex
                     traffic[t.name][kind] += int(value)
             if ins.stats == "tmm":
                 macs += int((v["m"] * v["n"] * v["k"]).sum()) * cfg.tile**3
-            alu_elements += _scratchpad(isa, cfg, ins, v, rd, wr)
+            elements = _scratchpad(isa, cfg, ins, v, rd, wr)
+            if elements:
+                cls = REQUANTIZE if ins.stats == "dma_out" else ins.timing
+                alu_elements[cls] = alu_elements.get(cls, 0) + elements
     names = {sc.id: sc.name for sc in isa.scopes}
     sp_rd = {names[sid]: value for sid, value in rd.items()}
     sp_wr = {names[sid]: value for sid, value in wr.items()}
     dram_read = int(dec.dram_read[sl].sum(dtype=np.int64))
     dram_write = int(dec.dram_write[sl].sum(dtype=np.int64))
     key = {s.name: s.config_key for s in isa.scopes}
+    array_units = {units.index(i.unit) for i in isa.instructions if i.stats == "tmm"}
     events = Events(macs=macs, alu_elements=alu_elements, dram_bytes=dram_read + dram_write, cycles=cycles,
+                    array_busy_cycles=int(sum(busy[u] for u in array_units)),
                     scratchpad_read_bytes={key[n]: v for n, v in sp_rd.items()},
                     scratchpad_write_bytes={key[n]: v for n, v in sp_wr.items()})
     return Stats(

@@ -12,7 +12,7 @@ the same functions compute the numpy integer reference
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -48,6 +48,11 @@ class LayerRun:
     groups_per_program: int = 1  # a grouped conv's groups one program runs (block-diagonal kernel)
     note: str = ""  # what a host step did, where its reason alone would not say (the report's note)
     sim_seconds: float = 0.0
+    energy_breakdown_pj: dict[str, float] = field(default_factory=dict)  # summed over the step's programs
+
+    @property
+    def energy_pj(self) -> float:
+        return sum(self.energy_breakdown_pj.values())
 
 
 @dataclass(frozen=True)
@@ -294,6 +299,8 @@ def _count(run: LayerRun, comp: Compiled, program: Any, stats: dict[str, Any], e
         run.compulsory_bytes -= program.tensor("W").nbytes * (packed - 1) // packed
     run.host_bytes += comp.host_traffic_bytes if staged_host else 0
     run.programs += 1
+    for component, pj in stats["energy_breakdown_pj"].items():
+        run.energy_breakdown_pj[component] = run.energy_breakdown_pj.get(component, 0.0) + float(pj)
 
 
 __all__ = ["Accelerator", "LayerRun", "add_layer", "conv_layer", "conv_places", "gemm_in_place", "gemm_layer"]
