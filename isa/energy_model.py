@@ -223,10 +223,10 @@ def _derive(s: Sizes) -> Iterator[tuple[str, float, str]]:
     yield ("static_pj_per_cycle", _mw_to_pj_per_cycle(density * rest_um2, s.clock_mhz),
            f"({s.tile} lanes x {area['logic_um2_per_lane']:g} um^2 logic + {sram_bits:,} SRAM bits x "
            f"{SRAM_BITCELL_UM2} / {SRAM_ARRAY_EFFICIENCY} um^2) x {per}")
-    bits = s.tile * int(area["register_bits_per_lane"]) + int(area["register_bits_fixed"])
+    bits = s.tile * float(area["register_bits_per_lane"]) + float(area["register_bits_fixed"])
     fj = float(tables()["clock"]["register_fj_per_bit"])
     yield ("clock_pj_per_cycle", bits * fj / 1000,
-           f"({s.tile} lanes x {area['register_bits_per_lane']} + {area['register_bits_fixed']}) register bits "
+           f"({area['register_bits_fixed']:g} + {s.tile} lanes x {area['register_bits_per_lane']:g}) flip-flops "
            f"x {fj:g} fJ")
 
 

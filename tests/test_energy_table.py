@@ -158,3 +158,15 @@ def test_a_bad_figure_on_the_command_line(tmp_path: Path, capsys: pytest.Capture
     rc = main(["run", "matmul", "--m", "16", "--n", "16", "--k", "16", "--config", str(path)])
     err = capsys.readouterr().err
     assert rc != 0 and "dram.interface 'SDR' is not a DRAM interface" in err and "Traceback" not in err
+
+
+def test_the_vit_base_sweep_spec_is_the_published_block() -> None:
+    """examples/sweep_vit_base.yaml: one ViT-base encoder block, per-head attention, on 32, 64, 128 arrays."""
+    from tinynpu.explore.spec import load_sweep
+
+    spec = load_sweep(Path(__file__).parent.parent / "examples" / "sweep_vit_base.yaml")
+    assert [load_config(b.path).tile for b in spec.bases] == [32, 64, 128]
+    assert [load_config(b.path).dram_bytes_per_cycle for b in spec.bases] == [64, 128, 128]
+    shapes = {tuple(size for _, size in w.sizes): w.count for w in spec.workloads}
+    assert shapes == {(197, 2304, 768): 1, (197, 197, 64): 12, (197, 64, 197): 12, (197, 768, 768): 1,
+                      (197, 3072, 768): 1, (197, 768, 3072): 1}
