@@ -170,3 +170,21 @@ def test_the_vit_base_sweep_spec_is_the_published_block() -> None:
     shapes = {tuple(size for _, size in w.sizes): w.count for w in spec.workloads}
     assert shapes == {(197, 2304, 768): 1, (197, 197, 64): 12, (197, 64, 197): 12, (197, 768, 768): 1,
                       (197, 3072, 768): 1, (197, 768, 3072): 1}
+
+
+def test_a_sweep_may_sweep_a_derived_figure(tmp_path: Path) -> None:
+    from tinynpu.explore.spec import design_points, load_sweep
+
+    spec = _write(tmp_path, "base: t8\nparameters:\n  energy.dram_pj_per_byte: [60, 120]\n"
+                            "  energy.clock_gating: [true]\nworkloads:\n  gemm: [[16, 16, 16]]\n"
+                            "objectives: [cycles, energy_pj]\n", "sweep.yaml")
+    (tmp_path / "configs").mkdir()
+    points = design_points(load_sweep(spec), tmp_path / "configs")
+    tables_ = [p.config.energy for p in points]
+    assert [e.dram_pj_per_byte for e in tables_] == [60, 120] and all(e.clock_gating for e in tables_)
+    assert all(e.to_json()["given"] == ["dram_pj_per_byte"] for e in tables_)
+    bad = _write(tmp_path, "base: t8\nparameters:\n  energy.dram_pj: [60]\nworkloads:\n  gemm: [[16, 16, 16]]\n"
+                           "objectives: [cycles]\n", "bad.yaml")
+    with pytest.raises(SpecError, match=r"bad.yaml:3:3 \(at parameters.energy.dram_pj\): 'energy.dram_pj' is "
+                                        r"not a figure of the energy table; the figures are mac_pj.multiply"):
+        load_sweep(bad)
