@@ -94,8 +94,7 @@ def test_the_interface_prices_dram_and_changes_no_binary(tmp_path: Path) -> None
 
 def test_an_old_complete_energy_table_still_loads_as_given() -> None:
     """A config written before the derivation (every figure spelled out) prices what it says."""
-    docs = Path(__file__).parent.parent / "docs"
-    cfg = load_config(docs / "sweep" / "resnet50" / "configs" / "default-5f34c598.yaml")
+    cfg = load_config(Path(__file__).parent / "golden" / "config_before_derived_energy.yaml")
     e = cfg.energy
     assert e.dram_pj_per_byte == 162.5 and e.static_pj_per_cycle == 64 and e.dram_interface == ""
     assert {f.name for f in e.figures if f.how == GIVEN} >= {"dram_pj_per_byte", "static_pj_per_cycle",
