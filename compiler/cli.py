@@ -125,6 +125,7 @@ def format_report(r: dict[str, Any]) -> str:
         ("MACs useful / issued", f"{r['macs']:,} / {r['issued_macs']:,}"),
         ("energy", f"{r['energy_pj'] / 1e6:,.3f} uJ  (" + ", ".join(
             f"{k} {v / r['energy_pj']:.0%}" for k, v in r["energy_breakdown_pj"].items() if v) + ")"),
+        ("energy figures", _figures_text(r["energy_figures"])),
         ("energy x delay", f"{r['edp']:.4g} {r['edp_units']}"),
         ("compile time", f"{r['compile_seconds']:.3f} s"),
         ("simulator wall time", f"{r['simulator_wall_seconds']:.2f} s"
@@ -134,6 +135,16 @@ def format_report(r: dict[str, Any]) -> str:
     text = "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
     trace = Schedule(name=str(r.get("schedule", "")), steps=tuple(r["trace"])).pretty()
     return text + "\n\nschedule trace:\n" + "\n".join("  " + line for line in trace.splitlines())
+
+
+def _figures_text(table: dict[str, Any]) -> str:
+    """Which per-action energies the config's sizes gave and which the config set itself."""
+    given = table["given"]
+    derived = len(table["figures"]) - len(given)
+    dram = f"; DRAM {table['dram_interface']}, {table['dram_channels']} channel(s)" if table["dram_interface"] else ""
+    gating = "; clock gating on" if table["clock_gating"] else ""
+    return (f"{derived} derived from the config's sizes, {len(given)} given"
+            + (f" ({', '.join(given)})" if given else "") + dram + gating + "  (--json: energy_figures)")
 
 
 def _cmd_run(args: argparse.Namespace) -> int:

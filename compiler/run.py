@@ -112,7 +112,7 @@ def run_compiled_with_stats(compiled: Compiled, *, cfg: ArchConfig | None = None
         "compile_seconds": compiled.compile_seconds,
         "simulator_wall_seconds": sim_wall,
         "config": cfg.name,
-        **{key: s[key] for key in ("energy_pj", "energy_breakdown_pj", "edp", "edp_units")},
+        **{key: s[key] for key in ("energy_pj", "energy_breakdown_pj", "edp", "edp_units", "energy_figures")},
     }
     return report, stats
 

@@ -39,9 +39,12 @@ from tinynpu.explore.spec import DesignPoint, SweepSpec, Workload, design_points
 from tinynpu.explore.task import area_identity, evaluate, synth_area, warm_up
 from tinynpu.fsio import check_output_dir, read_text, write_atomic
 from tinynpu.progress import progress, say
+from tinynpu.simulator.energy import COMPONENTS
 
 RESULTS = "results.csv"
 FIGURES = ("cycles", "dram_bytes", "utilization", "energy_pj", "edp")
+# energy_pj by component (energy_breakdown_pj of the run): one column each, energy_<component>_pj.
+BREAKDOWN = tuple(f"energy_{component}_pj" for component in COMPONENTS)
 AREA = "area_mm2"
 AREA_COLUMNS = (AREA, "area_error")
 #: Where a local cluster's scheduler serves HTTP: any free port of the loopback its own address is on.
@@ -116,7 +119,7 @@ def _row(spec: SweepSpec, point: DesignPoint, workload: Workload, result: dict[s
     row.update({"workload": workload.key, "kind": workload.kind, "count": workload.count,
                 "run_args": workload.cli_args(),
                 "status": result["status"]})
-    row.update({name: result.get(name, "") for name in FIGURES})
+    row.update({name: result.get(name, "") for name in (*FIGURES, *BREAKDOWN)})
     if AREA in spec.objectives:
         row.update(_area_columns(area))
     row.update({"seconds": result.get("seconds", ""), "error": result.get("error", ""),
@@ -126,8 +129,8 @@ def _row(spec: SweepSpec, point: DesignPoint, workload: Workload, result: dict[s
 
 def _columns(spec: SweepSpec) -> list[str]:
     return ["key", "config", "config_file", *(p.key for p in spec.parameters), "workload", "kind", "count", "run_args",
-            "status", *FIGURES, *(AREA_COLUMNS if AREA in spec.objectives else ()), "seconds", "error", "version",
-            "spec_digest"]
+            "status", *FIGURES, *BREAKDOWN, *(AREA_COLUMNS if AREA in spec.objectives else ()), "seconds", "error",
+            "version", "spec_digest"]
 
 
 def read_results(path: Path) -> list[dict[str, str]]:

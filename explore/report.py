@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tinynpu.explore import figures, interactions, quantities, sensitivity
+from tinynpu.explore.execute import BREAKDOWN
 from tinynpu.explore.spec import BASE_KEY, SweepSpec
 from tinynpu.fsio import write_atomic
 
@@ -68,6 +69,9 @@ def config_totals(spec: SweepSpec, rows: list[dict[str, str]]) -> tuple[list[Con
             delay = sum(w * float(r["edp"]) / float(r["energy_pj"]) for w, r in zip(weight, group, strict=True)
                         if float(r["energy_pj"]))
             totals["edp"] = totals["energy_pj"] * delay
+            for column in BREAKDOWN:  # energy by component, where the points carry it
+                if all(r.get(column) not in (None, "") for r in group):
+                    totals[column] = sum(w * float(r[column]) for w, r in zip(weight, group, strict=True))
         if group[0].get("area_mm2"):
             totals["area_mm2"] = float(group[0]["area_mm2"])
         feasible = all(c.holds(totals[c.objective]) for c in spec.constraints if c.objective in totals)
@@ -187,6 +191,20 @@ def totals_table(spec: SweepSpec, configs: list[ConfigTotals]) -> list[str]:
     return [*lines, ""]
 
 
+def breakdown_table(configs: list[ConfigTotals]) -> list[str]:
+    """The index.md section: each config's total energy by component (docs/energy.md says what each is)."""
+    columns = [c for c in BREAKDOWN if any(c in config.totals for config in configs)]
+    if not columns:
+        return []
+    heads = [c.removeprefix("energy_").removesuffix("_pj") for c in columns]
+    lines = ["## Energy by component", "", "Totals over the workloads; docs/energy.md defines each component.", "",
+             f"| config | {' | '.join(heads)} |", f"|---|{'---:|' * len(columns)}"]
+    for c in configs:
+        cells = [quantities.objective("energy_pj", c.totals[k]) if k in c.totals else "-" for k in columns]
+        lines.append(f"| {c.label} | {' | '.join(cells)} |")
+    return [*lines, ""]
+
+
 def write_index(spec: SweepSpec, out: Path, rows: list[dict[str, str]]) -> list[Path]:
     """Write ``out/index.md`` (and, when any config is ranked, a ``pareto-Y-vs-X.png`` per front and
     ``sensitivity.png``); returns the files written."""
@@ -208,6 +226,7 @@ def write_index(spec: SweepSpec, out: Path, rows: list[dict[str, str]]) -> list[
         lines += [f"Area failed: {e}" for e in errors] + ([""] if errors else [])
     written = [out / "index.md"]
     lines += totals_table(spec, configs)
+    lines += breakdown_table(configs)
     if ranked:
         for x, y in front_axes(spec):
             front = pareto_front(ranked, x, y)
@@ -235,5 +254,5 @@ def write_index(spec: SweepSpec, out: Path, rows: list[dict[str, str]]) -> list[
     return written
 
 
-__all__ = ["ConfigTotals", "best_configs", "config_label", "config_totals", "figure_name", "front_axes", "front_data",
-           "pareto_front", "reproduce_command", "summary", "totals_table", "write_index"]
+__all__ = ["ConfigTotals", "best_configs", "breakdown_table", "config_label", "config_totals", "figure_name",
+           "front_axes", "front_data", "pareto_front", "reproduce_command", "summary", "totals_table", "write_index"]

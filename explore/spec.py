@@ -162,10 +162,24 @@ def _load_base(src: YamlSource, base: str, where: tuple[str | int, ...]) -> Base
     return BaseConfig(name=base, path=candidate, data=data)
 
 
+def energy_figure_names() -> tuple[str, ...]:
+    """The figures of the energy table a sweep may override (``energy.NAME``)."""
+    from tinynpu.isa import load_isa
+    from tinynpu.isa.energy_model import figure_names, pricing_classes
+
+    return figure_names(pricing_classes(load_isa()))
+
+
 def _check_key(src: YamlSource, base: Path, base_data: dict[str, Any], dotted: str) -> None:
     if dotted == BASE_KEY:
         raise SpecError(f"{src.where(('parameters', dotted))}: {BASE_KEY!r} is not a config key; to sweep base "
                         f"configs, give `{BASE_KEY}` a list at the top level of the spec.")
+    if dotted.startswith("energy."):  # a derived figure: overridable though the base does not spell it out
+        names = energy_figure_names()
+        if dotted.removeprefix("energy.") not in (*names, "clock_gating"):
+            raise SpecError(f"{src.where(('parameters', dotted))}: {dotted!r} is not a figure of the energy table; "
+                            f"the figures are {', '.join(names)} (and the switch clock_gating; docs/energy.md).")
+        return
     node: Any = base_data
     walked: list[str] = []
     for part in dotted.split("."):
@@ -288,8 +302,8 @@ def load_sweep(path: Path | str) -> SweepSpec:
 def _override(data: dict[str, Any], dotted: str, value: Any) -> None:
     *parents, leaf = dotted.split(".")
     node = data
-    for part in parents:
-        node = node[part]
+    for part in parents:  # energy figures the base derives have no key yet
+        node = node.setdefault(part, {})
     node[leaf] = value
 
 

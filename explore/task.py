@@ -89,6 +89,8 @@ def evaluate(config_text: str, digest: str, kind: str, sizes: dict[str, int]) ->
     for name in ("energy_pj", "edp"):  # the simulator's energy model, where this tinynpu has one
         if name in report:
             result[name] = float(report[name])
+    for component, pj in report.get("energy_breakdown_pj", {}).items():
+        result[f"energy_{component}_pj"] = float(pj)
     return timed(result)
 
 

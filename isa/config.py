@@ -1,8 +1,9 @@
 """Architecture configs: sizes, dtypes and timing parameters, from YAML.
 
-:func:`load_config` validates a config against ``config.schema.json``, its
-energy table (every action priced, :data:`ENERGY_ACTIONS`) and the ISA (every
-field wide enough for the config's address ranges and sizes).
+:func:`load_config` validates a config against ``config.schema.json`` and the
+ISA (every field wide enough for the config's address ranges and sizes), and
+derives its energy table from its sizes (``energy_model.py``; the config's
+``energy:`` key may override a figure).
 :func:`build_hash` names the (ISA, config) pair a binary was built for.
 
 A config may inherit: ``base: default`` (a built-in's name, or a YAML path
@@ -25,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from tinynpu.errors import SpecError
+from tinynpu.isa.energy_model import EnergyTable, Sizes, energy_table, pricing_classes, scope_bytes_of
 from tinynpu.isa.spec import ISA_DIR, TILES, Isa, _fail, _schema_check, load_isa
 from tinynpu.isa.yamlsrc import KeyPath, YamlSource, format_key_path, load_yaml
 
@@ -34,64 +36,6 @@ BASE_KEY = "base"  # a config's parent: a built-in name or a YAML path relative 
 _DTYPE_BYTES = {"int8": 1, "int32": 4, "float32": 4}
 _SCOPE_KEYS = ("a_reg", "b_reg", "acc")
 BUFFERS_PER_SCOPE = 2  # double buffering: every scratchpad holds at least one tile per buffer
-
-# Every action the energy table must price: key path under the config's top level -> what it means.
-# The loader names the missing or bad entry with this text; docs/energy.md derives the defaults.
-ENERGY_ACTIONS: dict[KeyPath, str] = {
-    ("clock_mhz",): "the clock frequency in MHz (turns cycles into seconds for the energy-delay product)",
-    ("energy", "mac_pj", "multiply"): "pJ of one multiply at the input dtype (int8 or float32)",
-    ("energy", "mac_pj", "add"): "pJ of one accumulate add at the accumulator dtype (int32 or float32)",
-    ("energy", "alu_pj_per_element"): "pJ of one ALU or requantization operation on one accumulator element",
-    **{("energy", "scratchpad_pj_per_byte", key, rw): f"pJ to {rw} one byte of the {key} scratchpad"
-       for key in _SCOPE_KEYS for rw in ("read", "write")},
-    ("energy", "dram_pj_per_byte"): "pJ to move one byte across the DRAM port (read or write)",
-    ("energy", "static_pj_per_cycle"): "pJ of static (leakage) energy per clock cycle",
-}
-
-
-def _check_nonnegative(what: str, value: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise SpecError(f"{what} must be a finite number >= 0, not {value!r}.")
-
-
-@dataclass(frozen=True, kw_only=True)
-class EnergyTable:
-    """Per-action energies in picojoules (docs/energy.md derives the shipped values).
-
-    Scratchpad entries are keyed by config key (``a_reg``, ``b_reg``, ``acc``).
-    """
-
-    mac_multiply_pj: float
-    mac_add_pj: float
-    alu_pj_per_element: float
-    scratchpad_read_pj_per_byte: tuple[tuple[str, float], ...]
-    scratchpad_write_pj_per_byte: tuple[tuple[str, float], ...]
-    dram_pj_per_byte: float
-    static_pj_per_cycle: float
-
-    def __post_init__(self) -> None:
-        for name in ("mac_multiply_pj", "mac_add_pj", "alu_pj_per_element", "dram_pj_per_byte",
-                     "static_pj_per_cycle"):
-            _check_nonnegative(f"energy {name}", getattr(self, name))
-        for name in ("scratchpad_read_pj_per_byte", "scratchpad_write_pj_per_byte"):
-            table = dict(getattr(self, name))
-            if sorted(table) != sorted(_SCOPE_KEYS):
-                raise SpecError(f"energy {name} must price exactly the scratchpads {', '.join(_SCOPE_KEYS)}, "
-                                f"not {', '.join(sorted(table)) or 'none'}.")
-            for key, value in table.items():
-                _check_nonnegative(f"energy {name}[{key}]", value)
-
-    @property
-    def mac_pj(self) -> float:
-        """One multiply-accumulate: a multiply at the input dtype plus an add at the accumulator dtype."""
-        return self.mac_multiply_pj + self.mac_add_pj
-
-    def scratchpad_read_pj(self, config_key: str) -> float:
-        return dict(self.scratchpad_read_pj_per_byte)[config_key]
-
-    def scratchpad_write_pj(self, config_key: str) -> float:
-        return dict(self.scratchpad_write_pj_per_byte)[config_key]
-
 
 @dataclass(frozen=True)
 class ArchConfig:
@@ -191,12 +135,13 @@ def _override(src: YamlSource, base_path: Path, target: dict[str, Any], override
     """Set each of ``overrides`` in ``target`` (the base's data), merging mappings key by key."""
     for key, value in overrides.items():
         where = (*at, key)
-        if key not in target:
+        # energy: takes any figure the base did not give (the energy model checks the names).
+        if key not in target and where[0] != "energy":
             known = ", ".join(sorted(map(str, target))) or "none"
             raise _fail(src, where, f"{format_key_path(where)} is not a key of the base config {base_path} "
                                     f"({format_key_path(at)} has {known}); an override changes a key the base "
                                     "has: check its spelling.")
-        if isinstance(value, dict) and isinstance(target[key], dict):
+        if isinstance(value, dict) and isinstance(target.get(key), dict):
             _override(src, base_path, target[key], value, where)
         else:
             target[key] = copy.deepcopy(value)
@@ -245,7 +190,7 @@ def load_config(name_or_path: str | Path = "default", isa: Isa | None = None) ->
     src = config_source(_resolve(name_or_path))
     if not isinstance(src.data, dict):
         raise _fail(src, (), "an architecture config must be a YAML mapping.")
-    _check_energy_actions(src)
+    _check_clock(src)
     _schema_check(src, "config.schema.json")
     d = src.data
     _check_tile(src, d)
@@ -275,7 +220,7 @@ def load_config(name_or_path: str | Path = "default", isa: Isa | None = None) ->
         token_max_count=d["tokens"]["max_count"],
         max_cycles=d["limits"]["max_cycles"],
         clock_mhz=float(d["clock_mhz"]),
-        energy=_energy_table(d["energy"]),
+        energy=_energy_table(src, d, isa),
         source=src.path,
         digest=hashlib.sha256(json.dumps(_architecture(d), sort_keys=True).encode()).hexdigest(),
     )
@@ -299,39 +244,30 @@ def _check_tile(src: YamlSource, d: dict[str, Any]) -> None:
 
 
 def _architecture(d: dict[str, Any]) -> dict[str, Any]:
-    """The keys a binary, a cycle count or a value can depend on: everything but the energy model."""
-    return {k: v for k, v in d.items() if k not in ("clock_mhz", "energy")}
+    """The keys a binary, a cycle count or a value can depend on: everything but the energy model (the clock,
+    the energy overrides and the DRAM interface, which prices the bytes but does not move them)."""
+    arch = {k: v for k, v in d.items() if k not in ("clock_mhz", "energy")}
+    arch["dram"] = {k: v for k, v in d["dram"].items() if k != "interface"}
+    return arch
 
 
-def _check_energy_actions(src: YamlSource) -> None:
-    """Every action of :data:`ENERGY_ACTIONS` is priced with a number >= 0 (before the schema, to say why)."""
-    for path, meaning in ENERGY_ACTIONS.items():
-        node: Any = src.data
-        for depth, key in enumerate(path):
-            if not isinstance(node, dict) or key not in node:
-                raise _fail(
-                    src, path[:depth],
-                    f"the config does not price every action: {format_key_path(path)} is missing; "
-                    f"expected {meaning}, a number >= 0 (docs/energy.md explains the defaults).",
-                )
-            node = node[key]
-        if isinstance(node, bool) or not isinstance(node, (int, float)) or not math.isfinite(node) or node < 0:
-            raise _fail(src, path, f"{format_key_path(path)} must be {meaning}, a number >= 0, not {node!r}.")
-    if src.data["clock_mhz"] == 0:
-        raise _fail(src, ("clock_mhz",), "clock_mhz must be above 0 MHz, not 0.")
+def _check_clock(src: YamlSource) -> None:
+    """``clock_mhz`` is a number above 0 (before the schema, to say what it is for)."""
+    clock = src.data.get("clock_mhz")
+    meaning = "the clock frequency in MHz (turns cycles into seconds, and leakage power into energy per cycle)"
+    if clock is None:
+        raise _fail(src, (), f"clock_mhz is missing; expected {meaning}, a number above 0.")
+    if isinstance(clock, bool) or not isinstance(clock, (int, float)) or not math.isfinite(clock) or clock <= 0:
+        raise _fail(src, ("clock_mhz",), f"clock_mhz must be {meaning}, a number above 0 MHz, not {clock!r}.")
 
 
-def _energy_table(e: dict[str, Any]) -> EnergyTable:
-    sp = e["scratchpad_pj_per_byte"]
-    return EnergyTable(
-        mac_multiply_pj=float(e["mac_pj"]["multiply"]),
-        mac_add_pj=float(e["mac_pj"]["add"]),
-        alu_pj_per_element=float(e["alu_pj_per_element"]),
-        scratchpad_read_pj_per_byte=tuple((key, float(sp[key]["read"])) for key in _SCOPE_KEYS),
-        scratchpad_write_pj_per_byte=tuple((key, float(sp[key]["write"])) for key in _SCOPE_KEYS),
-        dram_pj_per_byte=float(e["dram_pj_per_byte"]),
-        static_pj_per_cycle=float(e["static_pj_per_cycle"]),
-    )
+def _energy_table(src: YamlSource, d: dict[str, Any], isa: Isa) -> EnergyTable:
+    """The per-action energies, derived from the config's sizes unless its ``energy:`` gives them."""
+    sizes = Sizes(tile=d["tile"], input_dtype=d["dtypes"]["input"], acc_dtype=d["dtypes"]["acc"],
+                  scope_bytes=scope_bytes_of(d), dram_interface=d["dram"].get("interface", ""),
+                  dram_bytes_per_cycle=d["dram"]["bytes_per_cycle"], clock_mhz=float(d["clock_mhz"]),
+                  alu_classes=pricing_classes(isa))
+    return energy_table(src, sizes)
 
 
 def _check_fields_fit(isa: Isa, cfg: ArchConfig, src: YamlSource) -> None:
@@ -364,5 +300,5 @@ def build_hash(isa: Isa, cfg: ArchConfig) -> bytes:
     return hashlib.sha256(f"{isa.digest}:{cfg.digest}".encode()).digest()[:16]
 
 
-__all__ = ["BASE_KEY", "CONFIG_DIR", "ENERGY_ACTIONS", "TILES", "ArchConfig", "EnergyTable", "build_hash",
+__all__ = ["BASE_KEY", "CONFIG_DIR", "TILES", "ArchConfig", "EnergyTable", "build_hash",
            "config_source", "load_config"]

@@ -3,8 +3,9 @@
 The simulator counts the events once, from the instructions that executed
 (``simulator/stats.py``, shared by the Python and the native core, so both
 give the same energy); this module only multiplies them by the per-action
-energies of :class:`~tinynpu.isa.config.EnergyTable`.  docs/energy.md
-derives the shipped energies and says what each event counts.
+energies of :class:`~tinynpu.isa.energy_model.EnergyTable`, which the config
+derived from its sizes.  docs/energy.md gives the formulas and says what each
+event counts.
 """
 
 from __future__ import annotations
@@ -14,9 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from tinynpu.isa import ArchConfig
+from tinynpu.isa.energy_model import EnergyTable
 
 SCRATCHPADS = ("a_reg", "b_reg", "acc")
-COMPONENTS = ("mac", "alu", *SCRATCHPADS, "dram", "static")
+# mac: the array computing; array_idle: its leakage while it waits; static: every other leakage (and the
+# array's while it computes); clock: the clocked registers.  docs/energy.md has the table.
+COMPONENTS = ("mac", "array_idle", "alu", *SCRATCHPADS, "dram", "static", "clock")
 EDP_UNITS = "pJ*s"
 
 
@@ -27,27 +31,33 @@ class Events:
     Attributes:
         macs: multiply-accumulates the MAC array issued, padding included
             (tile^3 per tmm step).
-        alu_elements: accumulator elements processed by ALU instructions
-            (rows x tile each: the ALU works on whole rows) plus elements a
-            store requantizes or clamps (rows x cols, with narrow or relu).
+        alu_elements: accumulator elements processed, by pricing class: an ALU
+            instruction's timing class (rows x tile each: the ALU works on
+            whole rows), and ``requantize`` for the elements a store
+            requantizes or clamps (rows x cols, with narrow or relu).
         scratchpad_read_bytes: bytes read from each scratchpad, by config key.
         scratchpad_write_bytes: bytes written into each scratchpad, by config key.
         dram_bytes: bytes across the DRAM port, reads and writes.
         cycles: the run's cycle count (0 when timing was off).
+        array_busy_cycles: cycles the MAC array computes (the tensor unit's
+            occupancy); the rest of ``cycles`` it waits.
     """
 
     macs: int
-    alu_elements: int
+    alu_elements: Mapping[str, int]
     scratchpad_read_bytes: Mapping[str, int]
     scratchpad_write_bytes: Mapping[str, int]
     dram_bytes: int
     cycles: int
+    array_busy_cycles: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("macs", "alu_elements", "dram_bytes", "cycles"):
+        for name in ("macs", "dram_bytes", "cycles", "array_busy_cycles"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be an integer >= 0, not {value!r}")
+        if any(not isinstance(v, int) or v < 0 for v in self.alu_elements.values()):
+            raise ValueError(f"alu_elements must give elements >= 0 per pricing class, not {self.alu_elements!r}")
         for name in ("scratchpad_read_bytes", "scratchpad_write_bytes"):
             table = getattr(self, name)
             if sorted(table) != sorted(SCRATCHPADS) or any(v < 0 for v in table.values()):
@@ -61,10 +71,12 @@ class Energy:
     Attributes:
         breakdown_pj: picojoules per component, in :data:`COMPONENTS` order.
         seconds: the run's duration, cycles / clock.
+        table: the per-action figures that priced it (each derived or given).
     """
 
     breakdown_pj: tuple[tuple[str, float], ...]
     seconds: float
+    table: EnergyTable | None = None
 
     @property
     def total_pj(self) -> float:
@@ -76,23 +88,30 @@ class Energy:
         return self.total_pj * self.seconds
 
     def to_json(self) -> dict[str, Any]:
-        return {"energy_pj": self.total_pj, "energy_breakdown_pj": dict(self.breakdown_pj), "edp": self.edp,
-                "edp_units": EDP_UNITS}
+        out: dict[str, Any] = {"energy_pj": self.total_pj, "energy_breakdown_pj": dict(self.breakdown_pj),
+                               "edp": self.edp, "edp_units": EDP_UNITS}
+        if self.table is not None:
+            out["energy_figures"] = self.table.to_json()
+        return out
 
 
 def energy_of(cfg: ArchConfig, events: Events) -> Energy:
     """Price ``events`` with ``cfg``'s energy table."""
     table = cfg.energy
+    busy = min(events.array_busy_cycles, events.cycles)  # without timing there are no cycles to wait in
+    idle = events.cycles - busy
     pj = {
         "mac": events.macs * table.mac_pj,
-        "alu": events.alu_elements * table.alu_pj_per_element,
+        "array_idle": idle * table.array_leakage_pj_per_cycle,
+        "alu": sum(n * table.alu_pj(cls) for cls, n in sorted(events.alu_elements.items())),
         **{key: events.scratchpad_read_bytes[key] * table.scratchpad_read_pj(key)
            + events.scratchpad_write_bytes[key] * table.scratchpad_write_pj(key) for key in SCRATCHPADS},
         "dram": events.dram_bytes * table.dram_pj_per_byte,
-        "static": events.cycles * table.static_pj_per_cycle,
+        "static": events.cycles * table.static_pj_per_cycle + busy * table.array_leakage_pj_per_cycle,
+        "clock": (busy if table.clock_gating else events.cycles) * table.clock_pj_per_cycle,
     }
     return Energy(breakdown_pj=tuple((name, pj[name]) for name in COMPONENTS),
-                  seconds=events.cycles / (cfg.clock_mhz * 1e6))
+                  seconds=events.cycles / (cfg.clock_mhz * 1e6), table=table)
 
 
 __all__ = ["COMPONENTS", "EDP_UNITS", "SCRATCHPADS", "Energy", "Events", "energy_of"]

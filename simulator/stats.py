@@ -25,6 +25,7 @@ import numpy as np
 from tinynpu.assembler.image import Program
 from tinynpu.isa import ArchConfig, Instruction, Isa, regions
 from tinynpu.isa.encoding import field_column
+from tinynpu.isa.energy_model import REQUANTIZE
 from tinynpu.simulator.decode import Decoded
 from tinynpu.simulator.energy import Energy, Events, energy_of
 
@@ -110,7 +111,7 @@ def build_stats(isa: Isa, cfg: ArchConfig, program: Program, dec: Decoded, *, ex
     starts = np.array([t.addr for t in ts], dtype=np.int64)
     ends = np.array([t.addr + t.nbytes for t in ts], dtype=np.int64)
     macs = 0  # every tmm step is a tile x tile x tile MAC block
-    alu_elements = 0
+    alu_elements: dict[str, int] = {}  # by pricing class: an ALU timing class, or requantize (a store's)
     rd = {sc.id: 0 for sc in isa.scopes}
     wr = dict(rd)
     plan = dict(dec.plan)
@@ -141,7 +142,7 @@ def build_stats(isa: Isa, cfg: ArchConfig, program: Program, dec: Decoded, *, ex
                     traffic[t.name][kind] += int(value)
             if ins.stats == "tmm":
                 macs += int((v["m"] * v["n"] * v["k"]).sum()) * cfg.tile**3
-            alu_elements += _scratchpad(isa, cfg, ins, v, rd, wr)
+            _count_alu(alu_elements, ins, _scratchpad(isa, cfg, ins, v, rd, wr))
     names = {sc.id: sc.name for sc in isa.scopes}
     sp_rd = {names[sid]: value for sid, value in rd.items()}
     sp_wr = {names[sid]: value for sid, value in wr.items()}
@@ -149,6 +150,7 @@ def build_stats(isa: Isa, cfg: ArchConfig, program: Program, dec: Decoded, *, ex
     dram_write = int(dec.dram_write[sl].sum(dtype=np.int64))
     key = {s.name: s.config_key for s in isa.scopes}
     events = Events(macs=macs, alu_elements=alu_elements, dram_bytes=dram_read + dram_write, cycles=cycles,
+                    array_busy_cycles=_array_busy(isa, units, busy),
                     scratchpad_read_bytes={key[n]: v for n, v in sp_rd.items()},
                     scratchpad_write_bytes={key[n]: v for n, v in sp_wr.items()})
     return Stats(
@@ -177,6 +179,20 @@ def build_stats(isa: Isa, cfg: ArchConfig, program: Program, dec: Decoded, *, ex
         _start=start,
         _end=end,
     )
+
+
+def _count_alu(alu_elements: dict[str, int], ins: Instruction, elements: int) -> None:
+    """Add the accumulator elements ``ins`` processed under its pricing class: a store's are requantized
+    (``requantize``), an ALU instruction's are priced by its timing class (docs/energy.md)."""
+    if elements:
+        cls = REQUANTIZE if ins.stats == "dma_out" else ins.timing
+        alu_elements[cls] = alu_elements.get(cls, 0) + elements
+
+
+def _array_busy(isa: Isa, units: tuple[str, ...], busy: np.ndarray) -> int:
+    """Cycles the MAC array computes: the occupancy of the unit(s) that run tmm."""
+    return int(sum(busy[units.index(i.unit)] for i in {i.unit: i for i in isa.instructions
+                                                         if i.stats == "tmm"}.values()))
 
 
 def _evaluate(isa: Isa, cfg: ArchConfig, ins: Instruction, text: str, v: dict[str, np.ndarray]) -> np.ndarray:

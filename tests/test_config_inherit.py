@@ -93,7 +93,7 @@ def test_an_override_of_a_key_the_base_lacks(tmp_path: Path) -> None:
     path = _write(tmp_path, "mine.yaml", "base: default\nname: mine\ndram:\n  bytes: 4096\n  latncy_cycles: 3\n")
     message = _error(path)
     assert message.startswith(f"{path}:5:3 (at dram.latncy_cycles): dram.latncy_cycles is not a key of the base "
-                              f"config {CONFIG_DIR / 'default.yaml'} (dram has bytes, bytes_per_cycle, "
+                              f"config {CONFIG_DIR / 'default.yaml'} (dram has bytes, bytes_per_cycle, interface, "
                               "latency_cycles)"), message
 
 

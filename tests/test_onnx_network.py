@@ -15,6 +15,7 @@ from onnx_models import small_cnn  # noqa: E402
 
 from tinynpu.cli import main  # noqa: E402
 from tinynpu.compiler.onnx import compile_onnx, run_network  # noqa: E402
+from tinynpu.simulator.energy import COMPONENTS  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +49,13 @@ def test_small_cnn_end_to_end(cnn: Path) -> None:
     mem = r["memory"]
     assert mem["liveness_lower_bound_bytes"] <= mem["activation_peak_bytes"]
     assert r["cycles"] == sum(e["cycles"] for e in r["layers"])
+    # energy per layer, by component, adds up to the network's; host steps cost the accelerator nothing
+    assert list(r["energy_breakdown_pj"]) == list(COMPONENTS) and r["energy_pj"] > 0
+    for component in COMPONENTS:
+        assert r["energy_breakdown_pj"][component] == pytest.approx(
+            sum(e["energy_breakdown_pj"].get(component, 0.0) for e in r["layers"]), rel=1e-12)
+    assert all(e["energy_pj"] > 0 if e["where"] == "npu" else e["energy_pj"] == 0 for e in r["layers"])
+    assert r["edp"] == pytest.approx(r["energy_pj"] * r["cycles"] / (r["clock_mhz"] * 1e6), rel=1e-12)
 
 
 def test_accelerator_fault_is_caught_by_the_bit_exact_check(cnn: Path, monkeypatch: pytest.MonkeyPatch) -> None:

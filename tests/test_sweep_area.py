@@ -47,7 +47,7 @@ def test_area_identity_is_what_synthesis_depends_on() -> None:
     default = load_config("default")
     # The name, the clock and the energy table change no gate: one synthesis serves them all.
     same = [dataclasses.replace(default, name="other", digest="other"), dataclasses.replace(default, clock_mhz=500),
-            dataclasses.replace(default, energy=dataclasses.replace(default.energy, dram_pj_per_byte=100.0))]
+            dataclasses.replace(default, energy=load_config("fp32").energy)]
     assert {area_identity(c) for c in same} == {area_identity(default)}
     # The accumulator's size, the tile edge and the DRAM timing the DMA engines count do.
     others = [load_config(name) for name in ("acc2x", "t8", "t32", "dram_half")]

@@ -67,7 +67,11 @@ def test_sweep_resume_and_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
             report = run_compiled(compile_matmul(m, n, k, cfg=cfg), cfg=cfg, check_races=False, verify=False)
             assert (int(row["cycles"]), int(row["dram_bytes"])) == (report["cycles"], report["dram_bytes"])
             assert (float(row["energy_pj"]), float(row["edp"])) == (report["energy_pj"], report["edp"])
+            assert {c: float(row[f"energy_{c}_pj"]) for c in report["energy_breakdown_pj"]} == \
+                report["energy_breakdown_pj"]  # by component too
     index = (out / "index.md").read_text()
+    assert "## Energy by component" in index and "| config | mac | array_idle | alu |" in index
+    assert all(f"energy_{c}_pj" in summary["totals"][0] for c in ("mac", "dram", "static", "clock"))
     assert "![Pareto front: energy_pj against cycles](pareto-energy_pj-vs-cycles.png)" in index
     assert (out / "pareto-energy_pj-vs-cycles.png").stat().st_size > 0
 

@@ -127,9 +127,10 @@ def energy(entries: Sequence[tuple[str, Mapping[str, Any]]], *, path: Path) -> F
         path,
         title="Energy",
         caption=(
-            "`energy_pj` of each run split into its `energy_breakdown_pj` components (MAC array, ALU, each "
-            "scratchpad's reads and writes, DRAM, static power over the run's cycles), priced with the "
-            "config's energy table; the label gives the total and `edp` (energy x delay, "
+            "`energy_pj` of each run split into its `energy_breakdown_pj` components (the MAC array "
+            "computing, its leakage while it waits, ALU, each scratchpad's reads and writes, DRAM, the rest "
+            "of the leakage, the clocked registers; docs/energy.md), priced with the figures the config's "
+            "sizes derive; the label gives the total and `edp` (energy x delay, "
             f"{rows[0]['edp_units']})."
         ),
         data={"rows": rows},

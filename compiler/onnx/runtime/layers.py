@@ -12,7 +12,7 @@ the same functions compute the numpy integer reference
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -48,7 +48,11 @@ class LayerRun:
     groups_per_program: int = 1  # a grouped conv's groups one program runs (block-diagonal kernel)
     note: str = ""  # what a host step did, where its reason alone would not say (the report's note)
     sim_seconds: float = 0.0
-    energy_pj: float = 0.0  # the simulator's energy of the step's programs (docs/energy.md)
+    energy_breakdown_pj: dict[str, float] = field(default_factory=dict)  # summed over the step's programs
+
+    @property
+    def energy_pj(self) -> float:
+        return sum(self.energy_breakdown_pj.values())
 
 
 @dataclass(frozen=True)
@@ -283,7 +287,6 @@ def _count(run: LayerRun, comp: Compiled, program: Any, stats: dict[str, Any], e
            acc_bytes: int, packed: int, *, staged_host: bool) -> None:
     """Add one program run's cycles, MACs and traffic to the step's :class:`LayerRun`."""
     run.cycles += int(stats["cycles"])
-    run.energy_pj += float(stats.get("energy_pj", 0.0))
     run.macs += comp.bounds.useful_macs // packed
     run.issued_macs += comp.bounds.issued_macs
     run.dram_bytes += int(stats["dram_read_bytes"]) + int(stats["dram_write_bytes"])
@@ -296,6 +299,8 @@ def _count(run: LayerRun, comp: Compiled, program: Any, stats: dict[str, Any], e
         run.compulsory_bytes -= program.tensor("W").nbytes * (packed - 1) // packed
     run.host_bytes += comp.host_traffic_bytes if staged_host else 0
     run.programs += 1
+    for component, pj in stats["energy_breakdown_pj"].items():
+        run.energy_breakdown_pj[component] = run.energy_breakdown_pj.get(component, 0.0) + float(pj)
 
 
 __all__ = ["Accelerator", "LayerRun", "add_layer", "conv_layer", "conv_places", "gemm_in_place", "gemm_layer"]

@@ -45,6 +45,9 @@ def summary_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
                                           f"over conv/gemm layers); utilization {100 * r['utilization']:.2f} %, "
                                           f"ceiling {100 * r['padding_ceiling']:.2f} %"),
         ("DRAM traffic (accelerator)", _bytes(r["dram_bytes"])),
+        ("energy (accelerator)", f"{r['energy_pj'] / 1e6:,.3f} uJ  (" + ", ".join(
+            f"{k} {v / r['energy_pj']:.0%}" for k, v in r["energy_breakdown_pj"].items() if v) + f"); "
+                                 f"energy x delay {r['edp']:.4g} {r['edp_units']}"),
         ("host traffic", f"{_bytes(r['host_bytes'])}; host share of wall time "
                          f"{100 * r['host_share_of_wall_time']:.1f} %"),
         ("DRAM image", f"{_bytes(mem['dram_image_bytes'])}: weights {_bytes(mem['weight_bytes'])}, activations "
@@ -85,14 +88,14 @@ def output_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
 
 def layer_rows(r: dict[str, Any]) -> list[list[str]]:
     rows = [["layer", "op", "where", "cycles", "util/ceiling", "ceiling", "DRAM", "compulsory", "host bytes",
-             "note"]]
+             "energy", "note"]]
     for e in r["layers"]:
         npu = e["where"] == "npu"
         rows.append([e["name"], e["op"], e["where"], f"{e['cycles']:,}" if npu else "-",
                      f"{100 * e['utilization'] / e['padding_ceiling']:.1f} %" if npu and e["padding_ceiling"] else "-",
                      f"{100 * e['padding_ceiling']:.1f} %" if npu else "-",
                      _bytes(e["dram_bytes"]) if npu else "-", _bytes(e["compulsory_bytes"]) if npu else "-",
-                     _bytes(e["host_bytes"]), e["note"]])
+                     _bytes(e["host_bytes"]), f"{e['energy_pj'] / 1e6:.3f} uJ" if npu else "-", e["note"]])
     return rows
 
 

@@ -16,6 +16,7 @@ from tinynpu.compiler.onnx.runtime.execute import Execution, execute
 from tinynpu.compiler.onnx.runtime.layers import LayerRun
 from tinynpu.compiler.onnx.verify.checks import check_inputs, ort_compare, verify_exact
 from tinynpu.compiler.onnx.verify.outputs import compare_outputs
+from tinynpu.simulator.energy import EDP_UNITS
 
 if TYPE_CHECKING:
     from tinynpu.compiler.onnx.network import CompiledNetwork
@@ -82,6 +83,7 @@ def _report(cn: CompiledNetwork, ex: Execution, times: dict[str, float]) -> dict
             "utilization": util, "padding_ceiling": ceiling, "dram_bytes": run.dram_bytes,
             "compulsory_bytes": run.compulsory_bytes, "macs": run.macs, "host_bytes": run.host_bytes,
             "programs": run.programs, "host_seconds": ex.host_seconds[step.name],
+            "energy_pj": run.energy_pj, "energy_breakdown_pj": dict(run.energy_breakdown_pj),
             "epilogue": "npu" if npu else "",
             "note": run.note or (step.reason if not npu else _npu_note(run)),
         })
@@ -95,6 +97,11 @@ def _report(cn: CompiledNetwork, ex: Execution, times: dict[str, float]) -> dict
     host_seconds = sum(ex.host_seconds.values())
     sim_seconds = sum(r.sim_seconds for r in ex.runs.values())
     clock_hz = cfg.clock_mhz * 1e6
+    breakdown: dict[str, float] = {}
+    for run in ex.runs.values():
+        for component, pj in run.energy_breakdown_pj.items():
+            breakdown[component] = breakdown.get(component, 0.0) + pj
+    energy = sum(breakdown.values())
     return {
         "model": cn.imported.source,
         "config": cfg.name,
@@ -103,6 +110,9 @@ def _report(cn: CompiledNetwork, ex: Execution, times: dict[str, float]) -> dict
         "clock_mhz": clock_hz / 1e6,
         "inferences_per_second": clock_hz / npu_cycles if npu_cycles else 0.0,
         "dram_bytes": dram,
+        # The accelerator's layers run one after another: total energy x total delay.
+        "energy_pj": energy, "energy_breakdown_pj": breakdown, "edp": energy * npu_cycles / clock_hz,
+        "edp_units": EDP_UNITS,
         "host_bytes": host_bytes,
         "macs": macs,
         "issued_macs": issued,
