@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from test_rtl_cosim import CFG, ISA, require_rtl, require_simulator
 
+from tinynpu.isa import load_config
 from tinynpu.rtl.module_bench import BenchResult, run_module_bench
 from tinynpu.rtl.runner import RtlError, lint_verilator
 from tinynpu.rtl.tb.recip_rsqrt_cases import (
@@ -113,12 +114,13 @@ def test_icarus_refuses_fewer_cycles_than_the_algorithm_takes() -> None:
     assert result.failed == result.total, result.log
 
 
-@pytest.mark.parametrize(("toplevel", "parameters"), [
-    (LUT, {"Lanes": 12}), (LUT, {"Lanes": 8}), (RECIP, {"RecipCycles": 37, "RsqrtCycles": 70})])
-def test_lint_is_clean_for_the_benches_parameters(toplevel: str, parameters: dict[str, int]) -> None:
-    """The builds the benches run besides the config's own (which test_rtl_configs lints)."""
+@pytest.mark.parametrize(("toplevel", "config", "parameters"), [
+    (LUT, "t8", {}), (LUT, "default", {}), (LUT, "t32", {}), (LUT, "default", {"Lanes": 12}),
+    (RECIP, "default", {}), (RECIP, "default", {"RecipCycles": 37, "RsqrtCycles": 70})])
+def test_verilator_lint_is_clean(toplevel: str, config: str, parameters: dict[str, int]) -> None:
+    """``--lint-only -Wall`` at each tile edge of the RTL and with the benches' parameters."""
     require_simulator("verilator")
-    proc = lint_verilator(toplevel, CFG, parameters)
+    proc = lint_verilator(toplevel, load_config(config, ISA), parameters)
     assert proc.returncode == 0 and "%Warning" not in proc.stderr and "%Error" not in proc.stderr, proc.stderr
 
 
