@@ -35,7 +35,7 @@ from tinynpu.isa.records import Instruction
 from tinynpu.isa.spec import Isa
 
 ALU_UNIT = "alu"
-MAX_FIXED_ROWS = 3  # the widest fixed source the RTL's constants encode (2 bits per funct)
+MAX_FIXED_ROWS = 3  # the widest fixed source the RTL's constants encode (2 bits per operation)
 _GRID_ROWS = 12  # accumulator rows of the grid the checks are compared on
 
 
@@ -45,12 +45,31 @@ class ShapeError(ValueError):
 
 @dataclass(frozen=True)
 class AluShape:
-    """One ALU instruction's source operand: ``kind`` is none, walk or fixed; ``count`` the fixed rows."""
+    """One ALU instruction's source operand: ``kind`` as in the module's list; ``count`` the fixed rows or table entries.
+
+    ``op`` is the instruction's ALU operation number (:func:`alu_ops`): its funct, above which the
+    opcode's offset from the ALU's first opcode, when the ALU has more than one opcode.
+    """
 
     mnemonic: str
-    funct: int
+    op: int
     kind: str
     count: int = 0
+
+
+def alu_ops(isa: Isa) -> tuple[int, int, dict[str, int]]:
+    """(first ALU opcode, bits of an ALU operation number, each ALU instruction's number).
+
+    The number is ``(opcode - first) << funct_bits | funct``: with every ALU instruction at one opcode
+    it is the funct; a second opcode (a full funct space) adds one bit, and so on.
+    """
+    alu = [i for i in isa.instructions if i.unit == ALU_UNIT]
+    funct_bits = max((f.msb - f.lsb + 1 for i in alu for f in i.fixed if f.name == "funct"), default=0)
+    first = min(i.fixed_value("opcode") for i in alu)
+    spread = max(i.fixed_value("opcode") for i in alu) - first
+    bits = funct_bits + spread.bit_length()
+    return first, bits, {i.mnemonic: (i.fixed_value("opcode") - first) << funct_bits | i.fixed_value("funct")
+                         for i in alu}
 
 
 def _value(isa: Isa, instr: Instruction, text: str, values: dict[str, int], acc_rows: int, tile: int = 1) -> int:
@@ -74,14 +93,14 @@ _SAMPLES = [(rows, n, tile) for rows in (1, 2, 5, 9) for n in (1, 2, 3) for tile
 
 
 def _classify(isa: Isa, instr: Instruction) -> AluShape:
-    funct = instr.fixed_value("funct")
+    op = alu_ops(isa)[2][instr.mnemonic]
     writes = [a for a in instr.accesses if a.write]
     reads = [a for a in instr.accesses if not a.write]
     if len(writes) != 1 or writes[0].space != "acc" or writes[0].bounds != ("dst", "dst + rows"):
         raise ShapeError(f"{instr.mnemonic}: the ALU writes acc rows [dst, dst + rows) and nothing else; "
                          f"its accesses say {[(a.space, a.bounds) for a in writes]}")
     if not reads:
-        return AluShape(instr.mnemonic, funct, "none")
+        return AluShape(instr.mnemonic, op, "none")
     if len(reads) > 1 or reads[0].space != "acc" or reads[0].bounds[0] != "src":
         raise ShapeError(f"{instr.mnemonic}: the ALU reads at most one acc range starting at src; "
                          f"its accesses say {[(a.space, a.bounds) for a in reads]}")
@@ -91,14 +110,14 @@ def _classify(isa: Isa, instr: Instruction) -> AluShape:
                for rows, n, tile in _SAMPLES if has_n or n == 1}
     for kind, rule in _LENGTHS.items():
         if (kind == "segments") == has_n and all(length == rule(*k) for k, length in lengths.items()):
-            return AluShape(instr.mnemonic, funct, kind)
+            return AluShape(instr.mnemonic, op, kind)
     by_tile = {tile: {v for k, v in lengths.items() if k[2] == tile} for tile in (1, 4, 8)}
     if all(len(v) == 1 for v in by_tile.values()):
         count = by_tile[1].pop()
         if 1 <= count <= MAX_FIXED_ROWS and by_tile[4] == by_tile[8] == {count}:
-            return AluShape(instr.mnemonic, funct, "fixed", count)
+            return AluShape(instr.mnemonic, op, "fixed", count)
         if all(by_tile[t] == {_ceil_div(count, t)} for t in (4, 8)):  # count entries, T per row
-            return AluShape(instr.mnemonic, funct, "table", count)
+            return AluShape(instr.mnemonic, op, "table", count)
     raise ShapeError(f"{instr.mnemonic}: its source rows [src, {reads[0].bounds[1]}) are neither `rows` rows, "
                      f"1..{MAX_FIXED_ROWS} fixed rows, a T-row block, n segments nor a table")
 
@@ -148,7 +167,7 @@ def _check_rule(isa: Isa, instr: Instruction, shape: AluShape) -> None:
 
 
 def alu_shapes(isa: Isa) -> tuple[AluShape, ...]:
-    """Every ALU instruction's shape, in funct order.
+    """Every ALU instruction's shape, in operation-number order.
 
     Raises:
         ShapeError: an instruction the RTL's shapes do not cover, or whose checks differ from its shape's rule.
@@ -159,7 +178,7 @@ def alu_shapes(isa: Isa) -> tuple[AluShape, ...]:
             shape = _classify(isa, instr)
             _check_rule(isa, instr, shape)
             out.append(shape)
-    return tuple(sorted(out, key=lambda s: s.funct))
+    return tuple(sorted(out, key=lambda s: s.op))
 
 
-__all__ = ["ALU_UNIT", "MAX_FIXED_ROWS", "AluShape", "ShapeError", "alu_shapes", "refused"]
+__all__ = ["ALU_UNIT", "MAX_FIXED_ROWS", "AluShape", "ShapeError", "alu_ops", "alu_shapes", "refused"]

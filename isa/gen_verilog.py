@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tinynpu.intmath import ceil_div
-from tinynpu.isa.alu_shapes import ALU_UNIT, ShapeError, alu_shapes
+from tinynpu.isa.alu_shapes import ALU_UNIT, ShapeError, alu_ops, alu_shapes
 from tinynpu.isa.config import ArchConfig
 from tinynpu.isa.spec import Isa
 
@@ -160,6 +160,8 @@ def generate_verilog(isa: Isa, cfg: ArchConfig) -> str:
             fname = f"TNPU_{name}_{_ident(field.name)}"
             out.append(f"localparam int {fname}_LSB = {field.lsb};")
             out.append(f"localparam int {fname}_W = {field.width};")
+            if field.max is not None and field.max < (1 << field.width) - 1:  # a narrower range than the bits
+                out.append(f"localparam int {fname}_MAX = {field.max};")
     out += _alu_shapes(isa)
     out += _config_params(isa, cfg)
     out += ["", "/* verilator lint_on UNUSEDPARAM */", ""]
@@ -186,18 +188,30 @@ def _alu_shapes(isa: Isa) -> list[str]:
         shapes = alu_shapes(isa)
     except ShapeError as exc:
         raise ValueError(f"the RTL's ALU cannot run {exc}") from None
-    _, funct_w = _common_fixed(isa, "funct")
-    n = 1 << funct_w
-    def mask(kind: str) -> int:
-        return sum(1 << s.funct for s in shapes if s.kind == kind)
+    first, op_w, ops = alu_ops(isa)
+    n = 1 << op_w
 
-    counts = sum(s.count << (2 * s.funct) for s in shapes if s.kind == "fixed")
+    def mask(kind: str) -> int:
+        return sum(1 << s.op for s in shapes if s.kind == kind)
+
+    counts = sum(s.count << (2 * s.op) for s in shapes if s.kind == "fixed")
     entries = {s.count for s in shapes if s.kind == "table"}
     if len(entries) > 1:
         raise ValueError(f"the RTL's ALU has one lookup register, but the ALU's tables have {sorted(entries)} entries")
-    out = ["", "// The vector ALU's source shapes by funct (isa/alu_shapes.py: each ALU instruction's accesses",
+    opcode_lsb, opcode_w = _common_fixed(isa, "opcode")
+    funct_lsb, funct_w = _common_fixed(isa, "funct")
+    out = ["", "// The vector ALU's operation numbers (isa/alu_shapes.py alu_ops): the funct, above it the opcode's",
+           "// offset from the ALU's first opcode when the ALU has more than one.  Its units compare them.",
+           f"localparam int TNPU_ALU_OP_W = {op_w};"]
+    out += [f"localparam int TNPU_{_ident(m)}_ALU_OP = {op};" for m, op in ops.items()]
+    spread = op_w - funct_w
+    high = f"{spread}'(word[{opcode_lsb} +: {opcode_w}] - {opcode_w}'d{first}), " if spread else ""
+    out += ["/* verilator lint_off UNUSEDSIGNAL */  // the opcode and funct bits of a whole word",
+            f"function automatic logic [{op_w - 1}:0] tnpu_alu_op(input logic [{isa.word_bits - 1}:0] word);",
+            f"  return {{{high}word[{funct_lsb} +: {funct_w}]}};", "endfunction", "/* verilator lint_on UNUSEDSIGNAL */"]
+    out += ["", "// The vector ALU's source shapes by operation (isa/alu_shapes.py: each ALU instruction's accesses",
            "// and checks): `walk` reads `rows` source rows advancing with dst (identical or disjoint ranges);",
-           "// `fixed` reads TNPU_ALU_SRC_FIXED_ROWS[2f+:2] rows from src for every dst row (outside them);",
+           "// `fixed` reads TNPU_ALU_SRC_FIXED_ROWS[2op+:2] rows from src for every dst row (outside them);",
            "// `block` reads row src + i % T for dst row i; `segments` reads rows src + i + j*T, j < n, for",
            "// dst row i <= T; `table` reads ceil(TNPU_ALU_LUT_ENTRIES / T) rows (the last three outside dst).",
            f"localparam logic [{n - 1}:0] TNPU_ALU_SRC_WALKS = {n}'b{mask('walk'):0{n}b};",

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CORE_C = ROOT / "simulator" / "core.c"
 SEMANTICS_PY = ROOT / "simulator" / "semantics.py"
 RTL_DIR = ROOT / "rtl"
-DECODE_CONSTANTS = ("FUNCT", "OPCODE", "MATCH")  # rtl/generated/tinynpu_isa.vh names that identify an instruction
+DECODE_CONSTANTS = ("FUNCT", "OPCODE", "MATCH", "ALU_OP")  # rtl/generated/tinynpu_isa.vh names that identify an instruction
 
 
 def _unit_module(isa: Isa, instr: Instruction) -> Path:

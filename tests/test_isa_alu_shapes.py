@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import pytest
 
@@ -16,13 +17,15 @@ ISA = load_isa()
 
 
 def _with(**changes: object) -> object:
-    """The ISA with one more ALU instruction: vaddrow's encoding at a free funct, with ``changes``."""
+    """The ISA with one more ALU instruction: vaddrow's encoding at the first free opcode and funct (opcode 7,
+    funct 0, as the ALU's functs at opcode 6 are all taken: its operation number 16), with ``changes``."""
     base = ISA.by_mnemonic["vaddrow"]
-    used = {i.fixed_value("funct") for i in ISA.instructions if i.unit == "alu"}
-    funct = min(set(range(16)) - used)
-    fixed = tuple(dataclasses.replace(fx, value=funct) if fx.name == "funct" else fx for fx in base.fixed)
+    used = {(i.fixed_value("opcode"), i.fixed_value("funct")) for i in ISA.instructions if i.unit == "alu"}
+    opcode, funct = min(set(itertools.product(range(6, 16), range(16))) - used)
+    values = {"opcode": opcode, "funct": funct}
+    fixed = tuple(dataclasses.replace(fx, value=values[fx.name]) if fx.name in values else fx for fx in base.fixed)
     extra = dataclasses.replace(base, mnemonic="vfoo", index=len(ISA.instructions), fixed=fixed,
-                                match=base.match & ~0xF0 | funct << 4, **changes)
+                                match=base.match & ~0xFF | funct << 4 | opcode, **changes)
     return dataclasses.replace(ISA, instructions=(*ISA.instructions, extra))
 
 
@@ -44,7 +47,8 @@ def test_the_fixed_rule_refuses_rows_overlapping_the_destination() -> None:
 def test_a_new_instruction_of_a_known_shape_is_generated_without_rtl_edits() -> None:
     isa = _with()
     text = generate_verilog(isa, load_config("default", isa))  # type: ignore[arg-type]
-    assert "TNPU_ALU_SRC_FIXED = 16'b0000000111000010;" in text
+    assert "TNPU_ALU_OP_W = 5;" in text and "TNPU_VFOO_ALU_OP = 16;" in text  # opcode 7: a second opcode bit
+    assert f"TNPU_ALU_SRC_FIXED = 32'b{1 << 16 | 0b11000010:032b};" in text  # vaddrow, vrequant(f), vfoo
     assert "case K_VFOO:" in generate_core_header(isa).split("#define TNPU_ALU_KINDS", 1)[1].splitlines()[0]
 
 

@@ -52,6 +52,7 @@ localparam int TNPU_LOAD_OPCODE = 2;
 localparam int TNPU_LOAD_FUNCT = 0;
 localparam int TNPU_LOAD_SCOPE_LSB = 16;
 localparam int TNPU_LOAD_SCOPE_W = 2;
+localparam int TNPU_LOAD_SCOPE_MAX = 2;
 localparam int TNPU_LOAD_SP_ROW_LSB = 18;
 localparam int TNPU_LOAD_SP_ROW_W = 14;
 localparam int TNPU_LOAD_DRAM_LSB = 32;
@@ -73,6 +74,7 @@ localparam int TNPU_ZERO_OPCODE = 3;
 localparam int TNPU_ZERO_FUNCT = 0;
 localparam int TNPU_ZERO_SCOPE_LSB = 16;
 localparam int TNPU_ZERO_SCOPE_W = 2;
+localparam int TNPU_ZERO_SCOPE_MAX = 2;
 localparam int TNPU_ZERO_SP_ROW_LSB = 18;
 localparam int TNPU_ZERO_SP_ROW_W = 14;
 localparam int TNPU_ZERO_ROWS_LSB = 88;
@@ -370,6 +372,7 @@ localparam int TNPU_VRECIP_SRC_LSB = 32;
 localparam int TNPU_VRECIP_SRC_W = 14;
 localparam int TNPU_VRECIP_SHIFT_LSB = 58;
 localparam int TNPU_VRECIP_SHIFT_W = 6;
+localparam int TNPU_VRECIP_SHIFT_MAX = 62;
 localparam int TNPU_VRECIP_ROWS_LSB = 88;
 localparam int TNPU_VRECIP_ROWS_W = 15;
 localparam int TNPU_VRECIP_WAIT_LSB = 8;
@@ -387,6 +390,7 @@ localparam int TNPU_VRSQRT_SRC_LSB = 32;
 localparam int TNPU_VRSQRT_SRC_W = 14;
 localparam int TNPU_VRSQRT_SHIFT_LSB = 58;
 localparam int TNPU_VRSQRT_SHIFT_W = 6;
+localparam int TNPU_VRSQRT_SHIFT_MAX = 31;
 localparam int TNPU_VRSQRT_ROWS_LSB = 88;
 localparam int TNPU_VRSQRT_ROWS_W = 15;
 localparam int TNPU_VRSQRT_WAIT_LSB = 8;
@@ -394,9 +398,34 @@ localparam int TNPU_VRSQRT_WAIT_W = 4;
 localparam int TNPU_VRSQRT_SIGNAL_LSB = 12;
 localparam int TNPU_VRSQRT_SIGNAL_W = 4;
 
-// The vector ALU's source shapes by funct (isa/alu_shapes.py: each ALU instruction's accesses
+// The vector ALU's operation numbers (isa/alu_shapes.py alu_ops): the funct, above it the opcode's
+// offset from the ALU's first opcode when the ALU has more than one.  Its units compare them.
+localparam int TNPU_ALU_OP_W = 4;
+localparam int TNPU_VADD_ALU_OP = 0;
+localparam int TNPU_VADDROW_ALU_OP = 1;
+localparam int TNPU_VMAX_ALU_OP = 2;
+localparam int TNPU_VMIN_ALU_OP = 3;
+localparam int TNPU_VMUL_ALU_OP = 4;
+localparam int TNPU_VSHR_ALU_OP = 5;
+localparam int TNPU_VREQUANT_ALU_OP = 6;
+localparam int TNPU_VREQUANTF_ALU_OP = 7;
+localparam int TNPU_VREDMAX_ALU_OP = 8;
+localparam int TNPU_VREDSUM_ALU_OP = 9;
+localparam int TNPU_VREDSQ_ALU_OP = 10;
+localparam int TNPU_VSUBB_ALU_OP = 11;
+localparam int TNPU_VMULB_ALU_OP = 12;
+localparam int TNPU_VLUT_ALU_OP = 13;
+localparam int TNPU_VRECIP_ALU_OP = 14;
+localparam int TNPU_VRSQRT_ALU_OP = 15;
+/* verilator lint_off UNUSEDSIGNAL */  // the opcode and funct bits of a whole word
+function automatic logic [3:0] tnpu_alu_op(input logic [127:0] word);
+  return {word[4 +: 4]};
+endfunction
+/* verilator lint_on UNUSEDSIGNAL */
+
+// The vector ALU's source shapes by operation (isa/alu_shapes.py: each ALU instruction's accesses
 // and checks): `walk` reads `rows` source rows advancing with dst (identical or disjoint ranges);
-// `fixed` reads TNPU_ALU_SRC_FIXED_ROWS[2f+:2] rows from src for every dst row (outside them);
+// `fixed` reads TNPU_ALU_SRC_FIXED_ROWS[2op+:2] rows from src for every dst row (outside them);
 // `block` reads row src + i % T for dst row i; `segments` reads rows src + i + j*T, j < n, for
 // dst row i <= T; `table` reads ceil(TNPU_ALU_LUT_ENTRIES / T) rows (the last three outside dst).
 localparam logic [15:0] TNPU_ALU_SRC_WALKS = 16'b1100000000000001;
