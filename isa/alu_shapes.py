@@ -45,7 +45,7 @@ class ShapeError(ValueError):
 
 @dataclass(frozen=True)
 class AluShape:
-    """One ALU instruction's source operand: ``kind`` as in the module's list; ``count`` the fixed rows or table entries.
+    """One ALU instruction's source operand: ``kind`` as listed above; ``count`` the fixed rows or table entries.
 
     ``op`` is the instruction's ALU operation number (:func:`alu_ops`): its funct, above which the
     opcode's offset from the ALU's first opcode, when the ALU has more than one opcode.

@@ -208,7 +208,8 @@ def _alu_shapes(isa: Isa) -> list[str]:
     high = f"{spread}'(word[{opcode_lsb} +: {opcode_w}] - {opcode_w}'d{first}), " if spread else ""
     out += ["/* verilator lint_off UNUSEDSIGNAL */  // the opcode and funct bits of a whole word",
             f"function automatic logic [{op_w - 1}:0] tnpu_alu_op(input logic [{isa.word_bits - 1}:0] word);",
-            f"  return {{{high}word[{funct_lsb} +: {funct_w}]}};", "endfunction", "/* verilator lint_on UNUSEDSIGNAL */"]
+            f"  return {{{high}word[{funct_lsb} +: {funct_w}]}};", "endfunction",
+            "/* verilator lint_on UNUSEDSIGNAL */"]
     out += ["", "// The vector ALU's source shapes by operation (isa/alu_shapes.py: each ALU instruction's accesses",
            "// and checks): `walk` reads `rows` source rows advancing with dst (identical or disjoint ranges);",
            "// `fixed` reads TNPU_ALU_SRC_FIXED_ROWS[2op+:2] rows from src for every dst row (outside them);",
