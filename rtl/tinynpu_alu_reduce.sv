@@ -57,7 +57,8 @@ module tinynpu_alu_reduce import tinynpu_isa_pkg::*; #(
   // sat32((total + 2^shift / 2) >> shift): one bit wider, so adding the half cannot wrap.
   logic signed [SumW:0] rounded;
   logic                 fits;
-  assign rounded  = ({total[SumW-1], total} + (((SumW + 1)'(1) << shift_i) >> 1)) >>> shift_i;
+  // (a concatenation is unsigned: without $signed, >>> would shift a negative sum in zeros)
+  assign rounded  = $signed({total[SumW-1], total} + (((SumW + 1)'(1) << shift_i) >> 1)) >>> shift_i;
   assign fits     = (rounded[SumW:AccW-1] == '0) || (rounded[SumW:AccW-1] == '1);
   assign result_o = max_i ? total[AccW-1:0]
                   : fits ? rounded[AccW-1:0] : {rounded[SumW], {(AccW - 1){~rounded[SumW]}}};

@@ -139,8 +139,10 @@ module tinynpu_alu_unit import tinynpu_isa_pkg::*; #(
     .sq_i     (op_q == OpW'(TNPU_VREDSQ_ALU_OP)),
     .cols_i   (cols_q),
     .shift_i  (shift_q),
-    .row_i    (src_rdata_i),
-    .squares_i(squares),
+    // Operand isolation: the reduction and the lookups see zeros unless their op runs, so neither
+    // toggles (nor costs Icarus an evaluation) in the other ops' cycles.
+    .row_i    (segments ? src_rdata_i : '0),
+    .squares_i(segments ? squares : '0),
     .result_o (red_result)
   );
   tinynpu_lut #(.Entries(TNPU_ALU_LUT_ENTRIES)) u_lut (
@@ -148,7 +150,7 @@ module tinynpu_alu_unit import tinynpu_isa_pkg::*; #(
     .wr_en_i  (active && lut_op && tbl_q != '0),
     .wr_row_i (LutRowW'(TableRows - int'(tbl_q))),
     .wr_data_i(src_rdata_i),
-    .x_i      (dst_rdata_i),
+    .x_i      (lut_op ? dst_rdata_i : '0),
     .base_i   (imm_q),
     .y_o      (lut_y)
   );
@@ -209,7 +211,8 @@ module tinynpu_alu_unit import tinynpu_isa_pkg::*; #(
     /* verilator lint_off UNUSEDSIGNAL */  // mb's top bit only keeps the sum from wrapping
     logic signed [WideW:0] mb;
     /* verilator lint_on UNUSEDSIGNAL */
-    assign mb     = ({prod[WideW-1], prod} + (((WideW + 1)'(1) << shift_q) >> 1)) >>> shift_q;
+    // (a concatenation is unsigned: without $signed, >>> would shift a negative product in zeros)
+    assign mb     = $signed({prod[WideW-1], prod} + (((WideW + 1)'(1) << shift_q) >> 1)) >>> shift_q;
     assign mb_sat = sat_acc(mb[WideW-1:0]);  // |mb| <= 2^62: the top bit is a copy of the sign
     // A continuous assign: Icarus evaluates it faster than an always_comb per lane.
     assign res = (op_q == OpW'(TNPU_VADD_ALU_OP) || op_q == OpW'(TNPU_VADDROW_ALU_OP)) ? x + y
