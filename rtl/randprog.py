@@ -59,6 +59,7 @@ class _Generator:
         self.scopes = {s.name: s.id for s in isa.scopes}
         self.units = isa.unit_ids
         self.alu_ops = [i for i in isa.instructions if i.unit == "alu"]
+        self.alu_used = {i.mnemonic: 0 for i in self.alu_ops}  # a program's ALU ops: the least used next
 
     def _span(self, stride: int, rows: int, nbytes: int, align: int) -> tuple[int, int]:
         span = (rows - 1) * stride + nbytes
@@ -110,7 +111,11 @@ class _Generator:
 
     def alu(self) -> _Instr:
         """One of the YAML's ALU instructions, its operands chosen by field kind, its rows from its accesses."""
-        ins = self.rng.choice(self.alu_ops)
+        # The least used so far (ties at random): a program of m ALU instructions has min(m, ops) distinct
+        # ones, so a few programs use every ALU instruction of the YAML (16 and more).
+        fewest = min(self.alu_used.values())
+        ins = self.rng.choice([i for i in self.alu_ops if self.alu_used[i.mnemonic] == fewest])
+        self.alu_used[ins.mnemonic] += 1
         for _ in range(64):  # a destination that leaves no legal source (a long reduction span): choose again
             f = self._alu_fields(ins)
             if f is not None:
@@ -191,7 +196,7 @@ def random_program(isa: Isa, cfg: ArchConfig, seed: int, length: int = 40) -> tu
     for scope_id in (s.id for s in isa.scopes):
         body.append(_Instr("zero", {"scope": scope_id, "sp_row": 0, "rows": ROWS_USED}, gen.units["load"]))
     body.append(None)
-    kinds = [gen.load, gen.load, gen.zero, gen.store, gen.store, gen.tmm, gen.tmm, gen.alu, gen.alu]
+    kinds = [gen.load, gen.load, gen.zero, gen.store, gen.store, gen.tmm, gen.tmm, gen.alu, gen.alu, gen.alu, gen.alu]
     for _ in range(length):
         if rng.random() < 0.04:
             body.append(None)
