@@ -13,7 +13,7 @@ the bottom layer: it imports neither the simulator nor the RTL tools):
 * RTL: the module of the instruction's unit (``rtl/tinynpu_<unit>_unit.sv``,
   or ``rtl/tinynpu_dispatch.sv`` for the dispatcher's own) decodes it: its
   code (comments aside) compares the word with the instruction's generated
-  ``TNPU_<MNEMONIC>_FUNCT``, ``_OPCODE`` or ``_MATCH`` constant.  A unit need
+  ``TNPU_<MNEMONIC>_FUNCT``, ``_OPCODE``, ``_MATCH`` or ``_ALU_OP`` constant.  A unit need
   not compare what nothing else could be: the sole instruction of its unit, or
   the one instruction a unit leaves as its fall-through when its opcode is
   the unit's alone (``load``: the load unit tells ``zero`` apart by opcode).
@@ -35,7 +35,8 @@ ROOT = Path(__file__).resolve().parent.parent
 CORE_C = ROOT / "simulator" / "core.c"
 SEMANTICS_PY = ROOT / "simulator" / "semantics.py"
 RTL_DIR = ROOT / "rtl"
-DECODE_CONSTANTS = ("FUNCT", "OPCODE", "MATCH")  # rtl/generated/tinynpu_isa.vh names that identify an instruction
+# rtl/generated/tinynpu_isa.vh names that identify an instruction (ALU_OP: the vector ALU's operation number)
+DECODE_CONSTANTS = ("FUNCT", "OPCODE", "MATCH", "ALU_OP")
 
 
 def _unit_module(isa: Isa, instr: Instruction) -> Path:

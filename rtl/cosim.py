@@ -265,17 +265,7 @@ def run_unit_benches(isa: Isa, cfg: ArchConfig, simulator: str = "icarus") -> tu
     Returns:
         (tests run, tests failed, the tail of the simulator log).
     """
-    from cocotb_tools.check_results import get_results
+    from tinynpu.rtl.module_bench import run_module_bench
 
-    check_config(cfg)
-    bld = build(simulator, isa, cfg, UNITS_TOPLEVEL, parameters={})
-    with tempfile.TemporaryDirectory(prefix="tinynpu-units-") as tmp:
-        log, xml = Path(tmp) / "sim.log", Path(tmp) / "results.xml"
-        try:
-            run_test(bld, UNITS_TEST_MODULE, test_dir=Path(tmp), extra_env={"COCOTB_LOG_LEVEL": "WARNING"},
-                     plusargs=[], waves=None, log=log, results_xml=xml)
-        except (SystemExit, Exception) as exc:
-            raise RtlError(f"the unit benches did not run ({exc}):\n{_tail(log)}") from None
-        total, failed = get_results(xml)
-        return total, failed, _tail(log, 60)
-
+    result = run_module_bench(isa, cfg, UNITS_TOPLEVEL, UNITS_TEST_MODULE, simulator=simulator)
+    return result.total, result.failed, result.log

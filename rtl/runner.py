@@ -153,12 +153,17 @@ def _version(simulator: str) -> str:
     return f"verilator {root} {stamp.st_size if stamp else 0} {stamp.st_mtime_ns if stamp else 0}"
 
 
-def lint_verilator(toplevel: str, cfg: ArchConfig) -> subprocess.CompletedProcess[str]:
-    """``verilator --lint-only -Wall`` of the RTL and benches, with ``toplevel`` as the top module."""
+def lint_verilator(toplevel: str, cfg: ArchConfig,
+                   parameters: Mapping[str, int] | None = None) -> subprocess.CompletedProcess[str]:
+    """``verilator --lint-only -Wall`` of the RTL and benches, with ``toplevel`` as the top module.
+
+    ``parameters`` override the top module's (``-G``), as a module bench builds it.
+    """
+    overrides = [f"-G{name}={value}" for name, value in (parameters or {}).items()]
     with verilator_env() as root:
         return subprocess.run(
             [str(root / "bin" / "verilator"), "--lint-only", "-Wall", "--timing", f"-I{include_dir(cfg)}",
-             "--top-module", toplevel, *map(str, sources())],
+             "--top-module", toplevel, *overrides, *map(str, sources())],
             capture_output=True, text=True, timeout=600, check=False)
 
 

@@ -79,15 +79,18 @@ module tinynpu_dispatch import tinynpu_isa_pkg::*; #(
   assign is_store   = word_is(w, TNPU_STORE_MASK, TNPU_STORE_MATCH);
   assign is_tmm     = word_is(w, TNPU_TMM_MASK, TNPU_TMM_MATCH);
   assign is_alu     = decodable && unit == TNPU_UNIT_BITS'(TNPU_UNIT_ALU);
-  // An ALU op's source shape comes from its funct (the generated TNPU_ALU_SRC_* constants), so a new
-  // ALU instruction of a known shape needs no line here.
-  logic [TNPU_FUNCT_W-1:0] funct;
-  logic                    src_walks, src_fixed;
-  logic [31:0]             src_fixed_rows;
-  assign funct          = w[TNPU_FUNCT_LSB +: TNPU_FUNCT_W];
-  assign src_walks      = is_alu && TNPU_ALU_SRC_WALKS[funct];
-  assign src_fixed      = is_alu && TNPU_ALU_SRC_FIXED[funct];
-  assign src_fixed_rows = 32'(TNPU_ALU_SRC_FIXED_ROWS[2*funct +: 2]);
+  // An ALU op's source shape comes from its operation number (the generated TNPU_ALU_SRC_* constants),
+  // so a new ALU instruction of a known shape needs no line here.
+  logic [TNPU_ALU_OP_W-1:0] alu_op;
+  logic                     src_walks, src_fixed, src_block, src_segments, src_table;
+  logic [31:0]              src_fixed_rows;
+  assign alu_op         = tnpu_alu_op(w);
+  assign src_walks      = is_alu && TNPU_ALU_SRC_WALKS[alu_op];
+  assign src_fixed      = is_alu && TNPU_ALU_SRC_FIXED[alu_op];
+  assign src_block      = is_alu && TNPU_ALU_SRC_BLOCK[alu_op];
+  assign src_segments   = is_alu && TNPU_ALU_SRC_SEGMENTS[alu_op];
+  assign src_table      = is_alu && TNPU_ALU_SRC_TABLE[alu_op];
+  assign src_fixed_rows = 32'(TNPU_ALU_SRC_FIXED_ROWS[2*alu_op +: 2]);
 
   // ---- operand fields (positions shared by every instruction that has them) ----
   logic [TNPU_LOAD_SCOPE_W-1:0]  scope;
@@ -110,6 +113,10 @@ module tinynpu_dispatch import tinynpu_isa_pkg::*; #(
   assign narrow   = w[TNPU_STORE_NARROW_LSB];
   assign shift    = w[TNPU_STORE_SHIFT_LSB +: TNPU_STORE_SHIFT_W];
   assign alu_src  = w[TNPU_VADD_SRC_LSB +: TNPU_VADD_SRC_W];
+  logic [TNPU_VREDSUM_N_W-1:0]     segs;       // a reduction's segments (n)
+  logic [TNPU_VREDSUM_SHIFT_W-1:0] alu_shift;  // the ALU's 6-bit shift (vrecip, vrsqrt: narrower ranges)
+  assign segs      = w[TNPU_VREDSUM_N_LSB +: TNPU_VREDSUM_N_W];
+  assign alu_shift = w[TNPU_VREDSUM_SHIFT_LSB +: TNPU_VREDSUM_SHIFT_W];
   assign wait_m   = w[TNPU_WAIT_LSB +: TNPU_WAIT_W];
   assign signal_m = w[TNPU_SIGNAL_LSB +: TNPU_SIGNAL_W];
   assign t_acc    = w[TNPU_TMM_ACC_LSB +: TNPU_TMM_ACC_W];
@@ -137,7 +144,21 @@ module tinynpu_dispatch import tinynpu_isa_pkg::*; #(
     if ((is_load || is_zero) && scope > TNPU_LOAD_SCOPE_W'(TNPU_SCOPE_ACC)) bad_field = 1'b1;
     if (is_tmm && (m == '0 || n == '0 || k == '0)) bad_field = 1'b1;
     if (is_store && !narrow && shift != '0) bad_field = 1'b1;
+    // A reduction covers the logical rows of one tile-row: n >= 1, rows <= T, cols in 1..T.
+    if (src_segments && (segs == '0 || int'(rows) > TNPU_TILE || cols == '0 || int'(cols) > TNPU_TILE))
+      bad_field = 1'b1;
+    if (is_alu && alu_op == TNPU_ALU_OP_W'(TNPU_VRECIP_ALU_OP) && int'(alu_shift) > TNPU_VRECIP_SHIFT_MAX)
+      bad_field = 1'b1;
+    if (is_alu && alu_op == TNPU_ALU_OP_W'(TNPU_VRSQRT_ALU_OP) && int'(alu_shift) > TNPU_VRSQRT_SHIFT_MAX)
+      bad_field = 1'b1;
   end
+
+  // The source rows the other shapes read: a block's min(rows, T), a reduction's span of n segments
+  // T rows apart, a table's ceil(entries / T); each lies in acc and outside the destination rows.
+  logic [31:0] src_span;
+  assign src_span = src_block    ? ((int'(rows) < TNPU_TILE) ? 32'(rows) : 32'(TNPU_TILE))
+                  : src_segments ? (32'(segs) - 32'd1) * 32'(TNPU_TILE) + 32'(rows)
+                  : 32'((TNPU_ALU_LUT_ENTRIES + TNPU_TILE - 1) / TNPU_TILE);
 
   always_comb begin
     bad_spad = 1'b0;
@@ -154,6 +175,10 @@ module tinynpu_dispatch import tinynpu_isa_pkg::*; #(
     // scale row) lie in acc and outside the destination rows.
     if (src_fixed && (32'(alu_src) + src_fixed_rows > TNPU_ACC_ROWS
                       || (32'(alu_src) + src_fixed_rows > 32'(sp_row) && 32'(alu_src) < 32'(sp_row) + 32'(rows))))
+      bad_spad = 1'b1;
+    if ((src_block || src_segments || src_table)
+        && (32'(alu_src) + src_span > TNPU_ACC_ROWS
+            || (32'(alu_src) + src_span > 32'(sp_row) && 32'(alu_src) < 32'(sp_row) + 32'(rows))))
       bad_spad = 1'b1;
   end
 

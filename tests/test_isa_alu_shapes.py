@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import pytest
 
@@ -16,13 +17,15 @@ ISA = load_isa()
 
 
 def _with(**changes: object) -> object:
-    """The ISA with one more ALU instruction: vaddrow's encoding at a free funct, with ``changes``."""
+    """The ISA with one more ALU instruction: vaddrow's encoding at the first free opcode and funct (opcode 7,
+    funct 0, as the ALU's functs at opcode 6 are all taken: its operation number 16), with ``changes``."""
     base = ISA.by_mnemonic["vaddrow"]
-    used = {i.fixed_value("funct") for i in ISA.instructions if i.unit == "alu"}
-    funct = min(set(range(16)) - used)
-    fixed = tuple(dataclasses.replace(fx, value=funct) if fx.name == "funct" else fx for fx in base.fixed)
+    used = {(i.fixed_value("opcode"), i.fixed_value("funct")) for i in ISA.instructions if i.unit == "alu"}
+    opcode, funct = min(set(itertools.product(range(6, 16), range(16))) - used)
+    values = {"opcode": opcode, "funct": funct}
+    fixed = tuple(dataclasses.replace(fx, value=values[fx.name]) if fx.name in values else fx for fx in base.fixed)
     extra = dataclasses.replace(base, mnemonic="vfoo", index=len(ISA.instructions), fixed=fixed,
-                                match=base.match & ~0xF0 | funct << 4, **changes)
+                                match=base.match & ~0xFF | funct << 4 | opcode, **changes)
     return dataclasses.replace(ISA, instructions=(*ISA.instructions, extra))
 
 
@@ -44,7 +47,8 @@ def test_the_fixed_rule_refuses_rows_overlapping_the_destination() -> None:
 def test_a_new_instruction_of_a_known_shape_is_generated_without_rtl_edits() -> None:
     isa = _with()
     text = generate_verilog(isa, load_config("default", isa))  # type: ignore[arg-type]
-    assert "TNPU_ALU_SRC_FIXED = 16'b0000000111000010;" in text
+    assert "TNPU_ALU_OP_W = 5;" in text and "TNPU_VFOO_ALU_OP = 16;" in text  # opcode 7: a second opcode bit
+    assert f"TNPU_ALU_SRC_FIXED = 32'b{1 << 16 | 0b11000010:032b};" in text  # vaddrow, vrequant(f), vfoo
     assert "case K_VFOO:" in generate_core_header(isa).split("#define TNPU_ALU_KINDS", 1)[1].splitlines()[0]
 
 
@@ -60,3 +64,21 @@ def test_a_source_the_rtl_has_no_shape_for_is_refused_by_name() -> None:
                 checks=(Check(fault="src < dst + rows and dst < src + 2 * rows", at="src", message="overlap"),))
     with pytest.raises(ShapeError, match=r"vfoo: its source rows \[src, src \+ 2 \* rows\)"):
         alu_shapes(odd)  # type: ignore[arg-type]
+
+
+def test_the_transformer_instructions_shapes_and_rules() -> None:
+    shapes = {s.mnemonic: s for s in alu_shapes(ISA)}
+    assert {m: shapes[m].kind for m in ("vredmax", "vredsum", "vredsq", "vsubb", "vmulb", "vlut", "vrecip",
+                                        "vrsqrt")} == {
+        "vredmax": "segments", "vredsum": "segments", "vredsq": "segments", "vsubb": "block", "vmulb": "block",
+        "vlut": "table", "vrecip": "walk", "vrsqrt": "walk"}
+    assert shapes["vlut"].count == 256
+    seg, block, table = shapes["vredsum"], shapes["vsubb"], shapes["vlut"]
+    assert refused(seg, src=0, dst=40, rows=9, acc_rows=64, n=2, tile=8)       # rows > T
+    assert refused(seg, src=0, dst=16, rows=8, acc_rows=64, n=3, tile=8)       # dst inside the span 0..23
+    assert not refused(seg, src=0, dst=24, rows=8, acc_rows=64, n=3, tile=8)
+    assert refused(seg, src=48, dst=0, rows=8, acc_rows=64, n=3, tile=8)       # span past the end
+    assert not refused(block, src=0, dst=3, rows=3, acc_rows=64, tile=8)       # 3 block rows when rows < T
+    assert refused(block, src=0, dst=3, rows=20, acc_rows=64, tile=8)          # 8 block rows
+    assert refused(table, src=0, dst=31, rows=1, acc_rows=64, tile=8)          # 32 table rows at T = 8
+    assert not refused(table, src=0, dst=16, rows=1, acc_rows=64, tile=16)

@@ -93,11 +93,13 @@ def test_cache_keys_follow_what_the_synthesis_reads(tmp_path: Path) -> None:
     # ... but with the DRAM port width (the DMA units' beats) and the tile edge.
     assert logic_key(dataclasses.replace(CFG, dram_bytes_per_cycle=8)) != logic_key(CFG)
     assert logic_key(with_tile(CFG, 32)) != logic_key(CFG)
-    # An ISA change (vrequant's funct) re-keys the ALU and the dispatcher's decode, not the MAC array.
+    # An ISA change (vrequant's and vrsqrt's functs swapped: every funct of opcode 6 is taken) re-keys the ALU
+    # and the dispatcher's decode, not the MAC array.
     text = DEFAULT_ISA_PATH.read_text(encoding="utf-8")
-    old = "      - {name: funct,  <<: *f_funct,  value: 6}"
-    assert text.count(old) == 1, "the shipped vrequant funct moved; update this test"
-    (tmp_path / "isa.yaml").write_text(text.replace(old, old.replace("value: 6", "value: 15")), encoding="utf-8")
+    six, fifteen = (f"      - {{name: funct,  <<: *f_funct,  value: {v}}}" for v in (6, 15))
+    assert text.count(six) == text.count(fifteen) == 1, "the shipped vrequant or vrsqrt funct moved; update this test"
+    swapped = text.replace(six, "SIX").replace(fifteen, six).replace("SIX", fifteen)
+    (tmp_path / "isa.yaml").write_text(swapped, encoding="utf-8")
     headers = [generate_verilog(isa, CFG) for isa in (ISA, load_isa(tmp_path / "isa.yaml"))]
     assert headers[0] != headers[1]
     for module, changes in (("tinynpu_mac_array", False), ("tinynpu_alu_unit", True), ("tinynpu_dispatch", True)):
