@@ -48,6 +48,7 @@ class LayerRun:
     groups_per_program: int = 1  # a grouped conv's groups one program runs (block-diagonal kernel)
     note: str = ""  # what a host step did, where its reason alone would not say (the report's note)
     sim_seconds: float = 0.0
+    load_seconds: float = 0.0  # the simulator decoding and checking programs it loads (simulation, not host work)
 
 
 @dataclass(frozen=True)
@@ -248,10 +249,12 @@ def _simulate(npu: Accelerator, comp: Compiled, inputs: dict[str, np.ndarray], o
     from tinynpu.simulator import Machine
 
     cfg, image = npu.cache.cfg, npu.image
+    t0 = time.perf_counter()
     if image is None:
         machine = Machine(cfg)
         program = comp.program
         machine.load(program)
+        run.load_seconds += time.perf_counter() - t0
         device = comp.to_device(inputs)
         if epi is not None:  # this layer's parameter rows (the program was compiled for the shape)
             device["P"] = epi.param_table(cfg.tile)
@@ -261,8 +264,9 @@ def _simulate(npu: Accelerator, comp: Compiled, inputs: dict[str, np.ndarray], o
             if t.name not in bases:
                 bases[t.name] = image.stage(None, t.nbytes)
         program = image.program(key, comp.program, bases, pitches)
-        machine = image.machine
-        machine.load(program)
+        t0 = time.perf_counter()
+        machine = image.machine_for(program)
+        run.load_seconds += time.perf_counter() - t0
         device = inputs
     for name, arr in device.items():
         machine.write_tensor(name, arr)
