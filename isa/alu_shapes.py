@@ -4,11 +4,18 @@ The ALU's hardware (and the dispatcher's range checks) handles a few shapes
 of source operand, not one circuit per instruction:
 
 * ``none``: no source rows (``vmax``, ``vshr``, ...: an immediate or nothing);
-* ``walk``: ``rows`` source rows that advance with the destination (``vadd``);
-  the ranges must be identical or disjoint;
+* ``walk``: ``rows`` source rows that advance with the destination (``vadd``,
+  ``vrecip``); the ranges must be identical or disjoint;
 * ``fixed``: ``count`` rows from ``src`` read for every destination row (a
   broadcast row, per-column parameter rows: ``vaddrow``, ``vrequant``); they
-  must lie outside the destination rows.
+  must lie outside the destination rows;
+* ``block``: the T-row block ``src + i % T`` for destination row i
+  (``vsubb``, ``vmulb``): min(rows, T) rows, outside the destination rows;
+* ``segments``: a reduction's walk (``vredsum``): logical row i reads rows
+  src + i + j*T for j < n, the span [src, src + (n-1)*T + rows) outside the
+  destination rows, and rows <= T;
+* ``table``: ``count`` table entries in ceil(count / T) rows from ``src``
+  (``vlut``), outside the destination rows.
 
 :func:`alu_shapes` classifies every ALU instruction from its accesses and then
 checks that its static ``checks`` say exactly what the dispatcher's rule for
@@ -46,10 +53,24 @@ class AluShape:
     count: int = 0
 
 
-def _value(isa: Isa, instr: Instruction, text: str, values: dict[str, int], acc_rows: int) -> int:
+def _value(isa: Isa, instr: Instruction, text: str, values: dict[str, int], acc_rows: int, tile: int = 1) -> int:
     scope_rows = [acc_rows if s.name == "acc" else 0 for s in sorted(isa.scopes, key=lambda s: s.id)]
-    return int(regions.evaluate(isa.region_expr(instr, text), isa.scope_ids, values, tile=1,
+    return int(regions.evaluate(isa.region_expr(instr, text), isa.scope_ids, values, tile=tile,
                                 elem_bytes=[4] * len(scope_rows), scope_rows=scope_rows))
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+# The source lengths of the shapes whose length is a rule (the source rows read for `rows` rows, n
+# segments, at tile edge T); `walk` is the one `fixed` and `table` are not.
+_LENGTHS = {
+    "walk": lambda rows, n, tile: rows,
+    "block": lambda rows, n, tile: min(rows, tile),
+    "segments": lambda rows, n, tile: (n - 1) * tile + rows,
+}
+_SAMPLES = [(rows, n, tile) for rows in (1, 2, 5, 9) for n in (1, 2, 3) for tile in (1, 4, 8)]
 
 
 def _classify(isa: Isa, instr: Instruction) -> AluShape:
@@ -64,24 +85,47 @@ def _classify(isa: Isa, instr: Instruction) -> AluShape:
     if len(reads) > 1 or reads[0].space != "acc" or reads[0].bounds[0] != "src":
         raise ShapeError(f"{instr.mnemonic}: the ALU reads at most one acc range starting at src; "
                          f"its accesses say {[(a.space, a.bounds) for a in reads]}")
-    lengths = {rows: _value(isa, instr, reads[0].bounds[1], {"src": 0, "dst": 0, "rows": rows}, 1 << 20)
-               for rows in (1, 2, 5)}
-    if all(length == rows for rows, length in lengths.items()):
-        return AluShape(instr.mnemonic, funct, "walk")
-    count = lengths[1]
-    if len(set(lengths.values())) == 1 and 1 <= count <= MAX_FIXED_ROWS:
-        return AluShape(instr.mnemonic, funct, "fixed", count)
-    raise ShapeError(f"{instr.mnemonic}: its source rows [src, {reads[0].bounds[1]}) are neither `rows` rows "
-                     f"nor 1..{MAX_FIXED_ROWS} fixed rows")
+    has_n = "n" in instr.operands
+    lengths = {(rows, n, tile): _value(isa, instr, reads[0].bounds[1], {"src": 0, "dst": 0, "rows": rows, "n": n},
+                                       1 << 20, tile)
+               for rows, n, tile in _SAMPLES if has_n or n == 1}
+    for kind, rule in _LENGTHS.items():
+        if (kind == "segments") == has_n and all(length == rule(*k) for k, length in lengths.items()):
+            return AluShape(instr.mnemonic, funct, kind)
+    by_tile = {tile: {v for k, v in lengths.items() if k[2] == tile} for tile in (1, 4, 8)}
+    if all(len(v) == 1 for v in by_tile.values()):
+        count = by_tile[1].pop()
+        if 1 <= count <= MAX_FIXED_ROWS and by_tile[4] == by_tile[8] == {count}:
+            return AluShape(instr.mnemonic, funct, "fixed", count)
+        if all(by_tile[t] == {_ceil_div(count, t)} for t in (4, 8)):  # count entries, T per row
+            return AluShape(instr.mnemonic, funct, "table", count)
+    raise ShapeError(f"{instr.mnemonic}: its source rows [src, {reads[0].bounds[1]}) are neither `rows` rows, "
+                     f"1..{MAX_FIXED_ROWS} fixed rows, a T-row block, n segments nor a table")
 
 
-def refused(shape: AluShape, src: int, dst: int, rows: int, acc_rows: int) -> bool:
-    """What the RTL's dispatcher refuses for an ALU instruction of ``shape`` (besides dst's own range)."""
-    if shape.kind == "walk":
-        return src + rows > acc_rows or (src != dst and src < dst + rows and dst < src + rows)
+def _source_rows(shape: AluShape, rows: int, n: int, tile: int) -> int:
+    """The length of the source span the dispatcher range-checks."""
     if shape.kind == "fixed":
-        return src + shape.count > acc_rows or (src < dst + rows and dst < src + shape.count)
-    return False
+        return shape.count
+    if shape.kind == "table":
+        return _ceil_div(shape.count, tile)
+    return _LENGTHS[shape.kind](rows, n, tile)
+
+
+def refused(shape: AluShape, src: int, dst: int, rows: int, acc_rows: int, *, n: int = 1, tile: int = 1) -> bool:
+    """What the RTL's dispatcher refuses for an ALU instruction of ``shape`` (besides dst's own range)."""
+    if shape.kind == "none":
+        return False
+    length = _source_rows(shape, rows, n, tile)
+    outside = src + length > acc_rows
+    overlap = src < dst + rows and dst < src + length
+    if shape.kind == "walk":
+        return outside or (src != dst and overlap)
+    return outside or overlap or (shape.kind == "segments" and rows > tile)
+
+
+# The tile edge each shape's grid is compared at: small, but a table must fit a few rows.
+_GRID_TILE = {"table": 64}
 
 
 def _check_rule(isa: Isa, instr: Instruction, shape: AluShape) -> None:
@@ -89,16 +133,18 @@ def _check_rule(isa: Isa, instr: Instruction, shape: AluShape) -> None:
     if shape.kind == "none":
         return
     end = next(a for a in instr.accesses if not a.write).bounds[1]
-    for src, dst, rows in itertools.product(range(_GRID_ROWS + 2), range(_GRID_ROWS), range(1, 5)):
+    tile = _GRID_TILE.get(shape.kind, 4 if shape.kind in ("block", "segments") else 1)
+    segs = (1, 2) if "n" in instr.operands else (1,)
+    for src, dst, rows, n in itertools.product(range(_GRID_ROWS + 2), range(_GRID_ROWS), range(1, 6), segs):
         if dst + rows > _GRID_ROWS:
             continue
-        values = {n: 0 for n in instr.operands} | {"src": src, "dst": dst, "rows": rows}
-        yaml = _value(isa, instr, end, values, _GRID_ROWS) > _GRID_ROWS or any(
-            _value(isa, instr, c.fault, values, _GRID_ROWS) for c in instr.checks if not c.integer_only)
-        if yaml != refused(shape, src, dst, rows, _GRID_ROWS):
+        values = {name: 0 for name in instr.operands} | {"src": src, "dst": dst, "rows": rows, "n": n}
+        yaml = _value(isa, instr, end, values, _GRID_ROWS, tile) > _GRID_ROWS or any(
+            _value(isa, instr, c.fault, values, _GRID_ROWS, tile) for c in instr.checks if not c.integer_only)
+        if yaml != refused(shape, src, dst, rows, _GRID_ROWS, n=n, tile=tile):
             raise ShapeError(f"{instr.mnemonic}: its checks {'refuse' if yaml else 'accept'} src={src}, dst={dst}, "
-                             f"rows={rows}, which the RTL's rule for a {shape.kind} source "
-                             f"{'accepts' if yaml else 'refuses'}")
+                             f"rows={rows}{f', n={n}' if len(segs) > 1 else ''} at T={tile}, which the RTL's rule "
+                             f"for a {shape.kind} source {'accepts' if yaml else 'refuses'}")
 
 
 def alu_shapes(isa: Isa) -> tuple[AluShape, ...]:

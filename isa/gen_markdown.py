@@ -174,7 +174,8 @@ def generate_markdown(isa: Isa, cfgs: Sequence[ArchConfig]) -> str:
     out += ["", "## Synchronization", "", isa.synchronization.strip(), "",
             "## Timing", "", "```text", isa.timing.strip(), "```", "",
             "## Timing classes", "", "| class | occupancy | latency | note |", "|---|---|---|---|"]
-    out += [f"| `{t.name}` | `{_esc(t.occupancy)}` | `{_esc(t.latency)}` | {_esc(t.note)} |"
+    out += [f"| `{t.name}` | `{_esc(t.occupancy)}` | `{_esc(t.latency)}` | {_esc(t.note)}"
+            f"{'' if t.cycles_per_row is None else f' cycles_per_row = {t.cycles_per_row}.'} |"
             for t in isa.timing_classes]
     out += ["", "## Instructions", "", "| mnemonic | unit | timing | summary |", "|---|---|---|---|"]
     out += [f"| [`{i.mnemonic}`](#{i.mnemonic}-{_anchor(i.summary)}) | {i.unit} | {i.timing} | "

@@ -64,7 +64,14 @@ def _max_occupancy(isa: Isa, cfg: ArchConfig) -> int:
     widest_row = cfg.tile * max(cfg.elem_bytes(s.config_key) for s in isa.scopes)
     dma = rows * ceil_div(widest_row, cfg.dram_bytes_per_cycle)
     tmm = field_hi("tmm", "m") * field_hi("tmm", "n") * field_hi("tmm", "k") * cfg.tmm_interval_cycles
-    alu = ceil_div(rows, cfg.alu_rows_per_cycle) + cfg.alu_latency_cycles
+    # the ALU's longest: a whole-scratchpad row walk, a reduction of T rows of the most segments, a lookup's
+    # table and rows, or the sequential units' rows at their cycles per row
+    segments = max((f.hi for i in isa.instructions if i.unit == ALU_UNIT for f in i.fields if f.name == "n"),
+                   default=1)
+    per_row = max((t.cycles_per_row or 1 for t in isa.timing_classes), default=1)
+    entries = max((i.count for i in alu_shapes(isa) if i.kind == "table"), default=0)
+    steps = max(rows, cfg.tile * segments, rows + ceil_div(entries, cfg.tile))
+    alu = max(ceil_div(steps, cfg.alu_rows_per_cycle), rows * per_row) + cfg.alu_latency_cycles
     return max(dma, tmm, alu)
 
 
@@ -169,26 +176,43 @@ def _alu_shapes(isa: Isa) -> list[str]:
             other ALU instructions', or a source shape the RTL does not implement.
     """
     alu = [i for i in isa.instructions if i.unit == ALU_UNIT]
-    for name in ("dst", "src", "imm", "shift", "rows", "wait", "signal"):
-        spots = {(f.lsb, f.msb) for i in alu for f in i.fields if f.name == name}
-        if len(spots) > 1:
-            raise ValueError(f"the RTL's ALU decodes `{name}` at one position, but the ALU instructions place it "
-                             f"at bits {sorted(spots)}")
+    for name in ("dst", "src", "imm", "shift", "rows", "n", "cols", "base", "wait", "signal"):
+        for width in {f.width for i in alu for f in i.fields if f.name == name}:  # vshr's shift is 5 bits, 6 elsewhere
+            spots = {(f.lsb, f.msb) for i in alu for f in i.fields if f.name == name and f.width == width}
+            if len(spots) > 1:
+                raise ValueError(f"the RTL's ALU decodes a {width}-bit `{name}` at one position, but the ALU "
+                                 f"instructions place it at bits {sorted(spots)}")
     try:
         shapes = alu_shapes(isa)
     except ShapeError as exc:
         raise ValueError(f"the RTL's ALU cannot run {exc}") from None
     _, funct_w = _common_fixed(isa, "funct")
     n = 1 << funct_w
-    walks = sum(1 << s.funct for s in shapes if s.kind == "walk")
-    fixed = sum(1 << s.funct for s in shapes if s.kind == "fixed")
-    counts = sum(s.count << (2 * s.funct) for s in shapes)
-    return ["", "// The vector ALU's source shapes by funct (isa/alu_shapes.py: each ALU instruction's accesses",
-            "// and checks): `walk` reads `rows` source rows advancing with dst (identical or disjoint ranges);",
-            "// `fixed` reads TNPU_ALU_SRC_FIXED_ROWS[2f+:2] rows from src for every dst row (outside them).",
-            f"localparam logic [{n - 1}:0] TNPU_ALU_SRC_WALKS = {n}'b{walks:0{n}b};",
-            f"localparam logic [{n - 1}:0] TNPU_ALU_SRC_FIXED = {n}'b{fixed:0{n}b};",
-            f"localparam logic [{2 * n - 1}:0] TNPU_ALU_SRC_FIXED_ROWS = {2 * n}'h{counts:0{n // 2}x};"]
+    def mask(kind: str) -> int:
+        return sum(1 << s.funct for s in shapes if s.kind == kind)
+
+    counts = sum(s.count << (2 * s.funct) for s in shapes if s.kind == "fixed")
+    entries = {s.count for s in shapes if s.kind == "table"}
+    if len(entries) > 1:
+        raise ValueError(f"the RTL's ALU has one lookup register, but the ALU's tables have {sorted(entries)} entries")
+    out = ["", "// The vector ALU's source shapes by funct (isa/alu_shapes.py: each ALU instruction's accesses",
+           "// and checks): `walk` reads `rows` source rows advancing with dst (identical or disjoint ranges);",
+           "// `fixed` reads TNPU_ALU_SRC_FIXED_ROWS[2f+:2] rows from src for every dst row (outside them);",
+           "// `block` reads row src + i % T for dst row i; `segments` reads rows src + i + j*T, j < n, for",
+           "// dst row i <= T; `table` reads ceil(TNPU_ALU_LUT_ENTRIES / T) rows (the last three outside dst).",
+           f"localparam logic [{n - 1}:0] TNPU_ALU_SRC_WALKS = {n}'b{mask('walk'):0{n}b};",
+           f"localparam logic [{n - 1}:0] TNPU_ALU_SRC_FIXED = {n}'b{mask('fixed'):0{n}b};",
+           f"localparam logic [{2 * n - 1}:0] TNPU_ALU_SRC_FIXED_ROWS = {2 * n}'h{counts:0{n // 2}x};",
+           f"localparam logic [{n - 1}:0] TNPU_ALU_SRC_BLOCK = {n}'b{mask('block'):0{n}b};",
+           f"localparam logic [{n - 1}:0] TNPU_ALU_SRC_SEGMENTS = {n}'b{mask('segments'):0{n}b};",
+           f"localparam logic [{n - 1}:0] TNPU_ALU_SRC_TABLE = {n}'b{mask('table'):0{n}b};"]
+    if entries:
+        out.append(f"localparam int TNPU_ALU_LUT_ENTRIES = {entries.pop()};  // entries of the lookup register")
+    for cls in isa.timing_classes:  # the sequential units' fixed cycles per row (vrecip, vrsqrt)
+        if cls.cycles_per_row is not None:
+            out.append(f"localparam int TNPU_{_ident(cls.name)}_CYCLES_PER_ROW = {cls.cycles_per_row};"
+                       f"  // timing class {cls.name}")
+    return out
 
 
 def _config_params(isa: Isa, cfg: ArchConfig) -> list[str]:

@@ -101,12 +101,17 @@ class FixedBits:
 
 @dataclass(frozen=True)
 class TimingClass:
-    """Occupancy and latency formulas (text; implemented by simulator and RTL)."""
+    """Occupancy and latency formulas (text; implemented by simulator and RTL).
+
+    ``cycles_per_row`` is the class's one constant, when it has one: the fixed cycles a sequential
+    unit spends per row (``vrecip``'s divider); the simulator's timing and the RTL read it from here.
+    """
 
     name: str
     occupancy: str
     latency: str
     note: str
+    cycles_per_row: int | None = None
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ numpy columns the stats sum, and the C core's access table (a generated
 header), so they are parsed once here and translated to each target.
 
 The language is Python's expression syntax restricted to integers: operand
-names, ``T`` (the tile edge), integer literals, ``+ - *``, comparisons,
+names, ``T`` (the tile edge), integer literals, ``+ - *`` and ``//`` (floor
+division of non-negative values, such as ``(255 + T) // T``), comparisons,
 ``and``/``or``/``not``, ``a if c else b``, ``elem_bytes(s)``, the element
 size of a scratchpad given by a scope-valued operand or a scope name in
 quotes (``elem_bytes('acc')``), and ``scope_rows(s)``, its number of rows.
@@ -24,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-_BINOPS: dict[type, str] = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*"}
+# ``//`` is C's ``/`` too: every operand and T is non-negative, where the two agree.
+_BINOPS: dict[type, str] = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//"}
 _COMPARE: dict[type, str] = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">",
                              ast.GtE: ">="}
 TILE = "T"  # the tile edge, the one name that is not an operand
@@ -70,7 +72,7 @@ def parse(text: str | int, operands: tuple[str, ...], scope_operands: tuple[str,
             if not isinstance(node.value, int | str) or isinstance(node.value, bool):
                 raise ExprError(f"{text!r}: literal {node.value!r} is not an integer")
         elif isinstance(node, ast.BinOp) and type(node.op) not in _BINOPS:
-            raise ExprError(f"{text!r}: only + - * are allowed, not {type(node.op).__name__}")
+            raise ExprError(f"{text!r}: only + - * // are allowed, not {type(node.op).__name__}")
         elif isinstance(node, ast.Compare) and not all(type(o) in _COMPARE for o in node.ops):
             raise ExprError(f"{text!r}: comparisons are == != < <= > >=")
         elif isinstance(node, ast.UnaryOp) and not isinstance(node.op, ast.USub | ast.Not):
@@ -158,8 +160,9 @@ def to_c(node: ast.expr, scope_ids: Mapping[str, int], name: Callable[[str], str
             arg, table = n.args[0], FUNCTIONS[n.func.id][1]  # type: ignore[attr-defined]
             scope = str(scope_ids[str(arg.value)]) if isinstance(arg, ast.Constant) else go(arg)
             return f"(int64_t){table}[{scope}]"
-        if isinstance(n, ast.BinOp):
-            return f"({go(n.left)} {_BINOPS[type(n.op)]} {go(n.right)})"
+        if isinstance(n, ast.BinOp):  # C's / is // on the non-negative values of the language
+            op = "/" if isinstance(n.op, ast.FloorDiv) else _BINOPS[type(n.op)]
+            return f"({go(n.left)} {op} {go(n.right)})"
         if isinstance(n, ast.UnaryOp):
             return f"({'-' if isinstance(n.op, ast.USub) else '!'}{go(n.operand)})"
         if isinstance(n, ast.Compare):

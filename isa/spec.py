@@ -208,7 +208,8 @@ def load_isa(path: Path = DEFAULT_ISA_PATH) -> Isa:
     scopes = tuple(Scope(**s) for s in data["scopes"])
     scope_names = {s.name for s in scopes}
     timing_classes = tuple(
-        TimingClass(name=k, occupancy=v["occupancy"], latency=v["latency"], note=v.get("note", ""))
+        TimingClass(name=k, occupancy=v["occupancy"], latency=v["latency"], note=v.get("note", ""),
+                    cycles_per_row=v.get("cycles_per_row"))
         for k, v in data["timing_classes"].items()
     )
     instructions: list[Instruction] = []

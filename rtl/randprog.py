@@ -110,22 +110,13 @@ class _Generator:
 
     def alu(self) -> _Instr:
         """One of the YAML's ALU instructions, its operands chosen by field kind, its rows from its accesses."""
-        rng = self.rng
-        ins = rng.choice(self.alu_ops)
-        rows = rng.randint(1, 24)
-        f: dict[str, int] = {"dst": rng.randrange(0, ROWS_USED - rows + 1), "rows": rows}
-        for fld in ins.fields:
-            if fld.name in f or fld.kind == "units":
-                continue
-            if fld.kind == "sp_row":
-                f[fld.name] = self._source_row(ins, f, fld.name)
-            elif fld.kind == "shift":
-                f[fld.name] = rng.randint(fld.lo, fld.hi)
-            elif fld.kind == "imm":
-                edge_cases = [0, 1, -1, 3, -7, 127, -128, 65535, fld.hi, fld.lo]
-                f[fld.name] = rng.choice([*edge_cases, rng.randint(fld.lo, fld.hi)])
-            else:
-                raise ValueError(f"random programs cannot choose {ins.mnemonic}'s {fld.kind} field {fld.name!r}")
+        ins = self.rng.choice(self.alu_ops)
+        for _ in range(64):  # a destination that leaves no legal source (a long reduction span): choose again
+            f = self._alu_fields(ins)
+            if f is not None:
+                break
+        else:
+            raise ValueError(f"random programs found no legal operands for {ins.mnemonic} in {ROWS_USED} rows")
         reads: set[tuple[str, int]] = set()
         writes: set[tuple[str, int]] = set()
         for acc in ins.accesses:
@@ -135,6 +126,32 @@ class _Generator:
             (writes if acc.write else reads).update(_rows(acc.space, lo, hi - lo))
         return _Instr(ins.mnemonic, f, self.units["alu"], reads, writes)
 
+    def _alu_fields(self, ins: Instruction) -> dict[str, int] | None:
+        """Random operands of ``ins`` passing its checks, or None when its source rows find no room."""
+        rng = self.rng
+        f: dict[str, int] = {}
+        for fld in ins.fields:  # the values first: the rows and the source rows depend on them
+            if fld.kind == "shift":
+                f[fld.name] = rng.randint(fld.lo, fld.hi)
+            elif fld.kind == "imm":
+                edge_cases = [0, 1, -1, 3, -7, 127, -128, 65535, fld.hi, fld.lo]
+                f[fld.name] = rng.choice([*edge_cases, rng.randint(fld.lo, fld.hi)])
+            elif fld.kind == "count" and fld.name != "rows":  # segments (n), columns: small, inside the rows used
+                f[fld.name] = rng.randint(max(fld.lo, 1), min(fld.hi_at(self.tile), 3 if fld.name == "n" else 1 << 30))
+            elif fld.kind not in ("sp_row", "units", "count"):
+                raise ValueError(f"random programs cannot choose {ins.mnemonic}'s {fld.kind} field {fld.name!r}")
+        rows_checks = [c for c in ins.checks if c.at == "rows"]  # on the row count alone: a reduction has rows <= T
+        f["rows"] = rng.choice([r for r in range(1, 25)
+                                if not any(self._eval(ins, c.fault, {**f, "rows": r}) for c in rows_checks)])
+        f["dst"] = rng.randrange(0, ROWS_USED - f["rows"] + 1)
+        for fld in ins.fields:
+            if fld.kind == "sp_row" and fld.name not in f:
+                row = self._source_row(ins, f, fld.name)
+                if row is None:
+                    return None
+                f[fld.name] = row
+        return f
+
     def _eval(self, ins: Instruction, text: str, values: dict[str, int]) -> int:
         """An expression of the YAML's accesses or checks for these operand values."""
         cfg = self.cfg
@@ -142,9 +159,9 @@ class _Generator:
                                     elem_bytes=self.isa.per_scope(lambda s: cfg.elem_bytes(s.config_key)),
                                     scope_rows=self.isa.per_scope(lambda s: cfg.rows(s.config_key))))
 
-    def _source_row(self, ins: Instruction, values: dict[str, int], name: str) -> int:
+    def _source_row(self, ins: Instruction, values: dict[str, int], name: str) -> int | None:
         """A source row whose rows lie outside the destination's (always legal), accepted by the
-        instruction's checks, within the rows programs use."""
+        instruction's checks, within the rows programs use; None if there is none."""
         def ok(row: int) -> bool:
             trial = {**values, name: row}
             if any(self._eval(ins, chk.fault, trial) for chk in ins.checks):
@@ -157,7 +174,8 @@ class _Generator:
                     return False
             return True
 
-        return self.rng.choice([row for row in range(ROWS_USED) if ok(row)])
+        legal = [row for row in range(ROWS_USED) if ok(row)]
+        return self.rng.choice(legal) if legal else None
 
 
 def random_program(isa: Isa, cfg: ArchConfig, seed: int, length: int = 40) -> tuple[Program, dict[str, np.ndarray]]:

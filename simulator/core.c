@@ -528,6 +528,56 @@ static inline int32_t requant_float(int32_t x, int32_t bits) {
   return (int32_t)t;
 }
 
+/* transformer_ops.round_shift: rnd(v, s) = (v + 2^s / 2) >> s for |v| <= 2^62 without overflow (for s >= 2,
+ * halving v first cannot move the result: see the Python function), then saturated to int32. */
+static inline int32_t round_shift_sat(int64_t v, int64_t s) {
+  int64_t r = s < 2 ? (v + s) >> s : ((v >> 1) + ((int64_t)1 << (s - 2))) >> (s - 1);
+  return (int32_t)(r < INT32_MIN ? INT32_MIN : r > INT32_MAX ? INT32_MAX : r);
+}
+
+/* vredmax / vredsum / vredsq: logical row i's elements are acc rows src + i + j*T, j < n, all T columns
+ * but `cols` of the last segment.  The sum of squares needs more than 64 bits (up to 2^81): __int128. */
+static void do_reduce(const Run *R, enum Kind kind, const int64_t *x) {
+  const int64_t T = R->tile, dst_row = x[0], src = x[1], n = x[2];
+  const int has_shift = kind != K_VREDMAX;
+  const int64_t shift = has_shift ? x[3] : 0, rows = x[3 + has_shift], cols = x[4 + has_shift];
+  int32_t *acc = (int32_t *)R->sp[R->scope_acc];
+  for (int64_t i = 0; i < rows; i++) {
+    __int128 sum = 0;
+    int32_t best = INT32_MIN;
+    for (int64_t j = 0; j < n; j++) {
+      const int32_t *seg = acc + (src + i + j * T) * T;
+      for (int64_t c = 0; c < (j == n - 1 ? cols : T); c++) {
+        best = seg[c] > best ? seg[c] : best;
+        sum += kind == K_VREDSQ ? (__int128)((int64_t)seg[c] * seg[c]) : (__int128)seg[c];
+      }
+    }
+    int32_t v = best;
+    if (has_shift) { /* exact: sum + 2^(shift-1) and the shift in 128 bits, then saturated */
+      __int128 r = (sum + (((__int128)1 << shift) >> 1)) >> shift;
+      v = (int32_t)(r < INT32_MIN ? INT32_MIN : r > INT32_MAX ? INT32_MAX : r);
+    }
+    for (int64_t c = 0; c < T; c++) acc[(dst_row + i) * T + c] = v;
+  }
+}
+
+/* vrecip: min(2^s // x, 2^31 - 1), 2^31 - 1 for x <= 0.  vrsqrt: the largest r < 2^31 with r*r*x <= 4^s, found
+ * bit by bit from the top (r*r*x < 2^62 * 2^31: compared in 128 bits), 2^31 - 1 for x <= 0. */
+static int32_t recip_rsqrt(enum Kind kind, int32_t x, int64_t s) {
+  if (x <= 0) return INT32_MAX;
+  if (kind == K_VRECIP) {
+    int64_t q = ((int64_t)1 << s) / x;
+    return (int32_t)(q > INT32_MAX ? INT32_MAX : q);
+  }
+  const unsigned __int128 limit = (unsigned __int128)1 << (2 * s);
+  int64_t r = 0;
+  for (int b = 30; b >= 0; b--) {
+    int64_t t = r | ((int64_t)1 << b);
+    if ((unsigned __int128)t * (unsigned __int128)t * (unsigned __int128)x <= limit) r = t;
+  }
+  return (int32_t)r;
+}
+
 static void do_alu(const Run *R, enum Kind kind, const int64_t *x) {
   const int64_t T = R->tile;
   int32_t *acc = (int32_t *)R->sp[R->scope_acc];
@@ -573,6 +623,34 @@ static void do_alu(const Run *R, enum Kind kind, const int64_t *x) {
     case K_VREQUANTF: {
       const int32_t *scale = acc + x[1] * T;
       for (int64_t e = 0; e < count; e++) dst[e] = requant_float(dst[e], scale[e % T]);
+      break;
+    }
+    case K_VREDMAX: case K_VREDSUM: case K_VREDSQ:
+      do_reduce(R, kind, x);
+      break;
+    case K_VSUBB: { /* block row src + i % T from destination row i, wrapping */
+      for (int64_t e = 0; e < count; e++)
+        dst[e] = (int32_t)((uint32_t)dst[e] - (uint32_t)acc[(x[1] + (e / T) % T) * T + e % T]);
+      break;
+    }
+    case K_VMULB: { /* exact 64-bit product, rounding shift, saturated */
+      for (int64_t e = 0; e < count; e++)
+        dst[e] = round_shift_sat((int64_t)dst[e] * acc[(x[1] + (e / T) % T) * T + e % T], x[2]);
+      break;
+    }
+    case K_VLUT: { /* entry e at acc[src * T + e]: the table's rows are consecutive; its low 16 bits, signed */
+      const int32_t *table = acc + x[1] * T;
+      for (int64_t e = 0; e < count; e++) {
+        int64_t idx = (int64_t)dst[e] - x[2];
+        dst[e] = (int16_t)(uint16_t)table[idx < 0 ? 0 : idx > 255 ? 255 : idx];
+      }
+      break;
+    }
+    case K_VRECIP: case K_VRSQRT: { /* column 0 of each source row, broadcast; src may equal dst: read first */
+      for (int64_t i = 0; i < count / T; i++) {
+        int32_t r = recip_rsqrt(kind, acc[(x[1] + i) * T], x[2]);
+        for (int64_t c = 0; c < T; c++) dst[i * T + c] = r;
+      }
       break;
     }
     default: break; /* not an ALU kind: execute() does not send it here */

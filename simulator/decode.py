@@ -185,6 +185,21 @@ def _decode_chunk(isa: Isa, cfg: ArchConfig, words: Sequence[int], base: int,
     return part, halt_at
 
 
+def _alu_cycles(isa: Isa, cfg: ArchConfig, instr: Instruction, v: dict[str, np.ndarray]) -> np.ndarray:
+    """Occupancy (= latency) of the ALU's row-per-cycle classes: the rows it steps through, then its latency."""
+    steps = v["rows"]
+    if instr.timing == "alu_reduce":  # one source row (a segment of a logical row) per cycle
+        steps = v["rows"] * v["n"]
+    elif instr.timing == "alu_lut":  # the table's rows (its source rows in `accesses`) into the lookup register first
+        read = next(a for a in instr.accesses if not a.write)
+        lo, hi = (regions.evaluate(isa.region_expr(instr, b), isa.scope_ids, v, tile=cfg.tile, vector=True,
+                                   elem_bytes=isa.per_scope(lambda s: cfg.elem_bytes(s.config_key)),
+                                   scope_rows=isa.per_scope(lambda s: cfg.rows(s.config_key)))
+                  for b in read.bounds)
+        steps = v["rows"] + (hi - lo)
+    return _ceil_div(steps, cfg.alu_rows_per_cycle) + cfg.alu_latency_cycles
+
+
 class _Columns:
     """Timing and traffic columns, computed per instruction class."""
 
@@ -220,9 +235,13 @@ class _Columns:
                 steps = v["m"] * v["n"] * v["k"]
                 self.occ[sel] = steps * cfg.tmm_interval_cycles
                 self.lat[sel] = steps * cfg.tmm_interval_cycles + cfg.tmm_latency_cycles
-            elif cls == "alu":
-                alu = _ceil_div(v["rows"], cfg.alu_rows_per_cycle) + cfg.alu_latency_cycles
-                self.occ[sel] = self.lat[sel] = alu
+            elif cls in ("alu", "alu_reduce", "alu_lut"):
+                self.occ[sel] = self.lat[sel] = _alu_cycles(isa, cfg, instr, v)
+            elif cls in ("alu_recip", "alu_rsqrt"):  # a sequential unit: a fixed count per row, in isa.yaml
+                per_row = isa.timing_class[cls].cycles_per_row
+                if per_row is None:
+                    raise SpecError(f"{isa.source}: timing class {cls!r} needs its cycles_per_row.")
+                self.occ[sel] = self.lat[sel] = v["rows"] * per_row + cfg.alu_latency_cycles
             elif cls != "control":
                 raise SpecError(f"{isa.source}: the simulator does not implement timing class {cls!r}.")
 

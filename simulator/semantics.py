@@ -19,6 +19,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from tinynpu.isa import ArchConfig, Isa
+from tinynpu.simulator import transformer_ops as tops
 
 Handler = Callable[[list[int]], None]
 SEMANTICS: dict[str, Callable[[State, list[int]], None]] = {}  # mnemonic -> State method, by @semantics
@@ -220,6 +221,55 @@ class State:
     def vrequantf(self, x: list[int]) -> None:
         dst, src, rows = x[:3]
         self.acc[dst:dst + rows] = requantize_float(self.acc[dst:dst + rows], self.acc[src])
+
+    # The transformer instructions: their arithmetic is in transformer_ops, exact on integers.
+    @semantics
+    def vredmax(self, x: list[int]) -> None:
+        dst, src, n, rows, cols = x[:5]
+        self.acc[dst:dst + rows] = tops.row_max(tops.segments(self.acc, src, rows, n), cols)[:, None]
+
+    @semantics
+    def vredsum(self, x: list[int]) -> None:
+        dst, src, n, shift, rows, cols = x[:6]
+        total = tops.row_sum(tops.segments(self.acc, src, rows, n), cols)
+        self.acc[dst:dst + rows] = tops.saturate32(tops.round_shift(total, shift))[:, None]
+
+    @semantics
+    def vredsq(self, x: list[int]) -> None:
+        dst, src, n, shift, rows, cols = x[:6]
+        total = tops.row_sum_squares(tops.segments(self.acc, src, rows, n), cols)
+        self.acc[dst:dst + rows] = tops.round_shift_saturate(total, shift)[:, None]
+
+    def _block(self, src: int, rows: int) -> np.ndarray:
+        """Row src + i % T for each destination row i (the block lies outside the destination rows)."""
+        return self.acc[src + np.arange(rows) % self.tile]
+
+    @semantics
+    def vsubb(self, x: list[int]) -> None:
+        dst, src, rows = x[:3]
+        self.acc[dst:dst + rows] -= self._block(src, rows)  # int32 arrays wrap
+
+    @semantics
+    def vmulb(self, x: list[int]) -> None:
+        dst, src, shift, rows = x[:4]
+        prod = self.acc[dst:dst + rows].astype(np.int64) * self._block(src, rows)  # exact: |p| <= 2^62
+        self.acc[dst:dst + rows] = tops.saturate32(tops.round_shift(prod, shift))
+
+    @semantics
+    def vlut(self, x: list[int]) -> None:
+        dst, src, base, rows = x[:4]
+        table = self.acc[src:src + -(-tops.LUT_ENTRIES // self.tile)].reshape(-1)[:tops.LUT_ENTRIES]
+        self.acc[dst:dst + rows] = tops.lookup(self.acc[dst:dst + rows], table, base)
+
+    @semantics
+    def vrecip(self, x: list[int]) -> None:
+        dst, src, shift, rows = x[:4]
+        self.acc[dst:dst + rows] = tops.reciprocal(self.acc[src:src + rows, 0], shift)[:, None]
+
+    @semantics
+    def vrsqrt(self, x: list[int]) -> None:
+        dst, src, shift, rows = x[:4]
+        self.acc[dst:dst + rows] = tops.reciprocal_sqrt(self.acc[src:src + rows, 0], shift)[:, None]
 
 
 __all__ = ["SEMANTICS", "Handler", "State", "requantize", "requantize_float", "semantics"]

@@ -98,6 +98,21 @@ CASES = [
      ["vaddrow: the broadcast row 4 lies inside the destination rows 0..15; it must lie outside them."]),
     ("vrequant acc[16], acc[15], rows=16", "t.s:1:19",
      ["vrequant: the parameter rows 15..16 overlap the destination rows 16..31."]),
+    # the transformer instructions' rules (T = 16)
+    ("vredsum acc[64], acc[0], rows=17, n=2", "t.s:1:31", ["vredsum: rows=17 is more than the tile edge 16"]),
+    ("vredmax acc[32], acc[0], rows=4, n=3", "t.s:1:18",
+     ["vredmax: the source rows 0..35 overlap the destination rows 32..35; they must be disjoint."]),
+    ("vredmax acc[36], acc[0], rows=4, n=3, cols=16", None, []),
+    ("vredmax acc[36], acc[0], rows=4, n=3, cols=17", "t.s:1:44", ["cols=17", "1..16"]),
+    ("vsubb acc[8], acc[0], rows=32", "t.s:1:15",
+     ["vsubb: the block rows 0..15 overlap the destination rows 8..39; they must be disjoint."]),
+    ("vsubb acc[4], acc[0], rows=4", None, []),  # a block of 4 rows when rows < T
+    ("vmulb acc[16], acc[0], rows=16, shift=64", "t.s:1:39", ["shift=64", "0..63"]),
+    ("vlut acc[15], acc[0], rows=1, base=-128", "t.s:1:15",
+     ["vlut: the table rows 0..15 overlap the destination rows 15..15; they must be disjoint."]),
+    ("vlut acc[0], acc[1010], rows=1, base=0", "t.s:1:14", ["acc[1010] spanning 16 rows"]),
+    ("vrecip acc[0], acc[0], rows=4, shift=63", "t.s:1:38", ["shift=63", "0..62"]),
+    ("vrsqrt acc[0], acc[0], rows=4, shift=32", "t.s:1:38", ["shift=32", "0..31"]),
 ]
 
 

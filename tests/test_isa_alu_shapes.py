@@ -60,3 +60,21 @@ def test_a_source_the_rtl_has_no_shape_for_is_refused_by_name() -> None:
                 checks=(Check(fault="src < dst + rows and dst < src + 2 * rows", at="src", message="overlap"),))
     with pytest.raises(ShapeError, match=r"vfoo: its source rows \[src, src \+ 2 \* rows\)"):
         alu_shapes(odd)  # type: ignore[arg-type]
+
+
+def test_the_transformer_instructions_shapes_and_rules() -> None:
+    shapes = {s.mnemonic: s for s in alu_shapes(ISA)}
+    assert {m: shapes[m].kind for m in ("vredmax", "vredsum", "vredsq", "vsubb", "vmulb", "vlut", "vrecip",
+                                        "vrsqrt")} == {
+        "vredmax": "segments", "vredsum": "segments", "vredsq": "segments", "vsubb": "block", "vmulb": "block",
+        "vlut": "table", "vrecip": "walk", "vrsqrt": "walk"}
+    assert shapes["vlut"].count == 256
+    seg, block, table = shapes["vredsum"], shapes["vsubb"], shapes["vlut"]
+    assert refused(seg, src=0, dst=40, rows=9, acc_rows=64, n=2, tile=8)       # rows > T
+    assert refused(seg, src=0, dst=16, rows=8, acc_rows=64, n=3, tile=8)       # dst inside the span 0..23
+    assert not refused(seg, src=0, dst=24, rows=8, acc_rows=64, n=3, tile=8)
+    assert refused(seg, src=48, dst=0, rows=8, acc_rows=64, n=3, tile=8)       # span past the end
+    assert not refused(block, src=0, dst=3, rows=3, acc_rows=64, tile=8)       # 3 block rows when rows < T
+    assert refused(block, src=0, dst=3, rows=20, acc_rows=64, tile=8)          # 8 block rows
+    assert refused(table, src=0, dst=31, rows=1, acc_rows=64, tile=8)          # 32 table rows at T = 8
+    assert not refused(table, src=0, dst=16, rows=1, acc_rows=64, tile=16)

@@ -208,3 +208,39 @@ def test_faults_in_later_decode_chunks_name_the_program_index() -> None:
     words = (zero,) * n + (halt, 0xF)  # undecodable, but after the halt
     m = Machine(DEFAULT, ISA)
     m.load(make(words=words, tensors=(), config_name=prog.config_name, build_hash=prog.build_hash))
+
+
+@over_tiles(ci=True)
+def test_transformer_instruction_rules(cfg: ArchConfig) -> None:
+    """Each rule of the new ALU instructions faults with its YAML message; the edge of each rule runs."""
+    T = cfg.tile
+    table = -(-256 // T)
+    assert _fault([("vredsum", {"dst": 4 * T, "src": 0, "n": 1, "rows": T + 1, "shift": 0}), HALT], cfg) == (
+        f"instruction 0 (pc 0x0, vredsum): rows={T + 1} is more than the tile edge {T}: a reduction covers the "
+        "logical rows of one tile-row.")
+    assert _fault([("vredmax", {"dst": 2 * T, "src": 0, "n": 3, "rows": 2}), HALT], cfg) == (
+        f"instruction 0 (pc 0x0, vredmax): the source rows 0..{2 * T + 1} overlap the destination rows "
+        f"{2 * T}..{2 * T + 1}; they must be disjoint.")
+    assert _fault([("vmulb", {"dst": 5, "src": 0, "rows": 3 * T, "shift": 0}), HALT], cfg) == (
+        f"instruction 0 (pc 0x0, vmulb): the block rows 0..{T - 1} overlap the destination rows 5..{3 * T + 4}; "
+        "they must be disjoint.")
+    assert _fault([("vlut", {"dst": table - 1, "src": 0, "rows": 1, "base": 0}), HALT], cfg) == (
+        f"instruction 0 (pc 0x0, vlut): the table rows 0..{table - 1} overlap the destination rows "
+        f"{table - 1}..{table - 1}; they must be disjoint.")
+    assert "partially overlap" in _fault([("vrsqrt", {"dst": 0, "src": 1, "rows": 2, "shift": 0}), HALT], cfg)
+    last = cfg.rows("acc")
+    assert _fault([("vlut", {"dst": 0, "src": last - table + 1, "rows": 1, "base": 0}), HALT], cfg) == (
+        f"instruction 0 (pc 0x0, vlut): src: acc rows {last - table + 1}..{last} are out of range "
+        f"(acc has {last} rows).")
+    machine([("vredmax", {"dst": 2 * T + 2, "src": 0, "n": 3, "rows": 2}),
+             ("vsubb", {"dst": 3 * T, "src": 0, "rows": 2 * T}),
+             ("vlut", {"dst": table, "src": 0, "rows": 1, "base": 0}),
+             ("vrecip", {"dst": 0, "src": 0, "rows": 4, "shift": 62}), HALT], cfg).run()
+
+
+def test_transformer_instructions_are_integer_only() -> None:
+    cases = (("vredsq", {"dst": 64, "src": 0, "rows": 1}), ("vlut", {"dst": 64, "src": 0, "rows": 1, "base": 0}),
+             ("vrecip", {"dst": 0, "src": 0, "rows": 1}))
+    for mnemonic, ops in cases:
+        message = _fault([(mnemonic, ops), HALT], FP32)
+        assert f"{mnemonic} is for integer configs only (config 'fp32' is float32)" in message, message

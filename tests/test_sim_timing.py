@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 
 import pytest
-from test_sim_support import HALT, SYNC, load, machine, over_tiles, scope, units
+from test_sim_support import HALT, ISA, SYNC, load, machine, over_tiles, scope, units
 
 from tinynpu.isa import ArchConfig
 
@@ -211,3 +211,29 @@ def test_store_later_in_program_order_takes_the_port_first(cfg: ArchConfig) -> N
     assert tl[1][2] == e_tmm
     assert tl[3][1] == 1 + T  # the store is ready when the zero completes, long before the load
     assert tl[2][1] == e_tmm
+
+
+@over_tiles(ci=True)
+def test_transformer_instruction_timing(cfg: ArchConfig) -> None:
+    """The new ALU timing classes: a reduction steps through rows * n source rows, a lookup through its
+    table's rows first, the reciprocal units spend the YAML's cycles_per_row on every row; back to back,
+    each starts when the previous one's occupancy ends."""
+    T, rpc, lat = cfg.tile, cfg.alu_rows_per_cycle, cfg.alu_latency_cycles
+    table_rows = math.ceil(256 / T)
+    per_row = {c: ISA.timing_class[c].cycles_per_row for c in ("alu_recip", "alu_rsqrt")}
+    rows = T - 3
+    cases = [
+        (("vredsum", {"dst": 4 * T, "src": 0, "n": 3, "rows": rows, "cols": 2, "shift": 5}),
+         math.ceil(rows * 3 / rpc) + lat),
+        (("vredmax", {"dst": 4 * T, "src": 0, "n": 1, "rows": 1, "cols": T}), math.ceil(1 / rpc) + lat),
+        (("vlut", {"dst": table_rows, "src": 0, "rows": 5, "base": -128}), math.ceil((table_rows + 5) / rpc) + lat),
+        (("vmulb", {"dst": T, "src": 0, "rows": 2 * T, "shift": 3}), math.ceil(2 * T / rpc) + lat),
+        (("vsubb", {"dst": T, "src": 0, "rows": 7}), math.ceil(7 / rpc) + lat),
+        (("vrecip", {"dst": 0, "src": 0, "rows": 3, "shift": 40}), 3 * per_row["alu_recip"] + lat),
+        (("vrsqrt", {"dst": 8, "src": 0, "rows": 4, "shift": 20}), 4 * per_row["alu_rsqrt"] + lat),
+    ]
+    start = 1
+    tl = _timeline(machine([ins for ins, _ in cases] + [HALT], cfg))
+    for i, (ins, cycles) in enumerate(cases):
+        assert tl[i][1:] == (start, start + cycles), (ins, tl[i])
+        start += cycles

@@ -2,14 +2,14 @@
 /* Included by simulator/core.c once Run, Sim and access() are declared. */
 
 /* One kind per instruction, in isa.yaml order: an instruction's kind is its opcode index. */
-enum Kind { K_HALT, K_SYNC, K_LOAD, K_ZERO, K_STORE, K_TMM, K_VADD, K_VADDROW, K_VMAX, K_VMIN, K_VMUL, K_VSHR, K_VREQUANT, K_VREQUANTF, N_KINDS };
+enum Kind { K_HALT, K_SYNC, K_LOAD, K_ZERO, K_STORE, K_TMM, K_VADD, K_VADDROW, K_VMAX, K_VMIN, K_VMUL, K_VSHR, K_VREQUANT, K_VREQUANTF, K_VREDMAX, K_VREDSUM, K_VREDSQ, K_VSUBB, K_VMULB, K_VLUT, K_VRECIP, K_VRSQRT, N_KINDS };
 
 /* The case labels of the vector ALU's kinds (every instruction of unit alu): execute() sends them
  * to do_alu(), which has a case for each (`tinynpu isa check` names a kind without one). */
-#define TNPU_ALU_KINDS case K_VADD: case K_VADDROW: case K_VMAX: case K_VMIN: case K_VMUL: case K_VSHR: case K_VREQUANT: case K_VREQUANTF:
+#define TNPU_ALU_KINDS case K_VADD: case K_VADDROW: case K_VMAX: case K_VMIN: case K_VMUL: case K_VSHR: case K_VREQUANT: case K_VREQUANTF: case K_VREDMAX: case K_VREDSUM: case K_VREDSQ: case K_VSUBB: case K_VMULB: case K_VLUT: case K_VRECIP: case K_VRSQRT:
 
 /* Where each kind's `rows` operand is in x[] (-1: it has none): do_alu() reads its row count there. */
-static const int ROWS_OPERAND[N_KINDS] = { -1, -1, 4, 2, 3, -1, 2, 2, 2, 2, 2, 2, 2, 2 };
+static const int ROWS_OPERAND[N_KINDS] = { -1, -1, 4, 2, 3, -1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 4, 4, 2, 3, 3, 3, 3 };
 
 /* hazards.access_functions in C: the rows and bytes one instruction reads and writes (isa.yaml
  * `accesses`).  Returns 0 when access() reported a race or ran out of memory. */
@@ -89,6 +89,54 @@ static int accesses(Sim *S, int u, int64_t i, int kind, const int64_t *x) {
     case K_VREQUANTF: {
       const int64_t v_dst = x[0], v_src = x[1], v_rows = x[2];
       if (!access(S, u, i, 2, v_src, (v_src + INT64_C(1)), 0, NULL)) return 0;
+      if (!access(S, u, i, 2, v_dst, (v_dst + v_rows), 1, NULL)) return 0;
+      return 1;
+    }
+    case K_VREDMAX: {
+      const int64_t v_dst = x[0], v_src = x[1], v_n = x[2], v_rows = x[3];
+      if (!access(S, u, i, 2, v_src, ((v_src + ((v_n - INT64_C(1)) * R->tile)) + v_rows), 0, NULL)) return 0;
+      if (!access(S, u, i, 2, v_dst, (v_dst + v_rows), 1, NULL)) return 0;
+      return 1;
+    }
+    case K_VREDSUM: {
+      const int64_t v_dst = x[0], v_src = x[1], v_n = x[2], v_rows = x[4];
+      if (!access(S, u, i, 2, v_src, ((v_src + ((v_n - INT64_C(1)) * R->tile)) + v_rows), 0, NULL)) return 0;
+      if (!access(S, u, i, 2, v_dst, (v_dst + v_rows), 1, NULL)) return 0;
+      return 1;
+    }
+    case K_VREDSQ: {
+      const int64_t v_dst = x[0], v_src = x[1], v_n = x[2], v_rows = x[4];
+      if (!access(S, u, i, 2, v_src, ((v_src + ((v_n - INT64_C(1)) * R->tile)) + v_rows), 0, NULL)) return 0;
+      if (!access(S, u, i, 2, v_dst, (v_dst + v_rows), 1, NULL)) return 0;
+      return 1;
+    }
+    case K_VSUBB: {
+      const int64_t v_dst = x[0], v_src = x[1], v_rows = x[2];
+      if (!access(S, u, i, 2, v_src, (v_src + (((v_rows < R->tile)) ? v_rows : R->tile)), 0, NULL)) return 0;
+      if (!access(S, u, i, 2, v_dst, (v_dst + v_rows), 1, NULL)) return 0;
+      return 1;
+    }
+    case K_VMULB: {
+      const int64_t v_dst = x[0], v_src = x[1], v_rows = x[3];
+      if (!access(S, u, i, 2, v_src, (v_src + (((v_rows < R->tile)) ? v_rows : R->tile)), 0, NULL)) return 0;
+      if (!access(S, u, i, 2, v_dst, (v_dst + v_rows), 1, NULL)) return 0;
+      return 1;
+    }
+    case K_VLUT: {
+      const int64_t v_dst = x[0], v_src = x[1], v_rows = x[3];
+      if (!access(S, u, i, 2, v_src, (v_src + ((INT64_C(255) + R->tile) / R->tile)), 0, NULL)) return 0;
+      if (!access(S, u, i, 2, v_dst, (v_dst + v_rows), 1, NULL)) return 0;
+      return 1;
+    }
+    case K_VRECIP: {
+      const int64_t v_dst = x[0], v_src = x[1], v_rows = x[3];
+      if (!((v_src == v_dst)) && !access(S, u, i, 2, v_src, (v_src + v_rows), 0, NULL)) return 0;
+      if (!access(S, u, i, 2, v_dst, (v_dst + v_rows), 1, NULL)) return 0;
+      return 1;
+    }
+    case K_VRSQRT: {
+      const int64_t v_dst = x[0], v_src = x[1], v_rows = x[3];
+      if (!((v_src == v_dst)) && !access(S, u, i, 2, v_src, (v_src + v_rows), 0, NULL)) return 0;
       if (!access(S, u, i, 2, v_dst, (v_dst + v_rows), 1, NULL)) return 0;
       return 1;
     }
