@@ -99,7 +99,7 @@ def norm_params(width: int, *, center: bool, s_in: float, z_in: int, eps: float,
         m[nz] = np.sign(real[nz]).astype(np.int64) * mm.astype(np.int64)
         s[nz] = ss
     b = np.zeros(n) if beta is None else np.broadcast_to(np.asarray(beta, dtype=np.float64).reshape(-1), (n,))
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         pre = np.where(g != 0, np.rint(b * k / np.where(g != 0, g, 1.0)), np.inf)
     before = np.abs(pre) <= 2**29
     bias = np.where(before, pre, 0).astype(np.int64)
