@@ -61,7 +61,7 @@ def nonlinear_layer(step: NonlinearStep, x: np.ndarray, *, npu: Accelerator | No
         else:
             staged["X"] = np.ascontiguousarray(device_x)
             run.host_bytes += 4 * x.nbytes  # the host's row-major copy in, and the result back
-        y = _simulate(npu, comp, staged, "Y", None, run, key=(*key, step.name, flat), bases=bases)
+        y = _simulate(npu, comp, staged, "Y", None, run, key=(*key, flat, step.name), bases=bases)
     return from_image_layout(y.reshape(-1), x.shape) if flat else y.reshape(x.shape)
 
 
