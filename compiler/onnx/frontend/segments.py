@@ -44,14 +44,9 @@ def _joins(g: QdqGraph, node: Any, inside: set[str]) -> bool:
     return False
 
 
-def grow(g: QdqGraph, x: str, taken: set[int]) -> list[Any] | None:
-    """The segment of int8 tensor ``x`` (its nodes in graph order), or None when it is not one table."""
-    starts = [n for n in g.uses.get(x, []) if n.op_type == "DequantizeLinear" and id(n) not in taken
-              and all(_scalar(g, i) for i in n.input[1:] if i)]
-    if not starts:
-        return None
-    members = {id(n): n for n in starts}
-    inside = {n.output[0] for n in starts}
+def _expand(g: QdqGraph, members: dict[int, Any], taken: set[int]) -> None:
+    """Add to ``members`` every node elementwise in their tensors alone, until none joins."""
+    inside = {t for n in members.values() for t in n.output}
     changed = True
     while changed:
         changed = False
@@ -62,25 +57,38 @@ def grow(g: QdqGraph, x: str, taken: set[int]) -> list[Any] | None:
                 members[id(node)] = node
                 inside.update(node.output)
                 changed = True
-    # a start's dequantized values may be read elsewhere too: the DQ is then put back as a host step
-    start_ids = {id(n) for n in starts}
+
+
+def _leaving(g: QdqGraph, members: dict[int, Any], start_ids: set[int]) -> list[tuple[Any, str]]:
+    """The (node, tensor) pairs whose tensor is read outside the members (a start's dequantized values may
+    be read elsewhere too: the DQ is then put back as a host step), after dropping the trailing DQ nodes:
+    a DQ the segment ends with is the next operator's input, not the segment's; its Q is the end."""
     while True:
         nodes = [n for n in g.nodes if id(n) in members]
         leaving = [(n, t) for n in nodes if id(n) not in start_ids for t in n.output
                    if t in g.outputs or any(id(u) not in members for u in g.uses.get(t, []))]
-        # a DQ the segment ends with is the next operator's input, not the segment's: its Q is the end
         trailing = [n for n, _ in leaving if n.op_type == "DequantizeLinear"]
         if not trailing:
-            break
+            return leaving
         for n in trailing:
             del members[id(n)]
-    ops = [n for n in nodes if n.op_type not in QDQ]
-    if len(leaving) != 1 or not ops or nodes[-1].op_type != "QuantizeLinear" or nodes[-1].output[0] != leaving[0][1]:
+
+
+def grow(g: QdqGraph, x: str, taken: set[int]) -> list[Any] | None:
+    """The segment of int8 tensor ``x`` (its nodes in graph order), or None when it is not one table."""
+    starts = [n for n in g.uses.get(x, []) if n.op_type == "DequantizeLinear" and id(n) not in taken
+              and all(_scalar(g, i) for i in n.input[1:] if i)]
+    if not starts:
+        return None
+    members = {id(n): n for n in starts}
+    _expand(g, members, taken)
+    leaving = _leaving(g, members, {id(n) for n in starts})
+    nodes = [n for n in g.nodes if id(n) in members]
+    if (len(leaving) != 1 or all(n.op_type in QDQ for n in nodes) or nodes[-1].op_type != "QuantizeLinear"
+            or nodes[-1].output[0] != leaving[0][1]):
         return None
     qp = g.qparams[leaving[0][1]]
-    if not qp.per_tensor or qp.zero_point.dtype != np.int8:
-        return None
-    return nodes
+    return nodes if qp.per_tensor and qp.zero_point.dtype == np.int8 else None
 
 
 def lut_table(chain: tuple[OnnxStep, ...], x: str, constants: dict[str, np.ndarray], opset: int) -> np.ndarray:
