@@ -163,3 +163,33 @@ def test_cli_nonlinear_switch(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         main(["run", "onnx", str(path), "--nonlinear", "gpu"])
     assert exc.value.code == 2
     assert "invalid choice: 'gpu'" in capsys.readouterr().err
+
+
+def test_decomposed_rmsnorm_is_one_norm_program(tmp_path: Path) -> None:
+    """Llama's RMSNorm as exporters write it (Pow, ReduceMean, Add eps, Sqrt, Reciprocal, Mul x, Mul gamma),
+    Q/DQ pairs between the nodes: one norm step on the accelerator."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from tinynpu.compiler.onnx import compile_onnx, run_network
+
+    n = 40
+    rng = np.random.default_rng(2)
+    mk = helper.make_node
+    inits = [numpy_helper.from_array(np.float32(2.0), "two"), numpy_helper.from_array(np.float32(1e-5), "eps"),
+             numpy_helper.from_array((1 + 0.2 * rng.normal(size=n)).astype(np.float32), "gamma")]
+    nodes = [mk("Pow", ["x", "two"], ["sq"], name="pow"), mk("ReduceMean", ["sq"], ["ms"], name="mean", axes=[-1]),
+             mk("Add", ["ms", "eps"], ["mse"], name="add_eps"), mk("Sqrt", ["mse"], ["rms"], name="sqrt"),
+             mk("Reciprocal", ["rms"], ["inv"], name="rsqrt"), mk("Mul", ["x", "inv"], ["xn"], name="normed"),
+             mk("Mul", ["gamma", "xn"], ["y"], name="scaled")]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 12, n])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 12, n])
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y], inits),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(tmp_path / "rms.onnx"))
+    cn = compile_onnx(tmp_path / "rms.onnx")
+    norms = [s for s in cn.net.steps if s.kind == "norm"]
+    assert len(norms) == 1 and norms[0].where == "npu" and norms[0].op == "RMSNorm"
+    assert [s.op for s in cn.net.steps if s.where == "host"] == ["QuantizeLinear", "DequantizeLinear"]
+    r = run_network(cn)
+    assert r["verified"] is True and r["ort_float"]["cosine"] >= 0.99
