@@ -193,3 +193,21 @@ def test_decomposed_rmsnorm_is_one_norm_program(tmp_path: Path) -> None:
     assert [s.op for s in cn.net.steps if s.where == "host"] == ["QuantizeLinear", "DequantizeLinear"]
     r = run_network(cn)
     assert r["verified"] is True and r["ort_float"]["cosine"] >= 0.99
+
+
+def test_programs_are_loaded_once_per_image(tmp_path: Path) -> None:
+    """A second run reuses every relocated, decoded program; loading is reported apart from the host's work."""
+    from tinynpu.compiler.onnx import compile_onnx, run_network
+    from tinynpu.compiler.onnx.encoder_block import encoder_block
+
+    cn = compile_onnx(encoder_block(tmp_path / "enc.onnx"))
+    first = run_network(cn)
+    loaded = dict(cn.image.loaded)
+    second = run_network(cn, seed=1)
+    # every program run is loaded once (programs relocated alike, such as the heads' matmuls, share one)
+    assert cn.image.loaded == loaded and 0 < len(loaded) <= sum(e["programs"] for e in first["layers"])
+    assert second["seconds"]["program_load"] < first["seconds"]["program_load"] / 10
+    for r in (first, second):
+        s = r["seconds"]
+        assert r["host_share_of_wall_time"] == pytest.approx(
+            s["host_steps"] / (s["host_steps"] + s["simulate"] + s["program_load"]))

@@ -48,7 +48,9 @@ class LayerRun:
     groups_per_program: int = 1  # a grouped conv's groups one program runs (block-diagonal kernel)
     note: str = ""  # what a host step did, where its reason alone would not say (the report's note)
     sim_seconds: float = 0.0
-    load_seconds: float = 0.0  # the simulator decoding and checking programs it loads (simulation, not host work)
+    #: loading its programs: relocating them into the image and the simulator's decoding and checking (once per
+    #: program and image; the first run's), apart from the host's work
+    load_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -263,8 +265,8 @@ def _simulate(npu: Accelerator, comp: Compiled, inputs: dict[str, np.ndarray], o
         for t in comp.program.tensors:
             if t.name not in bases:
                 bases[t.name] = image.stage(None, t.nbytes)
+        t0 = time.perf_counter()  # relocated and loaded once per program and image: the program's loading
         program = image.program(key, comp.program, bases, pitches)
-        t0 = time.perf_counter()
         machine = image.machine_for(program)
         run.load_seconds += time.perf_counter() - t0
         device = inputs

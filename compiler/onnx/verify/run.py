@@ -94,7 +94,8 @@ def _report(cn: CompiledNetwork, ex: Execution, times: dict[str, float]) -> dict
     weighted = sum(run.macs * run.issued_macs / (run.cycles * peak) for run in ex.runs.values() if run.cycles)
     host_seconds = sum(ex.host_seconds.values())
     sim_seconds = sum(r.sim_seconds for r in ex.runs.values())
-    # the simulator decoding the programs it loads (once per program and image) is simulation, not host work
+    # loading the programs (relocated into the image, decoded by the simulator: once per program and image, on
+    # the first run) is neither the host's work nor the accelerator's run: reported apart
     load_seconds = sum(r.load_seconds for r in ex.runs.values())
     clock_hz = cfg.clock_mhz * 1e6
     return {
