@@ -211,3 +211,24 @@ def test_programs_are_loaded_once_per_image(tmp_path: Path) -> None:
         s = r["seconds"]
         assert r["host_share_of_wall_time"] == pytest.approx(
             s["host_steps"] / (s["host_steps"] + s["simulate"] + s["program_load"]))
+
+
+def test_bench_nonlinear_small(capsys: pytest.CaptureFixture[str]) -> None:
+    """The benchmark on the small block: every operator within its bound of the float operator (a table lookup
+    exactly as far as the host path), every run bit-exact, no host compute step with the lowerings."""
+    import json
+
+    from tinynpu.compiler.onnx.bench_nonlinear import main
+
+    assert main(["--small", "--inputs", "1", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    bound = {"Softmax": 0.52, "LayerNormalization": 1.02}
+    for op in result["operators"]:
+        assert op["where"] == "npu"
+        if op["op"] in bound:
+            assert op["npu_lsb"] <= bound[op["op"]], op
+        else:
+            assert op["npu_lsb"] == op["host_lsb"], op
+    for net in result["networks"]:
+        assert net["verified"] is True and min(net["cosine_vs_float"].values()) >= 0.99
+        assert (net["host_compute_steps"] == []) == (net["nonlinear"] == "npu")
