@@ -1,4 +1,4 @@
-"""Transformer nonlinearities as accelerator programs (issue 26): each program bit-exact against its integer
+"""Transformer nonlinearities as accelerator programs: each program bit-exact against its integer
 reference on the simulator, the encoder block with ``nonlinear`` npu and host, and the refusals."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The nonlinear lowerings' integer references (issue 26) against exact math, and their refusals (the
+"""The nonlinear lowerings' integer references against exact math, and their refusals (the
 instructions' own arithmetic is tested against exact integers in tests/test_transformer_ops.py)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Benchmark of the transformer nonlinear lowerings (issue 26): accuracy per operator, and per network.
+"""Benchmark of the transformer nonlinear lowerings: accuracy per operator, and per network.
 
 ``python -m tinynpu.compiler.onnx.bench_nonlinear`` builds the issue's encoder
 block (sequence 128, hidden 256, 4 heads, FFN 1024; :mod:`.encoder_block`) and,

@@ -238,7 +238,7 @@ class MoveStep(Step):
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class NonlinearStep(Step):
-    """A transformer nonlinearity lowered to an accelerator program on int8 rows (issue 26), or, where the
+    """A transformer nonlinearity lowered to an accelerator program on int8 rows, or, where the
     lowering cannot take it (``reason``) or ``--nonlinear host`` asks, its ONNX nodes on the host.
 
     ``inputs[0]`` is the int8 tensor, ``outputs[0]`` the int8 tensor of the QuantizeLinear the nodes end at;

@@ -1,4 +1,4 @@
-"""The transformer nonlinearities of a QDQ graph as typed steps (issue 26), and affine folds into matmuls.
+"""The transformer nonlinearities of a QDQ graph as typed steps, and affine folds into matmuls.
 
 With ``--nonlinear npu`` (the default) the front end takes, after the integer
 patterns (:mod:`.patterns`), what used to run in float on the host:

@@ -1,4 +1,4 @@
-"""RMSNorm as exporters write it, found in a QDQ graph from its ``Reciprocal`` (issue 26).
+"""RMSNorm as exporters write it, found in a QDQ graph from its ``Reciprocal``.
 
 ``y = x * Reciprocal(Sqrt(ReduceMean(Pow(x, 2), axes=[-1]) + eps)) [* gamma]``
 (Llama's ``LlamaRMSNorm``), with the Q/DQ pairs the quantizer puts between the

@@ -1,4 +1,4 @@
-"""The transformer ALU instructions' arithmetic on whole rows (issue 26): what the integer references compute.
+"""The transformer ALU instructions' arithmetic on whole rows: what the integer references compute.
 
 Each function is one instruction of ``isa/isa.yaml`` (``vredmax``, ``vredsum``,
 ``vredsq``, ``vmulb``, ``vlut``, ``vrecip``, ``vrsqrt``) applied to a matrix whose
