@@ -232,3 +232,32 @@ def test_bench_nonlinear_small(capsys: pytest.CaptureFixture[str]) -> None:
     for net in result["networks"]:
         assert net["verified"] is True and min(net["cosine_vs_float"].values()) >= 0.99
         assert (net["host_compute_steps"] == []) == (net["nonlinear"] == "npu")
+
+
+def test_softmax_guard_is_a_table(tmp_path: Path) -> None:
+    """``Where(IsNaN(p), 0, p)`` after a softmax (the exporters' guard) before the matmul with the values: one
+    table lookup on the accelerator, no host compute."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from tinynpu.compiler.onnx import compile_onnx
+    from tinynpu.compiler.onnx.bench_nonlinear import host_compute_steps
+    from tinynpu.compiler.onnx.runtime.execute import execute
+    from tinynpu.compiler.onnx.verify.checks import verify_exact
+
+    mk = helper.make_node
+    nodes = [mk("Softmax", ["x"], ["p"], name="sm", axis=-1), mk("IsNaN", ["p"], ["nan"], name="isnan"),
+             mk("Where", ["nan", "zero", "p"], ["g"], name="guard"), mk("MatMul", ["g", "w"], ["y"], name="mm")]
+    inits = [numpy_helper.from_array(np.float32(0), "zero"),
+             numpy_helper.from_array(np.random.default_rng(0).normal(size=(24, 8)).astype(np.float32), "w")]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 24])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8])
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y], inits),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(tmp_path / "guard.onnx"))
+    cn = compile_onnx(tmp_path / "guard.onnx")
+    luts = [s for s in cn.net.steps if s.kind == "lut"]
+    assert [s.op for s in luts] == ["IsNaN+Where"] and luts[0].where == "npu"
+    assert host_compute_steps(cn.net) == []
+    feeds = cn.make_inputs(0)  # (run_network would compare the softmax's input: the network's last softmax)
+    verify_exact(cn.net, execute(cn.net, feeds, cache=cn.cache, image=cn.image), execute(cn.net, feeds, cache=None))

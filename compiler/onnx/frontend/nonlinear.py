@@ -11,7 +11,8 @@ patterns (:mod:`.patterns`), what used to run in float on the host:
 a unary elementwise segment
     a connected run of elementwise operators whose other inputs are scalar constants (GELU in its
     Erf, tanh or ``Gelu`` form, SiLU, sigmoid, tanh, HardSwish, scalar Mul/Div/Add/Sub, Pow by a
-    scalar, Q/DQ pairs between them...) from one int8 tensor to one QuantizeLinear: a
+    scalar, the softmax guard ``Where(IsNaN(p), 0, p)``, Q/DQ pairs between them...) from one int8
+    tensor to one QuantizeLinear: a
     :class:`~tinynpu.compiler.onnx.ir.LutStep`, its table the segment evaluated on all 256 codes by
     the host's own evaluator (:mod:`~tinynpu.compiler.onnx.lower.lut`).
 
@@ -42,9 +43,10 @@ Match = tuple[Step, list[Any]]
 
 #: Operators a unary segment may hold: a function of one input element each.
 UNARY = frozenset(("Abs", "Ceil", "Clip", "Elu", "Erf", "Exp", "Floor", "Gelu", "HardSigmoid", "HardSwish",
-                   "LeakyRelu", "Neg", "Reciprocal", "Relu", "Sigmoid", "Softplus", "Sqrt", "Tanh"))
-#: Two-input operators a segment may hold when the other input is a scalar constant or inside the segment.
-BINARY = frozenset(("Add", "Sub", "Mul", "Div", "Pow", "Max", "Min"))
+                   "IsNaN", "LeakyRelu", "Neg", "Reciprocal", "Relu", "Sigmoid", "Softplus", "Sqrt", "Tanh"))
+#: Operators of several inputs a segment may hold when each other input is a scalar constant or inside the
+#: segment (``Where``: the softmax guard ``Where(IsNaN(p), 0, p)`` the exporters write after a softmax).
+BINARY = frozenset(("Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Where"))
 QDQ = frozenset(("QuantizeLinear", "DequantizeLinear"))
 
 

@@ -39,7 +39,7 @@ def _joins(g: QdqGraph, node: Any, inside: set[str]) -> bool:
         return ins[0] in inside and all(_scalar(g, i) for i in ins[1:]) and len(node.output) == 1
     if node.op_type in UNARY:
         return ins[0] in inside and all(_scalar(g, i) for i in ins[1:])
-    if node.op_type in BINARY and len(ins) == 2:
+    if node.op_type in BINARY and len(ins) == (3 if node.op_type == "Where" else 2):
         return any(i in inside for i in ins) and all(i in inside or _scalar(g, i) for i in ins)
     return False
 
