@@ -109,12 +109,14 @@ def test_encoder_block_host_path_is_unchanged(tmp_path: Path) -> None:
     assert r["ort_quantized"]["equal_fraction"] == 1.0  # onnxruntime's integer kernels and float operators
 
 
-def _model(path: Path, node, x_shape: list[int], inits: list) -> Path:  # type: ignore[no-untyped-def]
+def _model(path: Path, nodes, x_shape: list[int], inits: list,  # type: ignore[no-untyped-def]
+           y_shape: list[int] | None = None) -> Path:
+    """A float model of ``nodes`` (one node, or a list) from input ``x`` to output ``y`` (opset 17)."""
     from onnx import TensorProto, helper
 
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, x_shape)
-    graph = helper.make_graph([node], "g", [x], [y], inits)
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape or x_shape)
+    graph = helper.make_graph(nodes if isinstance(nodes, list) else [nodes], "g", [x], [y], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.save(model, str(path))
@@ -168,7 +170,7 @@ def test_cli_nonlinear_switch(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 def test_decomposed_rmsnorm_is_one_norm_program(tmp_path: Path) -> None:
     """Llama's RMSNorm as exporters write it (Pow, ReduceMean, Add eps, Sqrt, Reciprocal, Mul x, Mul gamma),
     Q/DQ pairs between the nodes: one norm step on the accelerator."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
 
     from tinynpu.compiler.onnx import compile_onnx, run_network
 
@@ -181,13 +183,7 @@ def test_decomposed_rmsnorm_is_one_norm_program(tmp_path: Path) -> None:
              mk("Add", ["ms", "eps"], ["mse"], name="add_eps"), mk("Sqrt", ["mse"], ["rms"], name="sqrt"),
              mk("Reciprocal", ["rms"], ["inv"], name="rsqrt"), mk("Mul", ["x", "inv"], ["xn"], name="normed"),
              mk("Mul", ["gamma", "xn"], ["y"], name="scaled")]
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 12, n])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 12, n])
-    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y], inits),
-                              opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save(model, str(tmp_path / "rms.onnx"))
-    cn = compile_onnx(tmp_path / "rms.onnx")
+    cn = compile_onnx(_model(tmp_path / "rms.onnx", nodes, [1, 12, n], inits))
     norms = [s for s in cn.net.steps if s.kind == "norm"]
     assert len(norms) == 1 and norms[0].where == "npu" and norms[0].op == "RMSNorm"
     assert [s.op for s in cn.net.steps if s.where == "host"] == ["QuantizeLinear", "DequantizeLinear"]
@@ -237,7 +233,7 @@ def test_bench_nonlinear_small(capsys: pytest.CaptureFixture[str]) -> None:
 def test_softmax_guard_is_a_table(tmp_path: Path) -> None:
     """``Where(IsNaN(p), 0, p)`` after a softmax (the exporters' guard) before the matmul with the values: one
     table lookup on the accelerator, no host compute."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
 
     from tinynpu.compiler.onnx import compile_onnx
     from tinynpu.compiler.onnx.bench_nonlinear import host_compute_steps
@@ -249,13 +245,7 @@ def test_softmax_guard_is_a_table(tmp_path: Path) -> None:
              mk("Where", ["nan", "zero", "p"], ["g"], name="guard"), mk("MatMul", ["g", "w"], ["y"], name="mm")]
     inits = [numpy_helper.from_array(np.float32(0), "zero"),
              numpy_helper.from_array(np.random.default_rng(0).normal(size=(24, 8)).astype(np.float32), "w")]
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 24])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8])
-    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y], inits),
-                              opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save(model, str(tmp_path / "guard.onnx"))
-    cn = compile_onnx(tmp_path / "guard.onnx")
+    cn = compile_onnx(_model(tmp_path / "guard.onnx", nodes, [1, 4, 24], inits, [1, 4, 8]))
     luts = [s for s in cn.net.steps if s.kind == "lut"]
     assert [s.op for s in luts] == ["IsNaN+Where"] and luts[0].where == "npu"
     assert host_compute_steps(cn.net) == []
