@@ -130,7 +130,8 @@ def test_network_json_lists_the_image_addresses_a_run_uses(cnn: Path, tmp_path: 
     used = {}  # (step, tensor) -> address the relocated programs used in the run
     for (key, *_), program in cn.image.programs.items():
         # relocation keys end with (step, group) for a conv, (step, input, output) for a Gemm, (step,) for an add
-        step = {"conv2d": key[-2], "add": key[-1]}.get(key[0], key[-3])
+        # and a nonlinear program (lut, softmax, norm)
+        step = {"conv2d": key[-2]}.get(key[0], key[-1] if key[0] in ("add", "lut", "softmax", "norm") else key[-3])
         for t in program.tensors:
             used[(step, t.name)] = t.addr
     npu = [s for s in doc["steps"] if s["where"] == "npu"]

@@ -362,8 +362,9 @@ CASES: dict[str, OpCase] = {
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_op_against_onnxruntime(name: str, tmp_path: Path) -> None:
+    """With the nonlinear operators on the host (``nonlinear="host"``): onnxruntime's arithmetic."""
     case = CASES[name]
-    cn = compile_onnx(build(case, tmp_path / f"{name}.onnx"))
+    cn = compile_onnx(build(case, tmp_path / f"{name}.onnx"), nonlinear="host")
     steps = {s.name: s for s in cn.net.steps}
     assert "op" in steps, f"the node under test was fused away or not found: {sorted(steps)}"
     assert steps["op"].where == case.where, steps["op"].reason
@@ -372,6 +373,32 @@ def test_op_against_onnxruntime(name: str, tmp_path: Path) -> None:
     q, f = r["ort_quantized"], r["ort_float"]
     assert q["max_abs_lsb"] <= case.max_lsb, q
     assert q["within_1lsb_fraction"] >= 0.99, q
+    assert f["cosine"] >= case.min_cosine, f
+
+
+#: The cases a nonlinear lowering takes (``nonlinear="npu"``): the op's step kind, or None where it folds into
+#: the matmul before it.
+LOWERED = {"relu": "lut", "softmax": "softmax", "layernorm": "norm", "gelu": "lut", "gelu_erf_form": None,
+           "div_const": None, "mul_const": None}
+
+
+@pytest.mark.parametrize("name", sorted(LOWERED))
+def test_op_lowered_to_the_accelerator(name: str, tmp_path: Path) -> None:
+    """With the nonlinear lowerings (the default): the op on the accelerator, bit-exact against its integer
+    reference (check a), within a few LSB of onnxruntime (whose float operators and two roundings around a
+    folded bias differ from the integer programs) and as close to the float model."""
+    case = CASES[name]
+    cn = compile_onnx(build(case, tmp_path / f"{name}.onnx"))
+    steps = {s.name: s for s in cn.net.steps}
+    if LOWERED[name] is None:
+        assert "op" not in steps and all(s.where == "npu" for s in cn.net.steps if s.op not in
+                                         ("QuantizeLinear", "DequantizeLinear"))
+    else:
+        assert steps["op"].kind == LOWERED[name] and steps["op"].where == "npu", steps["op"].reason
+    r = run_network(cn, extra_seeds=2)
+    assert r["verified"] is True
+    q, f = r["ort_quantized"], r["ort_float"]
+    assert q["max_abs_lsb"] <= 3 and q["within_1lsb_fraction"] >= 0.95, q
     assert f["cosine"] >= case.min_cosine, f
 
 

@@ -3,7 +3,8 @@
 A network run skips the sanitizer for speed (``execute(check_races=False)``); here every
 accelerator layer of each network, relocated into its DRAM image as a real run places it,
 runs with it on: a program whose tokens let two units touch the same rows out of order
-(a conv, a GEMM, an attention matmul, a residual add) faults naming the instruction.
+(a conv, a GEMM, an attention matmul, a residual add, a softmax, a norm, a table lookup) faults naming
+the instruction.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from tinynpu.compiler.onnx.verify.checks import verify_exact  # noqa: E402
 #: name -> (the model written into a folder, the program kinds it must have)
 NETWORKS: dict[str, tuple[Callable[[Path], Path], set[str]]] = {
     "small_cnn": (lambda d: small_cnn(d / "cnn.onnx"), {"conv2d", "matmul", "add"}),
-    "encoder": (lambda d: encoder_block(d / "enc.onnx", gelu_op=False), {"matmul"}),
+    "encoder": (lambda d: encoder_block(d / "enc.onnx", gelu_op=False), {"matmul", "softmax", "norm", "lut"}),
     "depthwise_groups": (lambda d: build(CASES["conv_depthwise_48ch_stride2"], d / "dw.onnx"), {"conv2d"}),
     "attention_heads": (lambda d: build(CASES["matmul_heads"], d / "heads.onnx"), {"matmul"}),
     "residual_add_relu": (lambda d: build(CASES["add_relu"], d / "add.onnx"), {"conv2d", "add"}),

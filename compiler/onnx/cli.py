@@ -42,6 +42,9 @@ def add_onnx_workload(sub: argparse._SubParsersAction, mode: str) -> None:  # ty
                         "replaces --calibrate's seeded samples (default: none; a run's --input values "
                         "calibrate when given, else seeded samples by input role)")
     p.add_argument("--config", default=None, help="architecture config name or YAML path (default: default)")
+    p.add_argument("--nonlinear", choices=("npu", "host"), default="npu",
+                   help="softmax, LayerNorm/RMSNorm, unary activations and the bias adds after matmuls: npu = "
+                        "accelerator programs, host = the ONNX operators in float on the host (default: npu)")
     if mode == "run":
         p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
                        help="a network input from a .npy file, once per input name (default: seeded input by "
@@ -157,7 +160,8 @@ def _common(args: argparse.Namespace) -> dict[str, Any]:
     """The options ``run onnx`` and ``compile onnx`` share, checked (before any work)."""
     return {"batch": bounded_int(args.batch, "--batch", 1, BATCH_MAX),
             "random_weights": bounded_int(args.random_weights, "--random-weights", 0, SEED_MAX),
-            "calibrate": bounded_int(args.calibrate, "--calibrate", 1, CALIBRATE_MAX)}
+            "calibrate": bounded_int(args.calibrate, "--calibrate", 1, CALIBRATE_MAX),
+            "nonlinear": args.nonlinear}
 
 
 def _compile(model: Path, options: dict[str, Any], config: str | None, source: Any) -> Any:

@@ -26,6 +26,8 @@ import numpy as np
 
 from tinynpu.compiler.onnx.intops import Epilogue
 from tinynpu.compiler.onnx.lower.eltwise import TermScale
+from tinynpu.compiler.onnx.lower.norm import NormParams
+from tinynpu.compiler.onnx.lower.softmax import SoftmaxParams
 
 NPU = "npu"
 HOST = "host"
@@ -73,7 +75,8 @@ class Step:
         reason: Why a node that could in principle run on the accelerator runs on the host.
         kind: How it runs (a class constant): ``conv``, ``gemm``, ``matmul``, ``add`` (either place),
             ``concat``, ``move``, ``maxpool``, ``avgpool`` (host integer), ``onnx`` (host, the ONNX
-            operator on float values).
+            operator on float values), ``lut``, ``softmax``, ``norm`` (either place: the nonlinear
+            programs, or their ONNX nodes on the host).
     """
 
     kind: ClassVar[str] = ""
@@ -233,6 +236,68 @@ class MoveStep(Step):
     opset: int
 
 
+@dataclass(frozen=True, kw_only=True, eq=False)
+class NonlinearStep(Step):
+    """A transformer nonlinearity lowered to an accelerator program on int8 rows, or, where the
+    lowering cannot take it (``reason``) or ``--nonlinear host`` asks, its ONNX nodes on the host.
+
+    ``inputs[0]`` is the int8 tensor, ``outputs[0]`` the int8 tensor of the QuantizeLinear the nodes end at;
+    ``chain`` holds those nodes (from the DequantizeLinear to the QuantizeLinear, in order) as host steps.
+    A concrete kind's parameters (``None`` when they cannot be built: then it runs on the host).
+    """
+
+    places: ClassVar[tuple[str, ...]] = (NPU, HOST)
+
+    chain: tuple[OnnxStep, ...]
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if len(self.inputs) != 1 or len(self.outputs) != 1:
+            raise self.fail("it reads one int8 tensor and writes one.")
+        if self.where == NPU and self.lowered() is None:
+            raise self.fail("on the accelerator it needs its integer parameters.")
+
+    def lowered(self) -> Any:
+        """The integer parameters of the program (None: host only)."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class LutStep(NonlinearStep):
+    """A unary elementwise segment as a 256-entry table of output codes (one ``vlut``)."""
+
+    kind: ClassVar[str] = "lut"
+
+    table: np.ndarray | None  # 256 int8 output codes, entry i for input code i - 128
+
+    def lowered(self) -> Any:
+        return self.table
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class SoftmaxStep(NonlinearStep):
+    """Softmax along the last axis (:mod:`~tinynpu.compiler.onnx.lower.softmax`)."""
+
+    kind: ClassVar[str] = "softmax"
+
+    params: SoftmaxParams | None
+
+    def lowered(self) -> Any:
+        return self.params
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class NormStep(NonlinearStep):
+    """LayerNorm or RMSNorm along the last axis (:mod:`~tinynpu.compiler.onnx.lower.norm`)."""
+
+    kind: ClassVar[str] = "norm"
+
+    params: NormParams | None
+
+    def lowered(self) -> Any:
+        return self.params
+
+
 @dataclass(frozen=True)
 class PoolWindow:
     """A 2-D pooling window: ONNX pads ``(top, left, bottom, right)``."""
@@ -291,5 +356,5 @@ class Network:
 
 
 __all__ = ["HOST", "NPU", "AddStep", "AddTerm", "AvgPoolStep", "ConcatStep", "ConvStep", "GemmStep", "LayerStep",
-           "MatmulStep", "MaxPoolStep", "MoveStep", "Network", "OnnxStep", "PoolWindow", "QParam", "Step",
-           "StepError"]
+           "LutStep", "MatmulStep", "MaxPoolStep", "MoveStep", "Network", "NonlinearStep", "NormStep", "OnnxStep",
+           "PoolWindow", "QParam", "SoftmaxStep", "Step", "StepError"]

@@ -33,7 +33,7 @@ import numpy as np
 from tinynpu.compiler.onnx.frontend.hostops import check_supported
 from tinynpu.compiler.onnx.frontend.importer import Imported, import_model, seeded_inputs
 from tinynpu.compiler.onnx.frontend.qdq import build_network
-from tinynpu.compiler.onnx.ir import Network
+from tinynpu.compiler.onnx.ir import HOST, NPU, Network
 from tinynpu.compiler.onnx.lower.memory import MemoryPlan
 from tinynpu.compiler.onnx.lower.plan import place, plan, reserve_weights
 from tinynpu.compiler.onnx.lower.programs import ProgramCache, ProgramKey, compile_programs
@@ -41,7 +41,7 @@ from tinynpu.compiler.onnx.runtime.image import DramImage
 from tinynpu.compiler.onnx.verify.checks import NetworkVerificationError
 from tinynpu.compiler.onnx.verify.describe import describe
 from tinynpu.compiler.onnx.verify.run import run_network
-from tinynpu.errors import OnnxError
+from tinynpu.errors import OnnxError, UsageError
 from tinynpu.isa import ArchConfig, load_config
 from tinynpu.isa.config import CONFIG_DIR
 
@@ -106,7 +106,8 @@ def _check_weights_fit(path: str | Path, model: Any, cfg: ArchConfig) -> None:
 
 
 def compile_onnx(path: str | Path, *, batch: int | None = None, random_weights: int | None = None,
-                 calibrate: int = DEFAULT_CALIBRATION, cfg: ArchConfig | None = None) -> CompiledNetwork:
+                 calibrate: int = DEFAULT_CALIBRATION, cfg: ArchConfig | None = None,
+                 nonlinear: str = NPU) -> CompiledNetwork:
     """Import, quantize, plan and compile an ONNX model for the accelerator.
 
     Args:
@@ -116,6 +117,8 @@ def compile_onnx(path: str | Path, *, batch: int | None = None, random_weights: 
             weight is a constant, seed 0).
         calibrate: Number of seeded calibration inputs for quantization.
         cfg: Architecture config (default: ``default``).
+        nonlinear: ``npu``: softmax, norms, unary activations and the affine ops after matmuls as
+            accelerator programs (:mod:`.frontend.nonlinear`); ``host``: the ONNX operators in float on the host.
 
     Raises:
         OnnxError: not ONNX, truncated, unsupported op, dynamic shape without ``batch``, too big for DRAM.
@@ -123,6 +126,8 @@ def compile_onnx(path: str | Path, *, batch: int | None = None, random_weights: 
     from tinynpu.compiler.onnx.frontend.quantize import calibration_inputs, is_quantized, quantize
 
     cfg = cfg or load_config("default")
+    if nonlinear not in (NPU, HOST):
+        raise UsageError(f"nonlinear must be {NPU!r} or {HOST!r}, not {nonlinear!r}.")
     if not cfg.is_integer:
         raise OnnxError(f"config {cfg.name!r} is not an integer config; ONNX networks run int8.")
     timings: dict[str, float] = {}
@@ -142,8 +147,8 @@ def compile_onnx(path: str | Path, *, batch: int | None = None, random_weights: 
     import onnx
 
     qmodel = onnx.shape_inference.infer_shapes(qmodel)
-    net = build_network(qmodel)
-    place(net)
+    net = build_network(qmodel, nonlinear=nonlinear)
+    place(net, cfg)
     memory = plan(net, cfg.tile)
     if memory.total_bytes > cfg.dram_bytes:
         raise OnnxError(f"{path}: the network needs {memory.total_bytes} bytes of DRAM ({memory.weight_bytes} of "

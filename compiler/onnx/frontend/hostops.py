@@ -14,11 +14,11 @@ from tinynpu.errors import OnnxError
 _REASONS = {
     "MaxPool": "pooling: the accelerator has no max/compare unit",
     "AveragePool": "pooling: window sums on the host (the vector ALU adds rows, not windows)",
-    "Softmax": "exp and division: no such unit on the accelerator",
+    "Softmax": "float softmax on the host (--nonlinear host, or a form the lowering does not take)",
     "LRN": "square, power and division: no such unit",
-    "LayerNormalization": "mean, variance, rsqrt: no such unit",
-    "Gelu": "erf: no such unit",
-    "Erf": "erf: no such unit",
+    "LayerNormalization": "float norm on the host (--nonlinear host, or a form the lowering does not take)",
+    "Gelu": "float GELU on the host (--nonlinear host, or not one int8 input to one QuantizeLinear)",
+    "Erf": "float erf on the host (--nonlinear host, or not one int8 input to one QuantizeLinear)",
 }
 
 _LAYOUT = ("Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Concat", "Slice", "Split", "Gather")

@@ -38,7 +38,7 @@ import numpy as np
 
 from tinynpu.compiler.onnx.frontend.hostops import check_supported, host_reason, node_name, runs_on_host
 from tinynpu.compiler.onnx.intops import dequantize
-from tinynpu.compiler.onnx.ir import HOST, Network, OnnxStep, QParam, Step
+from tinynpu.compiler.onnx.ir import HOST, NPU, Network, OnnxStep, QParam, Step
 from tinynpu.errors import OnnxError
 
 
@@ -185,10 +185,19 @@ class QdqGraph:
         return Tail(q, absorbed, activation, clip)
 
 
-def build_network(model: Any) -> Network:
-    """Turn a QDQ model into steps (see the module docstring)."""
+def build_network(model: Any, *, nonlinear: str = NPU) -> Network:
+    """Turn a QDQ model into steps (see the module docstring).
+
+    ``nonlinear``: ``npu`` lowers softmax, norms, unary segments and the affine ops after matmuls
+    (:mod:`.nonlinear`); ``host`` keeps them ONNX operators on the host in float.
+    """
     g = QdqGraph(model)
-    fused, anchored = _match_patterns(g)
+    fused: set[int] = set()
+    anchored: dict[int, Step] = {}
+    if nonlinear == NPU:  # layers first (their folds), then what is nonlinear, then the other integer patterns
+        _match_patterns(g, fused, anchored, fold=True, ops=("Conv", "Gemm", "MatMul"))
+        _match_nonlinear(g, fused, anchored)
+    _match_patterns(g, fused, anchored, fold=nonlinear == NPU)
     steps: list[Step] = []
     for node in g.nodes:
         if id(node) in anchored:
@@ -211,27 +220,50 @@ def build_network(model: Any) -> Network:
                    opset=g.opset, qparams=g.qparams)
 
 
-def _match_patterns(g: QdqGraph) -> tuple[set[int], dict[int, Step]]:
-    """The integer patterns found: the ``id()`` of every node they absorb, and each step by the id of
-    the QuantizeLinear it ends at (where it takes its place in execution order)."""
+def _take(g: QdqGraph, fused: set[int], anchored: dict[int, Step], node: Any, step: Step,
+          absorbed: list[Any]) -> None:
+    """Record a matched pattern: the nodes it absorbs, and its step at the last of them."""
+    fused.update(id(n) for n in absorbed)
+    for i in node.input:  # the DQ nodes of its activations, if nothing else reads them (a graph output,
+        # such as a decode step's present keys that its attention reads too, is read by the user)
+        if (i in g.dq_act and i not in g.outputs
+                and all(id(u) in fused or u is node for u in g.uses.get(i, []))):
+            fused.add(id(g.dq_node(i)))
+    fused.add(id(node))
+    anchored[id(absorbed[-1])] = step
+
+
+def _match_patterns(g: QdqGraph, fused: set[int], anchored: dict[int, Step], *, fold: bool,
+                    ops: tuple[str, ...] | None = None) -> None:
+    """The integer patterns (at nodes of ``ops``, default all) among the nodes not yet taken: the ``id()``
+    of every node they absorb into ``fused``, and each step into ``anchored`` by the id of the
+    QuantizeLinear it ends at (where it takes its place in execution order); ``fold``: with the
+    bias adds and scalings after a matmul folded into it."""
+    from tinynpu.compiler.onnx.frontend.nonlinear import fold_affine
     from tinynpu.compiler.onnx.frontend.patterns import step_at
 
-    fused: set[int] = set()
-    anchored: dict[int, Step] = {}
     for node in g.nodes:
-        found = step_at(g, node)
-        if found is None:
+        if id(node) in fused or (ops is not None and node.op_type not in ops):
             continue
-        step, absorbed = found
-        fused.update(id(n) for n in absorbed)
-        for i in node.input:  # the DQ nodes of its activations, if nothing else reads them (a graph output,
-            # such as a decode step's present keys that its attention reads too, is read by the user)
-            if (i in g.dq_act and i not in g.outputs
-                    and all(id(u) in fused or u is node for u in g.uses.get(i, []))):
-                fused.add(id(g.dq_node(i)))
-        fused.add(id(node))
-        anchored[id(absorbed[-1])] = step
-    return fused, anchored
+        found = step_at(g, node)
+        if found is not None:
+            _take(g, fused, anchored, node, *(fold_affine(g, found) if fold else found))
+
+
+def _match_nonlinear(g: QdqGraph, fused: set[int], anchored: dict[int, Step]) -> None:
+    """Softmax, norms, then the unary segments among the nodes no integer pattern took (:mod:`.nonlinear`)."""
+    from tinynpu.compiler.onnx.frontend.nonlinear import nonlinear_at
+    from tinynpu.compiler.onnx.frontend.segments import segment_step
+
+    for node in g.nodes:
+        found = None if id(node) in fused else nonlinear_at(g, node)
+        if found is not None:
+            _take(g, fused, anchored, node, *found)
+    for node in g.nodes:
+        if node.op_type == "DequantizeLinear" and node.output[0] in g.dq_act and id(node) not in fused:
+            found = segment_step(g, node.input[0], fused)
+            if found is not None:
+                _take(g, fused, anchored, found[1][0], *found)
 
 
 def _onnx_step(node: Any, opset: int, *, reason: str = "") -> OnnxStep:

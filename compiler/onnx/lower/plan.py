@@ -15,20 +15,27 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tinynpu.compiler.onnx.ir import HOST, NPU, AddStep, ConcatStep, ConvStep, GemmStep, Network
+from tinynpu.compiler.onnx.ir import HOST, NPU, AddStep, ConcatStep, ConvStep, GemmStep, Network, NonlinearStep
 from tinynpu.compiler.onnx.lower.memory import ALIGN, ChannelSlice, MemoryPlan, plan_memory
 from tinynpu.compiler.onnx.lower.programs import ProgramCache, ProgramKey, conv_programs, groups_per_program
 from tinynpu.intmath import round_up
+from tinynpu.isa import ArchConfig
 
 if TYPE_CHECKING:
     from tinynpu.compiler.onnx.runtime.image import DramImage
 
 
-def place(net: Network) -> None:
+def place(net: Network, cfg: ArchConfig) -> None:
     """Move accelerator steps the lowering cannot take to the host, with the reason."""
+    from tinynpu.compiler.onnx.lower.nonlinear import check_fits
+
     for i, step in enumerate(net.steps):
-        if isinstance(step, ConvStep) and step.inputs[0] not in net.shapes:
+        if isinstance(step, (ConvStep, NonlinearStep)) and step.inputs[0] not in net.shapes:
             net.steps[i] = replace(step, where=HOST, reason="input shape unknown")
+        elif isinstance(step, NonlinearStep) and step.where == NPU:
+            why = check_fits(step, net.shapes[step.inputs[0]], cfg)
+            if why:
+                net.steps[i] = replace(step, where=HOST, reason=why)
 
 
 def _tensor_bytes(net: Network, name: str) -> int:
@@ -54,6 +61,11 @@ def _weight_bytes(net: Network, tile: int) -> int:
                                  + round_up(4 * round_up(k_part, tile) * 4, ALIGN))
         elif step.where == NPU and isinstance(step, AddStep):  # an identity tile and two scale rows per input
             total += round_up(tile * tile, ALIGN) + round_up(2 * len(step.inputs) * tile * 4, ALIGN)
+        elif step.where == NPU and isinstance(step, NonlinearStep):  # an identity tile and the parameter rows
+            from tinynpu.compiler.onnx.lower.nonlinear import parameter_rows, row_shape
+
+            rows = parameter_rows(step, row_shape(step, net.shapes[step.inputs[0]], tile)).shape[0]
+            total += round_up(tile * tile, ALIGN) + round_up(rows * tile * 4, ALIGN)
     return total
 
 
@@ -122,11 +134,11 @@ def reserve_weights(net: Network, programs: dict[str, tuple[ProgramKey, ...]], c
     """Place every layer's weights and parameter rows in the image (each program's, in step order).
 
     A conv's programs (one per group set) have ``W<i>`` and ``P<i>``; a Gemm's ``B`` and
-    ``P``; a residual add's identity tile ``I`` and scale rows ``P``; a matmul between two
+    ``P``; a residual add's (and a nonlinear step's) identity tile ``I`` and parameter rows ``P``; a matmul between two
     activations has no weights of its own (its operands are staged).
     """
     for step in net.steps:
-        if step.where != NPU or not isinstance(step, (ConvStep, GemmStep, AddStep)):
+        if step.where != NPU or not isinstance(step, (ConvStep, GemmStep, AddStep, NonlinearStep)):
             continue
         for i, key in enumerate(programs[step.name]):
             program = cache.programs[key].program
@@ -134,9 +146,9 @@ def reserve_weights(net: Network, programs: dict[str, tuple[ProgramKey, ...]], c
                 image.reserve((step.name, reserved), program.tensor(tensor).nbytes)
 
 
-def _weight_tensors(step: ConvStep | GemmStep | AddStep, index: int) -> list[tuple[str, str]]:
+def _weight_tensors(step: ConvStep | GemmStep | AddStep | NonlinearStep, index: int) -> list[tuple[str, str]]:
     """(name in the image, tensor of the program) of the weights of a step's program ``index``."""
-    if isinstance(step, AddStep):
+    if isinstance(step, (AddStep, NonlinearStep)):
         return [("I", "I"), ("P", "P")]
     if isinstance(step, ConvStep):
         return [(f"W{index}", "W"), (f"P{index}", "P")]

@@ -25,7 +25,7 @@ import numpy as np
 
 from tinynpu.compiler.compiled import Compiled
 from tinynpu.compiler.epilogue import Epilogue as NpuEpilogue
-from tinynpu.compiler.onnx.ir import NPU, AddStep, ConvStep, GemmStep, MatmulStep, Network
+from tinynpu.compiler.onnx.ir import NPU, AddStep, ConvStep, GemmStep, MatmulStep, Network, NonlinearStep
 from tinynpu.isa import ArchConfig
 
 #: A cached program's key: the workload, its shape and its epilogue form.
@@ -146,6 +146,10 @@ def compile_programs(net: Network, cache: ProgramCache) -> dict[str, tuple[Progr
             continue
         if isinstance(step, AddStep):
             out[step.name] = (add_program_key(cache, step, net.shapes[step.inputs[0]]),)
+        elif isinstance(step, NonlinearStep):
+            from tinynpu.compiler.onnx.lower.nonlinear import program_key
+
+            out[step.name] = (program_key(cache, step, net.shapes[step.inputs[0]]),)
         elif isinstance(step, ConvStep):
             n, _, h, w = net.shapes[step.inputs[0]]
             k, r, s, cg = step.weight.shape

@@ -24,6 +24,7 @@ from tinynpu.compiler.onnx.ir import (
     MaxPoolStep,
     MoveStep,
     Network,
+    NonlinearStep,
     OnnxStep,
     Step,
 )
@@ -31,6 +32,7 @@ from tinynpu.compiler.onnx.lower.programs import ProgramCache
 from tinynpu.compiler.onnx.runtime import host
 from tinynpu.compiler.onnx.runtime.image import DramImage
 from tinynpu.compiler.onnx.runtime.layers import Accelerator, LayerRun, add_layer, conv_layer, gemm_in_place, gemm_layer
+from tinynpu.compiler.onnx.runtime.nonlinear import host_chain, nonlinear_layer
 
 
 @dataclass
@@ -81,7 +83,7 @@ def execute(net: Network, feeds: dict[str, np.ndarray], *, cache: ProgramCache |
             run.host_bytes += sum(int(np.asarray(env[i]).nbytes) for i in step.inputs if i in env) + \
                 sum(int(np.asarray(v).nbytes) for v in outs)
         ex.runs[step.name] = run
-        ex.host_seconds[step.name] = time.perf_counter() - t0 - run.sim_seconds
+        ex.host_seconds[step.name] = time.perf_counter() - t0 - run.sim_seconds - run.load_seconds
     return ex
 
 
@@ -113,6 +115,10 @@ def _run_step(step: Step, env: dict[str, np.ndarray], npu: Accelerator | None, r
         return [host.max_pool(step, env)]
     if isinstance(step, AvgPoolStep):
         return [host.average_pool(step, env)]
+    if isinstance(step, NonlinearStep):
+        if step.where != NPU:
+            return host_chain(step, env, net)
+        return [nonlinear_layer(step, env[step.inputs[0]], npu=npu, run=run)]
     if isinstance(step, OnnxStep):
         return host.onnx_operator(step, env, net)
     raise TypeError(f"step {step.name!r}: no runtime for a {type(step).__name__}")

@@ -126,6 +126,7 @@ class DramImage:
     weights: dict[tuple[str, str], int] = field(default_factory=dict)  # written: key -> address
     reserved: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)  # placed: key -> (address, bytes)
     programs: dict[tuple[Any, ...], Program] = field(default_factory=dict)
+    loaded: dict[int, Any] = field(default_factory=dict)  # id of a relocated program -> its Machine
     held: dict[str, tuple[tuple[int, ...], np.dtype]] = field(default_factory=dict)  # activations in DRAM now
     _addr: dict[str, int] = field(default_factory=dict)
     _size: dict[str, int] = field(default_factory=dict)
@@ -275,6 +276,25 @@ class DramImage:
         if hit is None:
             hit = relocate(program, load_isa(), self.cfg, bases, pitches)
             self.programs[full] = hit
+        return hit
+
+    def machine_for(self, program: Program) -> Any:
+        """A :class:`~tinynpu.simulator.Machine` with relocated ``program`` (one of :attr:`programs`) loaded,
+        over the image's one machine state (its DRAM and scratchpads).
+
+        Loading decodes and checks every instruction, which took most of a transformer run's time outside
+        the simulator when every run loaded every program again; each relocated program is loaded once
+        per image instead, on its own front end over the shared state, so a run is what running the
+        programs one after another on the image's machine is.
+        """
+        from tinynpu.simulator import Machine
+
+        hit = self.loaded.get(id(program))
+        if hit is None:
+            hit = Machine(self.cfg)
+            hit.state = self.machine.state
+            hit.load(program)
+            self.loaded[id(program)] = hit
         return hit
 
     def _write(self, addr: int, data: np.ndarray) -> None:

@@ -48,6 +48,9 @@ class LayerRun:
     groups_per_program: int = 1  # a grouped conv's groups one program runs (block-diagonal kernel)
     note: str = ""  # what a host step did, where its reason alone would not say (the report's note)
     sim_seconds: float = 0.0
+    #: loading its programs: relocating them into the image and the simulator's decoding and checking (once per
+    #: program and image; the first run's), apart from the host's work
+    load_seconds: float = 0.0
     energy_breakdown_pj: dict[str, float] = field(default_factory=dict)  # summed over the step's programs
 
     @property
@@ -253,10 +256,12 @@ def _simulate(npu: Accelerator, comp: Compiled, inputs: dict[str, np.ndarray], o
     from tinynpu.simulator import Machine
 
     cfg, image = npu.cache.cfg, npu.image
+    t0 = time.perf_counter()
     if image is None:
         machine = Machine(cfg)
         program = comp.program
         machine.load(program)
+        run.load_seconds += time.perf_counter() - t0
         device = comp.to_device(inputs)
         if epi is not None:  # this layer's parameter rows (the program was compiled for the shape)
             device["P"] = epi.param_table(cfg.tile)
@@ -265,9 +270,10 @@ def _simulate(npu: Accelerator, comp: Compiled, inputs: dict[str, np.ndarray], o
         for t in comp.program.tensors:
             if t.name not in bases:
                 bases[t.name] = image.stage(None, t.nbytes)
+        t0 = time.perf_counter()  # relocated and loaded once per program and image: the program's loading
         program = image.program(key, comp.program, bases, pitches)
-        machine = image.machine
-        machine.load(program)
+        machine = image.machine_for(program)
+        run.load_seconds += time.perf_counter() - t0
         device = inputs
     for name, arr in device.items():
         machine.write_tensor(name, arr)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tinynpu.compiler.onnx.ir import HOST, NPU, AddStep, ConvStep, GemmStep, LayerStep, Step
+from tinynpu.compiler.onnx.ir import HOST, NPU, AddStep, ConvStep, GemmStep, LayerStep, NonlinearStep, Step
+from tinynpu.compiler.onnx.lower.nonlinear import in_place
 from tinynpu.compiler.onnx.lower.programs import ProgramKey
 from tinynpu.compiler.onnx.runtime.layers import conv_places, gemm_in_place
 
@@ -82,6 +83,11 @@ def _places(cn: CompiledNetwork, step: Step, comp: Any, index: int,
     elif isinstance(step, AddStep):
         for role, name in [*((f"X{j}", n) for j, n in enumerate(step.inputs)), ("Y", step.outputs[0])]:
             addr = image.address(name, 0)
+            places[role] = (addr, None) if addr is not None else None
+    elif isinstance(step, NonlinearStep):  # in place, or both staged (a row operation on an NHWC tensor)
+        flat = in_place(step, cn.net.shapes[step.inputs[0]])
+        for role, name in (("X", step.inputs[0]), ("Y", step.outputs[0])):
+            addr = image.address(name, comp.program.tensor(role).nbytes) if flat else None
             places[role] = (addr, None) if addr is not None else None
     elif isinstance(step, GemmStep):
         for role, name, used in zip("AC", (step.inputs[0], step.outputs[0]),

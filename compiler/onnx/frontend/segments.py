@@ -1,0 +1,125 @@
+"""Unary elementwise segments of a QDQ graph: found, and turned into a 256-entry table of output codes.
+
+A segment (see :mod:`.nonlinear`) grows from the DequantizeLinear nodes of one
+int8 tensor through every node that is elementwise in that tensor alone
+(:data:`~.nonlinear.UNARY`, :data:`~.nonlinear.BINARY` with a scalar constant
+or another segment tensor as its other input, per-tensor Q/DQ).  It is a
+table when exactly one of its tensors leaves it, written by a per-tensor int8
+QuantizeLinear.  The table is the segment's nodes run in order on the 256
+codes ``-128..127`` by the host's evaluator (:mod:`~tinynpu.compiler.onnx.runtime.host`),
+each node exactly as the host path runs it, so each entry is the code the host
+path gives that input code.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tinynpu.compiler.onnx.frontend.hostops import node_name
+from tinynpu.compiler.onnx.frontend.nonlinear import BINARY, QDQ, UNARY, Match, _host
+from tinynpu.compiler.onnx.ir import NPU, LutStep, Network, OnnxStep
+
+if TYPE_CHECKING:
+    from tinynpu.compiler.onnx.frontend.qdq import QdqGraph
+
+
+def _scalar(g: QdqGraph, name: str) -> bool:
+    v = g.consts.get(name)
+    return v is not None and np.asarray(v).size == 1
+
+
+def _joins(g: QdqGraph, node: Any, inside: set[str]) -> bool:
+    """Whether ``node`` is elementwise in the segment's tensors ``inside`` alone."""
+    ins = [i for i in node.input if i]
+    if not ins or ins[0] not in inside and node.op_type not in BINARY:
+        return False
+    if node.op_type in QDQ:
+        return ins[0] in inside and all(_scalar(g, i) for i in ins[1:]) and len(node.output) == 1
+    if node.op_type in UNARY:
+        return ins[0] in inside and all(_scalar(g, i) for i in ins[1:])
+    if node.op_type in BINARY and len(ins) == (3 if node.op_type == "Where" else 2):
+        return any(i in inside for i in ins) and all(i in inside or _scalar(g, i) for i in ins)
+    return False
+
+
+def _expand(g: QdqGraph, members: dict[int, Any], taken: set[int]) -> None:
+    """Add to ``members`` every node elementwise in their tensors alone, until none joins."""
+    inside = {t for n in members.values() for t in n.output}
+    changed = True
+    while changed:
+        changed = False
+        for node in g.nodes:
+            if id(node) in members or id(node) in taken or not any(i in inside for i in node.input):
+                continue
+            if _joins(g, node, inside):
+                members[id(node)] = node
+                inside.update(node.output)
+                changed = True
+
+
+def _leaving(g: QdqGraph, members: dict[int, Any], start_ids: set[int]) -> list[tuple[Any, str]]:
+    """The (node, tensor) pairs whose tensor is read outside the members (a start's dequantized values may
+    be read elsewhere too: the DQ is then put back as a host step), after dropping the trailing DQ nodes:
+    a DQ the segment ends with is the next operator's input, not the segment's; its Q is the end."""
+    while True:
+        nodes = [n for n in g.nodes if id(n) in members]
+        leaving = [(n, t) for n in nodes if id(n) not in start_ids for t in n.output
+                   if t in g.outputs or any(id(u) not in members for u in g.uses.get(t, []))]
+        trailing = [n for n, _ in leaving if n.op_type == "DequantizeLinear"]
+        if not trailing:
+            return leaving
+        for n in trailing:
+            del members[id(n)]
+
+
+def grow(g: QdqGraph, x: str, taken: set[int]) -> list[Any] | None:
+    """The segment of int8 tensor ``x`` (its nodes in graph order), or None when it is not one table."""
+    starts = [n for n in g.uses.get(x, []) if n.op_type == "DequantizeLinear" and id(n) not in taken
+              and all(_scalar(g, i) for i in n.input[1:] if i)]
+    if not starts:
+        return None
+    members = {id(n): n for n in starts}
+    _expand(g, members, taken)
+    leaving = _leaving(g, members, {id(n) for n in starts})
+    nodes = [n for n in g.nodes if id(n) in members]
+    if (len(leaving) != 1 or all(n.op_type in QDQ for n in nodes) or nodes[-1].op_type != "QuantizeLinear"
+            or nodes[-1].output[0] != leaving[0][1]):
+        return None
+    qp = g.qparams[leaving[0][1]]
+    return nodes if qp.per_tensor and qp.zero_point.dtype == np.int8 else None
+
+
+def lut_table(chain: tuple[OnnxStep, ...], x: str, constants: dict[str, np.ndarray], opset: int) -> np.ndarray:
+    """The segment's output code for every input code ``-128..127`` (entry ``i`` for code ``i - 128``)."""
+    from tinynpu.compiler.onnx.runtime.host import onnx_operator
+
+    net = Network(steps=[], constants=constants, inputs=[], outputs=[], shapes={}, opset=opset, qparams={})
+    env = dict(constants)
+    env[x] = np.arange(-128, 128, dtype=np.int8)
+    for s in chain:
+        env.update(zip(s.outputs, onnx_operator(s, env, net), strict=False))
+    out = np.asarray(env[chain[-1].outputs[0]])
+    return out.reshape(-1).astype(np.int64)
+
+
+def segment_step(g: QdqGraph, x: str, taken: set[int]) -> Match | None:
+    """The :class:`~tinynpu.compiler.onnx.ir.LutStep` of int8 tensor ``x``'s segment, or None."""
+    qp = next((qp for src, qp in g.dq_act.values() if src == x), None)
+    ok = qp is not None and qp.per_tensor and qp.zero_point.dtype == np.int8
+    nodes = grow(g, x, taken) if ok else None
+    if nodes is None:
+        return None
+    chain = tuple(_host(n, g.opset) for n in nodes)
+    ops = [n for n in nodes if n.op_type not in QDQ]
+    name = node_name(ops[0])
+    desc = " -> ".join(n.op_type for n in ops)
+    common: dict[str, Any] = {"name": name, "op": "+".join(dict.fromkeys(n.op_type for n in ops)), "inputs": (x,),
+              "outputs": (nodes[-1].output[0],), "chain": chain}
+    table = lut_table(chain, x, g.consts, g.opset)
+    return LutStep(**common, where=NPU, table=table,
+                   reason=f"{desc}: one vlut, its table the host's float evaluated on the 256 codes"), nodes
+
+
+__all__ = ["grow", "lut_table", "segment_step"]

@@ -1,0 +1,112 @@
+"""A nonlinear step's program and integer reference, by kind: one table the lowering and the runtime share.
+
+Each kind (:class:`~tinynpu.compiler.onnx.ir.LutStep`, ``SoftmaxStep``,
+``NormStep``) gives the matrix its program works on (:class:`.rowwise.RowShape`:
+a softmax or norm reduces each row of the last axis; a table lookup is
+elementwise, so it takes the image's bytes of the tensor in rows of eight
+segments where the size allows, else pixels by channels), its parameter rows
+(data: steps that differ only in them share a program), the instructions of
+one tile-row, and the numpy reference the run is compared with bit for bit.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tinynpu.compiler.onnx.ir import LutStep, NonlinearStep, NormStep, SoftmaxStep
+from tinynpu.compiler.onnx.lower import lut, norm, softmax
+from tinynpu.compiler.onnx.lower.rowwise import Body, RowShape, row_compiled
+
+if TYPE_CHECKING:
+    from tinynpu.compiler.onnx.lower.programs import ProgramCache, ProgramKey
+
+
+#: Segments per tile-row of a table lookup, most first: eight keep the table copy (ceil(256 / T) rows per
+#: vlut) small beside the 8 T rows it looks up, and a tile-row far inside the accumulators.
+LUT_SEGMENTS = (8, 4, 2, 1)
+
+
+def row_shape(step: NonlinearStep, shape: tuple[int, ...], tile: int) -> RowShape:
+    """The ``[rows, width]`` matrix the step's program works on."""
+    from tinynpu.compiler.onnx.lower.programs import rows_and_channels
+
+    if isinstance(step, LutStep):  # elementwise: any split of the image's bytes into rows will do
+        rows, width = rows_and_channels(shape)
+        size = rows * width
+        k = next((k for k in LUT_SEGMENTS if size % (tile * k) == 0), 0)
+        if k:
+            rows, width = size // (tile * k), tile * k
+    else:
+        rows, width = int(np.prod(shape[:-1])), int(shape[-1])
+    return RowShape(rows, width, tile)
+
+
+def in_place(step: NonlinearStep, shape: tuple[int, ...]) -> bool:
+    """Whether the program reads and writes the tensor where the image holds it: a table lookup always
+    (elementwise), a row operation unless the image holds the tensor NHWC (4-D) and rows are along W."""
+    return isinstance(step, LutStep) or len(shape) != 4
+
+
+def reference(step: NonlinearStep, x: np.ndarray) -> np.ndarray:
+    """The program's integer arithmetic on int8 ``x`` (the step's input, as the network sees it)."""
+    if isinstance(step, LutStep) and step.table is not None:
+        return lut.lut_reference(x, step.table)
+    if isinstance(step, SoftmaxStep) and step.params is not None:
+        return softmax.softmax_reference(x, step.params)
+    if isinstance(step, NormStep) and step.params is not None:
+        return norm.norm_reference(x, step.params)
+    raise RuntimeError(f"step {step.name!r} ({step.kind}) has no integer parameters")  # never: ir checks it
+
+
+def parameter_rows(step: NonlinearStep, shape: RowShape) -> np.ndarray:
+    """The int32 parameter rows the program loads once (its ``P`` tensor)."""
+    if isinstance(step, LutStep) and step.table is not None:
+        return lut.lut_rows(step.table, shape.tile)
+    if isinstance(step, SoftmaxStep) and step.params is not None:
+        return softmax.softmax_rows(step.params, shape.tile)
+    if isinstance(step, NormStep) and step.params is not None:
+        return norm.norm_rows(step.params, shape)
+    raise RuntimeError(f"step {step.name!r} ({step.kind}) has no integer parameters")
+
+
+def _body(step: NonlinearStep, tile: int) -> tuple[Body, int, tuple[Any, ...]]:
+    """The tile-row's instructions, its blocks, and what of them the parameters do not carry (the key)."""
+    if isinstance(step, SoftmaxStep) and step.params is not None:
+        return softmax.softmax_body(step.params, tile), 2, (bool(step.params.zero_point),)
+    if isinstance(step, NormStep) and step.params is not None:
+        p = step.params
+        return norm.norm_body(p), p.blocks, (p.center, bool(p.zero_point_in), p.sq_shift, bool(p.eps_term),
+                                             p.mul_shift, bool(p.bias.any()), bool(p.offset.any()))
+    return lut.lut_body(), 0, ()
+
+
+def program_key(cache: ProgramCache, step: NonlinearStep, shape: tuple[int, ...]) -> ProgramKey:
+    """The cached program of ``step`` on its input of ``shape`` (compiled the first time)."""
+    rs = row_shape(step, shape, cache.cfg.tile)
+    body, blocks, form = _body(step, cache.cfg.tile)
+    params = parameter_rows(step, rs)
+    key = (step.kind, rs.rows, rs.width, params.shape[0], *form)
+    what = f"{step.op} {step.name!r}"
+    cache.get(key, lambda: row_compiled(cache.cfg, rs, params, blocks, body,
+                                        lambda x: reference(step, x.reshape(rs.rows, rs.width)), kind=step.kind,
+                                        what=what))
+    return key
+
+
+def check_fits(step: NonlinearStep, shape: tuple[int, ...], cfg: Any) -> str:
+    """Why the step's program cannot be built for ``cfg`` (a one-paragraph message), or ``""``."""
+    from tinynpu.compiler.onnx.lower.rowwise import acc_plan
+    from tinynpu.errors import OnnxError
+
+    rs = row_shape(step, shape, cfg.tile)
+    _, blocks, _ = _body(step, cfg.tile)
+    try:
+        acc_plan(cfg, rs, blocks, parameter_rows(step, rs).shape[0], what=f"{step.op} {step.name!r}")
+    except OnnxError as exc:
+        return str(exc)
+    return ""
+
+
+__all__ = ["check_fits", "in_place", "parameter_rows", "program_key", "reference", "row_shape"]

@@ -1,0 +1,134 @@
+"""Softmax along the last axis as an accelerator program, and its integer reference.
+
+Per tile-row (:mod:`.rowwise`), on int8 codes ``x`` of scale ``s_in`` (the zero
+point cancels in ``x - max``)::
+
+    m = vredmax(x)                        per row
+    d = vsubb(x, m)                       in [-255, 0]: exact
+    e = vlut(d, base=-255)                entry i = round(exp((i - 255) s_in) * E), E = 32767 (16 bits)
+    z = vredsum(e, shift=0)               exact: in [E, N E], N E < 2^31 for N < 65536
+    r = vrecip(z, shift=45)               floor(2^45 / z), in [2^45 / (N E), 2^30]: below 2^31
+    p = vmulb(e, r, shift=15)             rnd(e r / 2^15): e r <= E 2^45 / E = 2^45, so p <= 2^30
+    y = vrequant(p, M, S) + zero point    p / 2^30 / s_out, one rounding; store narrow
+
+Why no step loses precision or saturates: the maximum's entry is ``E`` exactly, so
+``z >= E`` and ``r <= 2^45 / E < 2^31`` (no clamp); ``r >= 2^45 / (N E) >= 2^22``
+for ``N <= 256``, so the reciprocal's floor costs less than ``2^-22`` relatively;
+``p`` keeps 30 fraction bits of the probability (the reference's ``p / 2^30`` is
+``e / z`` within ``2^-22`` relatively plus ``2^-30`` absolutely), never above
+``2^30`` (``e <= z``), so ``vmulb`` never saturates; ``vrequant``'s product
+``p M < 2^61`` is exact.  What remains is the table's rounding (half an entry of
+``E``: ``1.5e-5`` of the row's largest probability) and the output's own
+rounding.  The output scale must make ``2^-30 / s_out`` a q31 scale below 1
+(``s_out > 2^-30``) no smaller than ``2^-62`` (``vrequant``'s shift); an output
+scale outside that is refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tinynpu.compiler.emitter import Emitter
+from tinynpu.compiler.epilogue import quantize_multiplier
+from tinynpu.compiler.onnx.lower import fixed
+from tinynpu.compiler.onnx.lower.rowwise import Body, RowShape, TileRow, alu, broadcast_rows
+from tinynpu.errors import OnnxError, UsageError
+from tinynpu.intmath import ceil_div
+
+#: The exp table's value at 0 (the row's maximum): the largest 16-bit entry.
+EXP_ONE = 2**15 - 1
+RECIP_SHIFT = 45
+PROB_SHIFT = 15
+#: Fraction bits of the probability ``p`` after ``vmulb``: 45 - 15.
+PROB_BITS = RECIP_SHIFT - PROB_SHIFT
+#: Longest row: ``N * EXP_ONE`` must stay an int32 sum.
+MAX_WIDTH = (2**31 - 1) // EXP_ONE
+#: ``vlut``'s base: a difference ``d`` in [-255, 0] reads entry ``d + 255``.
+LUT_BASE = -255
+
+
+@dataclass(frozen=True)
+class SoftmaxParams:
+    """A softmax's integer parameters: its exp table, its output requantization, its zero point."""
+
+    table: np.ndarray  # 256 int entries, entry i = round(exp((i - 255) s_in) * EXP_ONE)
+    multiplier: int
+    shift: int
+    zero_point: int
+
+
+def softmax_params(s_in: float, s_out: float, zero_point: int, *, what: str) -> SoftmaxParams:
+    """The parameters for input scale ``s_in`` and output ``s_out``, ``zero_point``.
+
+    Raises:
+        OnnxError: ``2^-30 / s_out`` is no scale ``vrequant`` can hold (``what`` names the node).
+    """
+    d = np.arange(-255, 1, dtype=np.float64)
+    table = np.rint(np.exp(d * float(s_in)) * EXP_ONE).astype(np.int64)
+    real = 2.0**-PROB_BITS / float(s_out)
+    try:
+        m, s = quantize_multiplier(np.array([real]))
+    except UsageError:
+        m, s = np.array([0]), np.array([0])
+    if not (real < 1.0 and int(m[0]) >= 2**30 and np.isfinite(s_in) and s_in > 0):
+        raise OnnxError(f"{what}: softmax output scale {s_out!r} (input scale {s_in!r}) gives the requantization "
+                        f"scale 2^-{PROB_BITS} / s_out = {real!r}, which vrequant's q31 multiplier and 5-bit shift "
+                        "cannot represent (it needs 2^-62 <= scale < 1), so the softmax cannot be lowered.")
+    return SoftmaxParams(table=table, multiplier=int(m[0]), shift=int(s[0]), zero_point=int(zero_point))
+
+
+def softmax_reference(x: np.ndarray, p: SoftmaxParams) -> np.ndarray:
+    """The program's arithmetic on int8 rows ``x`` (softmax along the last axis), bit for bit."""
+    x2 = np.asarray(x, dtype=np.int64).reshape(-1, x.shape[-1])
+    d = x2 - fixed.red_max(x2)
+    e = fixed.lut(d, p.table, LUT_BASE)
+    z = fixed.red_sum(e, 0)
+    r = fixed.recip(z, RECIP_SHIFT)
+    prob = fixed.mul_b(e, r, PROB_SHIFT)
+    from tinynpu.simulator.semantics import requantize
+
+    y = requantize(prob, np.int32(p.multiplier), np.int32(p.shift)).astype(np.int64) + p.zero_point
+    return fixed.store_narrow(fixed.wrap32(y)).reshape(x.shape)
+
+
+def softmax_rows(p: SoftmaxParams, tile: int) -> np.ndarray:
+    """The parameter rows: the table (``ceil(256 / T)`` rows), M, S, and the zero point row if any."""
+    rows = [p.table.reshape(ceil_div(fixed.LUT_ENTRIES, tile), tile),
+            broadcast_rows(np.array([p.multiplier, p.shift]), tile)]
+    if p.zero_point:
+        rows.append(broadcast_rows(np.array([p.zero_point]), tile))
+    return np.concatenate(rows).astype(np.int32)
+
+
+def softmax_body(p: SoftmaxParams, tile: int) -> Body:
+    """The ALU instructions of one tile-row (two blocks: the maximum, then the sum and its reciprocal)."""
+    table_rows = ceil_div(fixed.LUT_ENTRIES, tile)
+
+    def body(emit: Emitter, tr: TileRow, shape: RowShape) -> None:
+        n, t, cols = shape.segments, shape.tile, shape.last_cols
+        whole = n * t
+        mx, sm = tr.blocks
+        alu(emit, "vredmax", mx, t, src=tr.data, n=n, cols=cols)
+        alu(emit, "vsubb", tr.data, whole, src=mx)
+        alu(emit, "vlut", tr.data, whole, src=tr.params, base=LUT_BASE)
+        alu(emit, "vredsum", sm, t, src=tr.data, n=n, cols=cols, shift=0)
+        alu(emit, "vrecip", sm, t, src=sm, shift=RECIP_SHIFT)
+        alu(emit, "vmulb", tr.data, whole, src=sm, shift=PROB_SHIFT)
+        alu(emit, "vrequant", tr.data, whole, src=tr.params + table_rows)
+        if p.zero_point:
+            alu(emit, "vaddrow", tr.data, whole, src=tr.params + table_rows + 2)
+
+    return body
+
+
+def check_width(width: int, *, what: str) -> None:
+    """Refuse a row whose exp sum could leave int32."""
+    if width > MAX_WIDTH:
+        raise OnnxError(f"{what}: a softmax over {width} elements could sum {width} x {EXP_ONE} past int32 "
+                        f"(at most {MAX_WIDTH} elements), so it cannot be lowered.")
+
+
+__all__ = ["EXP_ONE", "LUT_BASE", "MAX_WIDTH", "PROB_BITS", "SoftmaxParams", "check_width", "softmax_body",
+           "softmax_params", "softmax_reference", "softmax_rows"]

@@ -1,0 +1,68 @@
+"""Nonlinear steps run: their program on the simulator, their integer reference, or their ONNX nodes on the host.
+
+On the accelerator the program reads the step's int8 input and writes its
+output at their planned places in the DRAM image, except a row operation on
+a 4-D tensor, which the image holds NHWC while the rows run along W: the host
+then lays it out row-major in the staging area and reads the result back
+(both counted as host traffic).  Its identity tile and parameter rows are the
+step's weights, written once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinynpu.compiler.onnx.ir import NPU, Network, NonlinearStep
+from tinynpu.compiler.onnx.lower.nonlinear import in_place, parameter_rows, program_key, reference, row_shape
+from tinynpu.compiler.onnx.runtime.image import from_image_layout, image_layout
+from tinynpu.compiler.onnx.runtime.layers import Accelerator, LayerRun, _simulate
+
+_NOTES = {
+    "lut": "one vlut per tile-row: the table is the host's float segment on the 256 input codes",
+    "softmax": "vredmax, vsubb, vlut (exp), vredsum, vrecip, vmulb, vrequant per tile-row",
+    "norm": "vredsum, vmul, vsubb (centred), vredsq, vrsqrt, vmulb, vrequant per column, vaddrow per tile-row",
+}
+
+
+def host_chain(step: NonlinearStep, env: dict[str, np.ndarray], net: Network) -> list[np.ndarray]:
+    """The step's ONNX nodes on the host, in order (``--nonlinear host``, or a lowering that does not apply)."""
+    from tinynpu.compiler.onnx.runtime.host import onnx_operator
+
+    local = dict(env)
+    for s in step.chain:
+        local.update(zip(s.outputs, onnx_operator(s, local, net), strict=False))
+    return [local[step.outputs[0]]]
+
+
+def nonlinear_layer(step: NonlinearStep, x: np.ndarray, *, npu: Accelerator | None, run: LayerRun) -> np.ndarray:
+    """The step's int8 output on the simulator (``npu``), or by its integer reference (None)."""
+    if npu is None or step.where != NPU:
+        return reference(step, x)
+    cache, image = npu.cache, npu.image
+    key = program_key(cache, step, x.shape)
+    comp = cache.programs[key]
+    rs = row_shape(step, x.shape, cache.cfg.tile)
+    params = {"I": np.eye(cache.cfg.tile, dtype=np.int8), "P": parameter_rows(step, rs)}
+    run.note = f"{step.op} on the accelerator: {_NOTES[step.kind]}"
+    flat = in_place(step, x.shape)
+    device_x = (image_layout(x) if flat else x).reshape(rs.rows, rs.width)
+    if image is None:
+        y = _simulate(npu, comp, {"X": device_x} | params, "Y", None, run)
+    else:
+        bases = {name: image.weight((step.name, name), value) for name, value in params.items()}
+        staged = {}
+        if flat:
+            for tensor, name in (("X", step.inputs[0]), ("Y", step.outputs[0])):
+                addr = image.address(name, x.nbytes)
+                if addr is None:  # never: the planner places every int8 activation
+                    raise RuntimeError(f"{step.kind} step {step.name!r}: {name!r} has no place in the image")
+                bases[tensor] = addr
+            run.output_in_image = True
+        else:
+            staged["X"] = np.ascontiguousarray(device_x)
+            run.host_bytes += 4 * x.nbytes  # the host's row-major copy in, and the result back
+        y = _simulate(npu, comp, staged, "Y", None, run, key=(*key, flat, step.name), bases=bases)
+    return from_image_layout(y.reshape(-1), x.shape) if flat else y.reshape(x.shape)
+
+
+__all__ = ["host_chain", "nonlinear_layer"]
