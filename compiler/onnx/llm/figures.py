@@ -31,11 +31,11 @@ from typing import Any
 
 import numpy as np
 
-from tinynpu.compiler.onnx.ir import NPU, AddStep, GemmStep, MatmulStep, Network
+from tinynpu.compiler.onnx.ir import NPU, AddStep, GemmStep, MatmulStep, Network, NonlinearStep
 from tinynpu.compiler.onnx.llm.compile import CompiledDecoder
 from tinynpu.compiler.onnx.llm.generate import Generation, StepRecord
 
-KINDS = (("weights", GemmStep), ("attention", MatmulStep), ("residual", AddStep))
+KINDS = (("weights", GemmStep), ("attention", MatmulStep), ("residual", AddStep), ("nonlinear", NonlinearStep))
 
 
 def _kind(step: Any) -> str:

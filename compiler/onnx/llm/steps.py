@@ -105,7 +105,7 @@ def build_step(qmodel: Any, itf: DecoderInterface, shape: StepShape, cache: Prog
                batch: int = 1) -> StepNetwork:
     """The network of one step shape for ``batch`` sequences, its programs compiled (or reused from ``cache``)."""
     net = build_network(_fixed(qmodel, itf, shape, batch))
-    place(net)
+    place(net, cache.cfg)
     memory = plan(net, cache.cfg.tile)
     before = set(cache.programs)
     programs = compile_programs(net, cache)
