@@ -114,11 +114,12 @@ def format_run(r: dict[str, Any]) -> str:
              f"prefill {r['prefill_utilization']:.1%}",
              f"  KV cache: {r['layout']['kv_cache']['bytes']} bytes at {r['layout']['kv_cache']['address']} for "
              f"{r['layout']['kv_cache']['capacity_tokens']} tokens; {r['programs_compiled']} programs compiled",
-             "  step  past  new  cycles  weights  attention  residual  host_bytes  compiled"]
+             "  step  past  new  cycles  weights  attention  residual  nonlinear  host_bytes  compiled"]
     for s in r["steps"]:
         k = s["cycles_by_kind"]
         lines.append(f"  {s['step']:4d}  {s['past_tokens']:4d}  {s['new_tokens']:3d}  {s['cycles']:6d}  "
-                     f"{k['weights']:7d}  {k['attention']:9d}  {k['residual']:8d}  {s['host_bytes']:10d}  "
+                     f"{k['weights']:7d}  {k['attention']:9d}  {k['residual']:8d}  {k['nonlinear']:9d}  "
+                     f"{s['host_bytes']:10d}  "
                      f"{s['programs_compiled']:8d}")
     return "\n".join(lines)
 
