@@ -81,6 +81,11 @@ async def start(dut: Any, rng: random.Random) -> list[int]:
     return table
 
 
+async def mismatches(dut: Any, table: list[int], lookups: list[tuple[list[int], int]]) -> list[str]:
+    """Every (lanes' x, base) row of lookups that does not match the model."""
+    return [error for xs, base in lookups if (error := await check(dut, table, xs, base)) is not None]
+
+
 def report(errors: list[str], total: int) -> None:
     assert not errors, f"{len(errors)} of {total} lookups wrong (T = {LANES}):\n" + "\n".join(errors[:10])
 
@@ -94,17 +99,14 @@ async def every_index_and_both_clamp_ends(dut: Any) -> None:
     bases = [0, -1000, 77, INT32_MIN, INT32_MIN + 3, INT32_MAX - ENTRIES - 3, INT32_MAX]
     if FULL:
         bases += [rng.randrange(INT32_MIN + 3, INT32_MAX - ENTRIES - 3) for _ in range(20)]
-    errors, total = [], 0
+    lookups = []
     for base in bases:
         valid = [d for d in offsets if INT32_MIN <= base + d <= INT32_MAX]
         shuffled = rng.sample(valid, len(valid))  # each lane sees many different indices
         for i in range(0, len(shuffled), LANES):
             xs = [base + d for d in shuffled[i:i + LANES]]
-            xs += [base] * (LANES - len(xs))
-            total += 1
-            if (error := await check(dut, table, xs, base)) is not None:
-                errors.append(error)
-    report(errors, total)
+            lookups.append((xs + [base] * (LANES - len(xs)), base))
+    report(await mismatches(dut, table, lookups), len(lookups))
 
 
 @cocotb.test()
@@ -115,18 +117,11 @@ async def differences_past_int32_never_wrap(dut: Any) -> None:
     pairs = [(INT32_MAX, INT32_MIN), (INT32_MIN, INT32_MAX), (INT32_MIN, INT32_MIN), (INT32_MAX, INT32_MAX),
              (0, INT32_MIN), (-1, INT32_MAX), (INT32_MIN + 255, INT32_MIN), (INT32_MAX, INT32_MAX - 255),
              (INT32_MIN + 256, INT32_MIN), (INT32_MAX - 256, INT32_MAX)]
-    count = 3000 if FULL else 200
-    errors = []
-    for n in range(count):
-        if n < len(pairs):
-            x, base = pairs[n]
-        else:
-            x = rng.randrange(INT32_MIN, INT32_MAX + 1)
-            base = rng.choice([INT32_MIN, INT32_MAX, rng.randrange(INT32_MIN, INT32_MAX)])
-        xs = [x] + [rng.randrange(INT32_MIN, INT32_MAX + 1) for _ in range(LANES - 1)]
-        if (error := await check(dut, table, xs, base)) is not None:
-            errors.append(error)
-    report(errors, count)
+    for _ in range(3000 if FULL else 200):
+        pairs.append((rng.randrange(INT32_MIN, INT32_MAX + 1),
+                      rng.choice([INT32_MIN, INT32_MAX, rng.randrange(INT32_MIN, INT32_MAX)])))
+    lookups = [([x] + [rng.randrange(INT32_MIN, INT32_MAX + 1) for _ in range(LANES - 1)], base) for x, base in pairs]
+    report(await mismatches(dut, table, lookups), len(lookups))
 
 
 @cocotb.test()
@@ -150,10 +145,10 @@ async def a_write_lands_at_the_edge_and_only_in_its_row(dut: Any) -> None:
         for lane, value in enumerate(data):
             if row * LANES + lane < ENTRIES:
                 table[row * LANES + lane] = value
-        for start_idx in range(0, ENTRIES, LANES):  # every entry: the other rows kept theirs
-            total += 1
-            if (error := await check(dut, table, [start_idx + lane for lane in range(LANES)], 0)) is not None:
-                errors.append(f"after writing row {row}: {error}")
+        # every entry, table row by table row: the other rows kept theirs
+        lookups = [([first + lane for lane in range(LANES)], 0) for first in range(0, ENTRIES, LANES)]
+        errors += [f"after writing row {row}: {error}" for error in await mismatches(dut, table, lookups)]
+        total += len(lookups)
     report(errors, total)
 
 
