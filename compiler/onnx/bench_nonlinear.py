@@ -1,6 +1,6 @@
 """Benchmark of the transformer nonlinear lowerings: accuracy per operator, and per network.
 
-``python -m tinynpu.compiler.onnx.bench_nonlinear`` builds the issue's encoder
+``python -m tinynpu.compiler.onnx.bench_nonlinear`` builds the BERT-style encoder
 block (sequence 128, hidden 256, 4 heads, FFN 1024; :mod:`.encoder_block`) and,
 in the same run:
 
@@ -95,9 +95,9 @@ def network_row(path: Path, nonlinear: str, label: str) -> dict[str, Any]:
 
 def run(inputs: int, models: list[str], small: bool) -> dict[str, Any]:
     from tinynpu.compiler.onnx import compile_onnx
-    from tinynpu.compiler.onnx.encoder_block import ISSUE_BLOCK, SMALL_BLOCK, encoder_block
+    from tinynpu.compiler.onnx.encoder_block import BERT_BLOCK, SMALL_BLOCK, encoder_block
 
-    shape = SMALL_BLOCK if small else ISSUE_BLOCK
+    shape = SMALL_BLOCK if small else BERT_BLOCK
     out: dict[str, Any] = {"block": vars(shape), "operators": [], "networks": []}
     with tempfile.TemporaryDirectory(prefix="tinynpu-bench-nl-") as tmp:
         for gelu in ("erf", "tanh"):

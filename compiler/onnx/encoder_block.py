@@ -3,7 +3,7 @@
 Self-attention (``heads`` heads, scores scaled by ``1/sqrt(d_head)``, softmax), output
 projection, residual, LayerNorm, FFN (``ffn`` wide, GELU), residual, LayerNorm; every
 projection a MatMul by a constant followed by a bias Add, as PyTorch exports them.  The
-issue's block is :data:`ISSUE_BLOCK` (sequence 128, hidden 256, 4 heads, FFN 1024).
+BERT-style block of the benchmark is :data:`BERT_BLOCK` (sequence 128, hidden 256, 4 heads, FFN 1024).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ class BlockShape:
     ffn: int
 
 
-ISSUE_BLOCK = BlockShape(seq=128, hidden=256, heads=4, ffn=1024)
+BERT_BLOCK = BlockShape(seq=128, hidden=256, heads=4, ffn=1024)
 SMALL_BLOCK = BlockShape(seq=16, hidden=32, heads=2, ffn=128)
 
 
@@ -110,4 +110,4 @@ def encoder_block(path: Path, *, shape: BlockShape = SMALL_BLOCK, gelu: str = "e
     return path
 
 
-__all__ = ["GELU_FORMS", "ISSUE_BLOCK", "SMALL_BLOCK", "BlockShape", "encoder_block"]
+__all__ = ["GELU_FORMS", "BERT_BLOCK", "SMALL_BLOCK", "BlockShape", "encoder_block"]
