@@ -19,6 +19,7 @@ step: whether the terms can be held decides where the front end places it.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -237,7 +238,7 @@ class MoveStep(Step):
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
-class NonlinearStep(Step):
+class NonlinearStep(Step, ABC):
     """A transformer nonlinearity lowered to an accelerator program on int8 rows, or, where the
     lowering cannot take it (``reason``) or ``--nonlinear host`` asks, its ONNX nodes on the host.
 
@@ -257,9 +258,9 @@ class NonlinearStep(Step):
         if self.where == NPU and self.lowered() is None:
             raise self.fail("on the accelerator it needs its integer parameters.")
 
+    @abstractmethod
     def lowered(self) -> Any:
-        """The integer parameters of the program (None: host only)."""
-        raise NotImplementedError
+        """The integer parameters of the program (None: host only); each kind says which."""
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
