@@ -170,9 +170,12 @@ STATS_CLASSES = {
     "dma_out": "reads rows * cols accumulator elements; DRAM writes counted per tensor",
     "tmm": "m * n * k tile steps: MACs, A and B tile reads, acc tile writes (and reads when accumulating)",
     "alu": "reads and writes its destination rows, and reads the rows of its other accumulator accesses",
+    "alu_reduce": "reads the n segments of each of its rows logical rows (rows * n source rows), combines "
+                  "rows * n * T elements, and writes its destination rows",
     "control": "nothing (executed by the dispatcher)",
 }
-STATS_OPERANDS = {"dma_out": ("rows", "cols"), "tmm": ("m", "n", "k", "accumulate"), "alu": ("rows",)}
+STATS_OPERANDS = {"dma_out": ("rows", "cols"), "tmm": ("m", "n", "k", "accumulate"), "alu": ("rows",),
+                   "alu_reduce": ("rows", "n")}
 
 
 @dataclass(frozen=True)

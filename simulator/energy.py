@@ -33,8 +33,9 @@ class Events:
             (tile^3 per tmm step).
         alu_elements: accumulator elements processed, by pricing class: an ALU
             instruction's timing class (rows x tile each: the ALU works on
-            whole rows), and ``requantize`` for the elements a store
-            requantizes or clamps (rows x cols, with narrow or relu).
+            whole rows; rows x n x tile for a row reduction, every segment it
+            reads), and ``requantize`` for the elements a store requantizes
+            or clamps (rows x cols, with narrow or relu).
         scratchpad_read_bytes: bytes read from each scratchpad, by config key.
         scratchpad_write_bytes: bytes written into each scratchpad, by config key.
         dram_bytes: bytes across the DRAM port, reads and writes.
@@ -63,6 +64,12 @@ class Events:
             if sorted(table) != sorted(SCRATCHPADS) or any(v < 0 for v in table.values()):
                 raise ValueError(f"{name} must give bytes >= 0 for exactly {', '.join(SCRATCHPADS)}, not {table!r}")
 
+    def to_json(self) -> dict[str, Any]:
+        return {"macs": self.macs, "alu_elements": dict(sorted(self.alu_elements.items())),
+                "scratchpad_read_bytes": dict(self.scratchpad_read_bytes),
+                "scratchpad_write_bytes": dict(self.scratchpad_write_bytes), "dram_bytes": self.dram_bytes,
+                "cycles": self.cycles, "array_busy_cycles": self.array_busy_cycles}
+
 
 @dataclass(frozen=True)
 class Energy:
@@ -72,11 +79,13 @@ class Energy:
         breakdown_pj: picojoules per component, in :data:`COMPONENTS` order.
         seconds: the run's duration, cycles / clock.
         table: the per-action figures that priced it (each derived or given).
+        events: what was priced (``energy_events`` in the JSON): the counts docs/energy.md defines.
     """
 
     breakdown_pj: tuple[tuple[str, float], ...]
     seconds: float
     table: EnergyTable | None = None
+    events: Events | None = None
 
     @property
     def total_pj(self) -> float:
@@ -92,6 +101,8 @@ class Energy:
                                "edp": self.edp, "edp_units": EDP_UNITS}
         if self.table is not None:
             out["energy_figures"] = self.table.to_json()
+        if self.events is not None:
+            out["energy_events"] = self.events.to_json()
         return out
 
 
@@ -111,7 +122,7 @@ def energy_of(cfg: ArchConfig, events: Events) -> Energy:
         "clock": (busy if table.clock_gating else events.cycles) * table.clock_pj_per_cycle,
     }
     return Energy(breakdown_pj=tuple((name, pj[name]) for name in COMPONENTS),
-                  seconds=events.cycles / (cfg.clock_mhz * 1e6), table=table)
+                  seconds=events.cycles / (cfg.clock_mhz * 1e6), table=table, events=events)
 
 
 __all__ = ["COMPONENTS", "EDP_UNITS", "SCRATCHPADS", "Energy", "Events", "energy_of"]

@@ -9,7 +9,9 @@ whole rows (zero fill included); a store reads ``cols`` elements per row; a
 ``tmm`` step reads one A tile and one B tile and writes one acc tile, and
 reads it too unless it is the first, overwriting step of a non-accumulating
 block; ALU ops read and write their destination rows and also read the rows
-of their other accumulator accesses (``vaddrow`` one row).  Energy prices
+of their other accumulator accesses (``vaddrow`` one row); a row reduction
+(stats class ``alu_reduce``) reads its rows * n source rows, combines
+rows * n * T elements and writes its rows destination rows.  Energy prices
 these events, plus MACs, ALU elements and cycles, with the config's energy
 table (``energy.py``).
 """
@@ -233,6 +235,14 @@ def _scratchpad(isa: Isa, cfg: ArchConfig, ins: Instruction, v: dict[str, np.nda
         wr[acc] += total * t * row_bytes[acc]
         rd[acc] += int((steps - first).sum()) * t * row_bytes[acc]
         return 0
+    if ins.stats == "alu_reduce":
+        # The unit steps through rows * n source rows, one per cycle (timing class alu_reduce), every one of
+        # its T lanes through the adder / comparator tree (lanes past `cols` are masked, not idle), and writes
+        # one row per logical row.  Not the access span: the rows between segments are not read.
+        sources = int((v["rows"] * v["n"]).sum())
+        rd[acc] += sources * row_bytes[acc]
+        wr[acc] += int(v["rows"].sum()) * row_bytes[acc]
+        return sources * t
     if ins.stats == "alu":  # its destination rows, plus the rows of its other reads
         rows = int(v["rows"].sum())
         extra = sum(int((_evaluate(isa, cfg, ins, r.bounds[1], v) - _evaluate(isa, cfg, ins, r.bounds[0], v)).sum())
