@@ -20,13 +20,14 @@ from tinynpu.isa.energy_model import (
     SRAM_BITCELL_UM2,
     EnergyTable,
     Figure,
+    dram_interfaces,
     tables,
 )
 from tinynpu.rtl import synth
 
 # docs/energy.md, written out again here: the cited figures and what the formulas make of them.
 HOROWITZ = {"int8": (0.2, 0.03), "int32": (3.1, 0.1), "float32": (3.7, 0.9)}  # (multiply, add) pJ
-PJ_PER_BIT = {"DDR3": 20.3125, "DDR4": 15.0, "GDDR5": 14.0, "HBM2": 3.9}
+PJ_PER_BIT = {"DDR3": 20.3125, "DDR4": 15.0, "GDDR5": 14.0, "HBM2": 3.9, "LPDDR4": 8.0}
 LEAK_MW_PER_UM2 = 0.07786052 / 6351.338  # Aladdin's 32-bit multiplier: leakage / area
 CLOCK_FJ_PER_BIT = 7.936518
 
@@ -91,6 +92,18 @@ def test_the_interface_prices_dram_and_changes_no_binary(tmp_path: Path) -> None
     assert cfg.energy.dram_channels == 4  # 128 GB/s at 1 GHz over 32 GB/s channels
     same = _write(tmp_path, "name: hbm\nbase: default\ndram: {bytes_per_cycle: 128}\n", "ddr.yaml")
     assert load_config(same).digest == cfg.digest
+
+
+@pytest.mark.parametrize("interface", sorted(PJ_PER_BIT))
+def test_every_interface_prices_its_cited_figure(tmp_path: Path, interface: str) -> None:
+    """Each row of the table, as docs/energy.md cites it; LPDDR4 at 16 B/cycle and 1 GHz takes 3 of its
+    6.4 GB/s channels."""
+    assert sorted(dram_interfaces()) == sorted(PJ_PER_BIT)  # a new row is cited here and in the docs too
+    path = _write(tmp_path, f"name: x\nbase: default\ndram: {{interface: {interface}, bytes_per_cycle: 16}}\n")
+    e = load_config(path).energy
+    assert e.dram_pj_per_byte == pytest.approx(8 * PJ_PER_BIT[interface]) and e.dram_interface == interface
+    channel = {"DDR3": 12.8, "DDR4": 25.6, "GDDR5": 32.0, "HBM2": 32.0, "LPDDR4": 6.4}[interface]
+    assert e.dram_channels == math.ceil(16 / channel)
 
 
 def test_an_old_complete_energy_table_still_loads_as_given() -> None:
