@@ -365,6 +365,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 def _cmd_synth(args: argparse.Namespace) -> int:
     from tinynpu.isa import load_config, load_isa
     from tinynpu.rtl.synth import synthesize, with_tile
+    from tinynpu.rtl.transformer_area import transformer_share
 
     isa = load_isa()
     cfg = load_config(args.config, isa)
@@ -382,6 +383,7 @@ def _cmd_synth(args: argparse.Namespace) -> int:
     for m in report.modules:
         print(f"  {m.name:44} {m.instances:>4} {m.cells:>10,} {m.transistors:>13,} {m.area_um2 / 1e6:>10.4f}  {m.how}")
     print(f"  {'total':44} {'':>4} {report.cells:>10,} {report.transistors:>13,} {report.area_um2 / 1e6:>10.4f}")
+    print(transformer_share(report.modules).line())
     for m in report.modules:
         if m.how == "extrapolated":
             print(f"note: {m.name}: {m.note}")

@@ -46,6 +46,7 @@ from tinynpu.isa.config import BUFFERS_PER_SCOPE, TILES
 from tinynpu.progress import announce
 from tinynpu.rtl.header_deps import header_inputs
 from tinynpu.rtl.runner import RTL_DIR, cache_root
+from tinynpu.rtl.transformer_area import transformer_share
 
 #: Bumped whenever the flow or a figure below changes, so cached results are recomputed.
 MODEL_VERSION = 1
@@ -164,6 +165,7 @@ class SynthReport:
             "config": self.config, "tile": self.tile, "modules": [m.to_json() for m in self.modules],
             "total": {"cells": self.cells, "transistors": self.transistors, "area_um2": self.area_um2,
                       "area_mm2": self.area_um2 / 1e6},
+            "transformer_units": transformer_share(self.modules).to_json(),
             "extrapolated": self.extrapolated, "synthesized": list(self.synthesized), "seconds": self.seconds,
             "model": {"cells": "NanGate FreePDK45 Open Cell Library X1 cells per Yosys gate",
                       "sram_bitcell_um2": SRAM_BITCELL_UM2, "sram_array_efficiency": SRAM_ARRAY_EFFICIENCY,
