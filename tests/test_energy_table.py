@@ -166,11 +166,20 @@ def test_no_interface_and_no_dram_figure(tmp_path: Path) -> None:
         load_config(path)
 
 
-def test_a_bad_figure_on_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = _write(tmp_path, "name: bad\nbase: default\ndram: {interface: SDR}\n")
+@pytest.mark.parametrize(("text", "words"), [
+    ("dram: {interface: SDR}", "dram.interface 'SDR' is not a DRAM interface"),
+    ("energy: {dram_pj_per_byte: -3}", "energy.dram_pj_per_byte must be pJ to move one byte"),
+    ("energy: {clock_pj_per_cycle: .nan}", "energy.clock_pj_per_cycle must be pJ per cycle"),
+    ("energy: {sram_pj: 1}", "energy.sram_pj is not a figure of the energy table"),
+], ids=["unknown-interface", "negative", "not-finite", "no-such-figure"])
+def test_a_bad_figure_on_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str,
+                                          words: str) -> None:
+    """Issue 31's bad inputs from the command line: one paragraph naming file:line:col, exit 2, no traceback."""
+    path = _write(tmp_path, f"name: bad\nbase: default\n{text}\n")
     rc = main(["run", "matmul", "--m", "16", "--n", "16", "--k", "16", "--config", str(path)])
-    err = capsys.readouterr().err
-    assert rc != 0 and "dram.interface 'SDR' is not a DRAM interface" in err and "Traceback" not in err
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and words in err and "Traceback" not in err, err
+    assert f"{path}:3:" in err and "\n\n" not in err, err
 
 
 def test_the_vit_base_sweep_spec_is_the_published_block() -> None:
