@@ -138,3 +138,15 @@ def test_csv_into_a_directory_or_a_users_file(run: tuple[dict[str, Any], list[di
     assert "also an input of this run" in capsys.readouterr().err
     assert main(["run", "onnx", str(model), "--csv", str(mine), "--force"]) == 0
     assert mine.read_text().startswith(",".join(COLUMNS))
+
+
+def test_report_folder_holds_the_csv(run: tuple[dict[str, Any], list[dict[str, str]], Path], tmp_path: Path) -> None:
+    from tinynpu.compiler.onnx.verify.layers_csv import layers_csv
+    from tinynpu.compiler.onnx.verify.report import REPORT_FILES, write_report
+
+    report, _, _ = run
+    write_report(tmp_path / "rep", report)
+    assert {p.name for p in (tmp_path / "rep").iterdir()} == set(REPORT_FILES) and "layers.csv" in REPORT_FILES
+    assert (tmp_path / "rep" / "layers.csv").read_text() == layers_csv(report)
+    index = (tmp_path / "rep" / "index.md").read_text()
+    assert "| Add_6 | Add | npu | 1x16x5x5 + 1x16x5x5 |" in index and "| total |" in index
