@@ -136,6 +136,8 @@ def test_csv_into_a_directory_or_a_users_file(run: tuple[dict[str, Any], list[di
     assert mine.read_text() == "my numbers\n"
     assert main(["run", "onnx", str(model), "--csv", str(model), "--force"]) == 2
     assert "also an input of this run" in capsys.readouterr().err
+    assert main(["run", "onnx", str(model), "--csv", ""]) == 2
+    assert "--csv '': give a file name" in capsys.readouterr().err
     assert main(["run", "onnx", str(model), "--csv", str(mine), "--force"]) == 0
     assert mine.read_text().startswith(",".join(COLUMNS))
 
