@@ -334,7 +334,8 @@ def _compute(sweep: _Sweep, todo: list[str], area_todo: dict[str, DesignPoint], 
             for key in todo:
                 point, workload = sweep.tasks[key]
                 future = client.submit(evaluate, point.config_text, point.digest, workload.kind,
-                                       dict(workload.sizes), key=f"tinynpu-point-{key}", pure=False)
+                                       dict(workload.sizes), workload.model, key=f"tinynpu-point-{key}",
+                                       pure=False)
                 futures[future] = ("point", key)
             for future in progress(as_completed(futures), total=len(futures), desc="sweep tasks",
                                    quiet=sweep.quiet, unit="task"):

@@ -26,7 +26,7 @@ from tinynpu.explore.execute import BREAKDOWN
 from tinynpu.explore.spec import BASE_KEY, SweepSpec
 from tinynpu.fsio import write_atomic
 
-RUN_COMMAND = {"gemm": "matmul", "conv2d": "conv2d", "mlp": "mlp"}
+RUN_COMMAND = {"gemm": "matmul", "conv2d": "conv2d", "mlp": "mlp", "onnx": "onnx"}
 #: The fronts shown when the objectives allow them: (x, y), lower is better on both.
 FRONTS = (("area_mm2", "cycles"), ("cycles", "energy_pj"))
 UNITS = {"cycles": "cycles", "dram_bytes": "bytes", "energy_pj": "pJ", "edp": "pJ*s", "area_mm2": "mm^2"}
@@ -148,7 +148,9 @@ def _label(name: str) -> str:
 
 def reproduce_command(c: ConfigTotals) -> str:
     kind, args = c.first_workload
-    return f"tinynpu run {RUN_COMMAND[kind]} {args} --config {c.config_file} --no-race-check"
+    # a network run has no race checker to turn off (its programs run unchecked unless a test asks)
+    checks = "" if kind == "onnx" else " --no-race-check"
+    return f"tinynpu run {RUN_COMMAND[kind]} {args} --config {c.config_file}{checks}"
 
 
 def best_configs(spec: SweepSpec, ranked: list[ConfigTotals]) -> dict[str, ConfigTotals]:
@@ -157,12 +159,23 @@ def best_configs(spec: SweepSpec, ranked: list[ConfigTotals]) -> dict[str, Confi
             for objective in spec.objectives if ranked and all(objective in c.totals for c in ranked)}
 
 
+def networks_left_out(spec: SweepSpec) -> str:
+    """What an ONNX network's totals leave out (the sentence ``tinynpu run onnx`` prints too), or "" when the
+    spec has no network."""
+    if not any(w.kind == "onnx" for w in spec.workloads):
+        return ""
+    from tinynpu.compiler.onnx.verify.totals import LEFT_OUT
+
+    return LEFT_OUT
+
+
 def summary(spec: SweepSpec, rows: list[dict[str, str]]) -> dict[str, Any]:
     """The results in brief, for ``--json``: configs ranked, the best per objective, the sensitivities."""
     configs, incomplete = config_totals(spec, rows)
     ranked = [c for c in configs if c.feasible]
     return {
         "configs": len(configs) + len(incomplete), "ranked": len(ranked),
+        **({"not_counted": text} if (text := networks_left_out(spec)) else {}),
         "totals": [{"config": c.config, "label": c.label, "overrides": dict(c.overrides), "ranked": c.feasible,
                     **c.totals} for c in configs],
         "best": {o: {"config": c.config, "label": c.label, "overrides": dict(c.overrides), "value": c.totals[o],
@@ -178,11 +191,14 @@ def totals_table(spec: SweepSpec, configs: list[ConfigTotals]) -> list[str]:
     if not configs:
         return []
     columns = [(key, head) for key, head in TOTALS_COLUMNS if any(key in c.totals for c in configs)]
+    left_out = networks_left_out(spec)
     weighted = sum(w.count for w in spec.workloads)
     lines = ["## Every config: totals over the workloads", "",
              f"Each of the {_count(len(spec.workloads), 'workload')} counted as often as the set holds it "
              f"({weighted} in all); EDP is the total energy times the total delay; area is the config's own.  "
              "Ranked: ran every workload and meets the constraints.", "",
+             *([f"ONNX networks: every accelerator program counted, as `tinynpu run onnx` counts them; {left_out}.",
+                ""] if left_out else []),
              f"| config | {' | '.join(head for _, head in columns)} | ranked |",
              f"|---|{'---:|' * len(columns)}---|"]
     for c in configs:

@@ -13,6 +13,7 @@ loader before any work starts.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import hashlib
 import importlib.util
@@ -22,6 +23,7 @@ import math
 import operator
 import random
 import re
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,20 +58,27 @@ class Parameter:
 
 @dataclass(frozen=True)
 class Workload:
-    """One layer to compile and simulate: ``kind`` is ``gemm``, ``conv2d`` or ``mlp``; ``count`` is how many
-    times the spec's workloads have it (it runs once; the totals count it ``count`` times)."""
+    """One program to compile and simulate: ``kind`` is ``gemm``, ``conv2d`` or ``mlp``, or ``onnx``, a whole
+    network (``model`` its file, ``model_sha256`` its content's hash); ``count`` is how many times the spec's
+    workloads have it (it runs once; the totals count it ``count`` times)."""
 
     kind: str
     sizes: tuple[tuple[str, int], ...]
     count: int = 1
+    model: str = ""
+    model_sha256: str = ""
 
     @property
     def key(self) -> str:
-        """Stable name, e.g. ``gemm m=256 n=256 k=256``: identical shapes have identical keys."""
-        return " ".join([self.kind, *(f"{name}={value}" for name, value in self.sizes)])
+        """Stable name, e.g. ``gemm m=256 n=256 k=256``: identical shapes have identical keys (a network's
+        names its file and content, so an edited model is a new workload)."""
+        model = [Path(self.model).name, f"sha256={self.model_sha256[:16]}"] if self.model else []
+        return " ".join([self.kind, *model, *(f"{name}={value}" for name, value in self.sizes)])
 
     def cli_args(self) -> str:
-        """The options of ``tinynpu run KIND`` that give this workload."""
+        """The arguments of ``tinynpu run KIND`` that give this workload."""
+        if self.model:
+            return " ".join([shlex.quote(self.model), *(f"--{name} {value}" for name, value in self.sizes)])
         return " ".join(f"--{name} {value}" for name, value in self.sizes)
 
 
@@ -209,30 +218,32 @@ def _values(src: YamlSource, dotted: str, raw: Any) -> tuple[Any, ...]:
 def _workloads(src: YamlSource, raw: dict[str, Any]) -> tuple[Workload, ...]:
     from tinynpu.explore.workloads import READERS
 
-    found: list[tuple[str, tuple[tuple[str, int], ...], int]] = []
+    found: list[Workload] = []
     for m, n, k in raw.get("gemm", []):
-        found.append(("gemm", (("m", m), ("n", n), ("k", k)), 1))
+        found.append(Workload("gemm", (("m", m), ("n", n), ("k", k))))
     convs = raw.get("conv2d", [])
     layers = [sh.kwargs() for sh in RESNET50_CONVS] if convs == "resnet50" else [{**_CONV_DEFAULTS, **c}
                                                                                     for c in convs]
     for layer in layers:
-        found.append(("conv2d", tuple((name, layer[name]) for name in _CONV_KEYS), 1))
+        found.append(Workload("conv2d", tuple((name, layer[name]) for name in _CONV_KEYS)))
     for batch in raw.get("mlp", []):
-        found.append(("mlp", (("batch", batch),), 1))
+        found.append(Workload("mlp", (("batch", batch),)))
     for fmt, read in READERS.items():
         for index, name in enumerate(raw.get(fmt, [])):
             path = src.path.parent / name
             if not path.is_file():
                 raise SpecError(f"{src.where(('workloads', fmt, index))}: the {fmt} workload file {name!r} does "
                                 f"not exist ({path}; a relative path is relative to the spec).")
-            found += [(layer.kind, layer.sizes, layer.count) for layer in read(path)]
-    counts: dict[tuple[str, tuple[tuple[str, int], ...]], int] = {}
-    for kind, sizes, count in found:  # identical shapes, from any source, run once
-        counts[(kind, sizes)] = counts.get((kind, sizes), 0) + count
-    if not counts:
+            found += [Workload(layer.kind, layer.sizes, layer.count, layer.model, layer.model_sha256)
+                      for layer in read(path)]
+    merged: dict[str, Workload] = {}
+    for w in found:  # identical shapes (or networks), from any source, run once
+        seen = merged.get(w.key)
+        merged[w.key] = dataclasses.replace(w, count=w.count + seen.count) if seen else w
+    if not merged:
         raise SpecError(f"{src.where(('workloads',))}: the spec lists no workload; give gemm, conv2d, mlp, csv "
                         "or onnx entries.")
-    return tuple(Workload(kind, sizes, count) for (kind, sizes), count in counts.items())
+    return tuple(merged.values())
 
 
 def _constraint(src: YamlSource, index: int, text: str, objectives: tuple[str, ...]) -> Constraint:

@@ -53,8 +53,9 @@ def warm_up() -> float:
     return time.perf_counter() - t0
 
 
-def evaluate(config_text: str, digest: str, kind: str, sizes: dict[str, int]) -> dict[str, Any]:
-    """Compile and simulate ``kind`` of ``sizes`` on the config ``config_text``.
+def evaluate(config_text: str, digest: str, kind: str, sizes: dict[str, int], model: str = "") -> dict[str, Any]:
+    """Compile and simulate ``kind`` of ``sizes`` on the config ``config_text``; kind ``onnx``: the network
+    of the file ``model`` (read by the worker), every accelerator program of it, as ``tinynpu run onnx``.
 
     Returns:
         ``status`` ``ok`` with ``cycles``, ``dram_bytes`` (and ``energy_pj``, ``edp`` when the simulator
@@ -75,10 +76,13 @@ def evaluate(config_text: str, digest: str, kind: str, sizes: dict[str, int]) ->
 
     try:
         cfg = load_config(_config_file(digest, config_text))
-        dtype = "int8" if cfg.is_integer else "fp32"
-        # the sweep spec says `gemm` where the compiler's registry says `matmul`
-        compiled = compile_workload("matmul" if kind == "gemm" else kind, sizes, dtype=dtype, cfg=cfg)
-        report, _ = run_compiled_with_stats(compiled, cfg=cfg, check_races=False, verify=False)
+        if kind == "onnx":
+            report = _network(Path(model), cfg)
+        else:
+            dtype = "int8" if cfg.is_integer else "fp32"
+            # the sweep spec says `gemm` where the compiler's registry says `matmul`
+            compiled = compile_workload("matmul" if kind == "gemm" else kind, sizes, dtype=dtype, cfg=cfg)
+            report, _ = run_compiled_with_stats(compiled, cfg=cfg, check_races=False, verify=False)
     except TinyNpuError as exc:  # the point's own error (e.g. it does not fit DRAM): a rerun gives the same
         return timed({"status": "failed", "error": exc.message, "cacheable": True})
     except Exception as exc:  # noqa: BLE001 - a failing point is recorded with its error; the sweep goes on
@@ -92,6 +96,13 @@ def evaluate(config_text: str, digest: str, kind: str, sizes: dict[str, int]) ->
     for component, pj in report.get("energy_breakdown_pj", {}).items():
         result[f"energy_{component}_pj"] = float(pj)
     return timed(result)
+
+
+def _network(model: Path, cfg: ArchConfig) -> dict[str, Any]:
+    """A network's totals in the figures a point reports (the same function ``tinynpu run onnx`` sums with)."""
+    from tinynpu.compiler.onnx.verify.totals import simulate_network
+
+    return simulate_network(model, cfg)
 
 
 def area_identity(cfg: ArchConfig) -> str:

@@ -11,7 +11,7 @@ from tinynpu.compiler.conv_shape import RESNET50_CONVS, ConvShape
 from tinynpu.errors import SpecError
 from tinynpu.explore.report import config_totals
 from tinynpu.explore.spec import load_sweep
-from tinynpu.explore.workloads import read_layer_csv, read_onnx_layers
+from tinynpu.explore.workloads import read_layer_csv, read_onnx_network
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -73,21 +73,20 @@ def test_missing_workload_file_names_the_spec_line(tmp_path: Path) -> None:
         load_sweep(_spec(tmp_path, "onnx: [nosuch.onnx]\n"))
 
 
-def test_onnx_layers_are_the_front_ends_programs(tmp_path: Path) -> None:
+def test_an_onnx_model_is_one_network_workload(tmp_path: Path) -> None:
     pytest.importorskip("onnx")
     from onnx_models import small_cnn
 
-    from tinynpu.compiler.onnx import compile_onnx
-
     model = small_cnn(tmp_path / "cnn.onnx")
-    layers = read_onnx_layers(model)
-    ours = {("conv2d" if l.kind == "conv2d" else "matmul", *dict(l.sizes).values()) for l in layers}
-    # The shapes the ONNX front end itself compiles for this network, layer for layer (its program keys end
-    # with the layer's epilogue form, which the sweep leaves out; its residual add and its softmax are no conv or
-    # GEMM layer).
-    assert ours == {key[:-1] for key in compile_onnx(model).cache.programs if key[0] not in ("add", "softmax")}
-    spec = load_sweep(_spec(tmp_path, "onnx: [cnn.onnx]\n"))
-    assert [w.kind for w in spec.workloads] == ["conv2d", "conv2d", "conv2d", "gemm"]
+    (layer,) = read_onnx_network(model)
+    assert (layer.kind, layer.sizes, layer.count, layer.model) == ("onnx", (("batch", 1),), 1, str(model.resolve()))
+    # the same model listed twice runs once and counts twice; its key names the file and its content
+    spec = load_sweep(_spec(tmp_path, "onnx: [cnn.onnx, ./cnn.onnx]\n"))
+    (workload,) = spec.workloads
+    assert workload.count == 2 and workload.key == f"onnx cnn.onnx sha256={layer.model_sha256[:16]} batch=1"
+    assert workload.cli_args() == f"{model.resolve()} --batch 1"
+    small_cnn(tmp_path / "cnn.onnx", seed=1)  # other weights: another workload (not a cached one)
+    assert load_sweep(_spec(tmp_path, "onnx: [cnn.onnx]\n")).workloads[0].key != workload.key
     (tmp_path / "bad.onnx").write_bytes(b"not a model")
     with pytest.raises(SpecError, match=r"bad.onnx: "):
         load_sweep(_spec(tmp_path, "onnx: [bad.onnx]\n"))

@@ -55,10 +55,13 @@ def add_onnx_workload(sub: argparse._SubParsersAction, mode: str) -> None:  # ty
                             f"{COMPARE_MAX} (default 0)")
         p.add_argument("--json", action="store_true", help="print one JSON object (default: tables)")
         p.add_argument("--report", default=None, metavar="DIR",
-                       help="also write a per-layer report (index.md, layers.png, report.json) into DIR "
+                       help="also write a per-layer report (index.md, layers.png, layers.csv, report.json) into "
+                            "DIR (default: none)")
+        p.add_argument("--csv", default=None, metavar="FILE",
+                       help="also write the per-layer table as CSV, one row per layer, units in the column names "
                             "(default: none)")
         p.add_argument("--force", action="store_true",
-                       help="let --report replace files tinynpu did not write (default: refuse)")
+                       help="let --report and --csv replace files tinynpu did not write (default: refuse)")
         p.set_defaults(handler=_cmd_run)
     else:
         p.add_argument("-o", "--output", required=True,
@@ -218,6 +221,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if report_dir is not None:
         fsio.check_output_dir(report_dir, REPORT_FILES, force=args.force,
                               ours=(report_dir / "report.json").is_file(), what="--report", inputs=[model])
+    csv_target = _csv_target(args.csv, args.force, model)
     feeds = _feeds(args.input)
     with explained(str(model)):
         source = _calibration_source(args.calibration, model, options, feeds, seed or 0)
@@ -227,8 +231,24 @@ def _cmd_run(args: argparse.Namespace) -> int:
     report["calibration"] = _calibration_text(cn, source, options["calibrate"])
     if report_dir is not None:
         write_report(report_dir, report)
+    if csv_target is not None:
+        from tinynpu.compiler.onnx.verify.layers_csv import layers_csv
+
+        fsio.write_atomic(csv_target, layers_csv(report), what="--csv")
     print(json.dumps(report) if args.json else format_run(report))
     return 0
+
+
+def _csv_target(text: str | None, force: bool, model: Path) -> Path | None:
+    """Where ``--csv`` writes, checked before any work (a directory, a user's file without --force, the
+    model itself are refused in one paragraph)."""
+    if text is None:
+        return None
+    from tinynpu import fsio
+
+    if not text:
+        raise UsageError("--csv '': give a file name for the per-layer CSV.")
+    return fsio.check_output(Path(text), force=force, what="--csv", inputs=[model])
 
 
 def _cmd_compile(args: argparse.Namespace) -> int:

@@ -52,6 +52,9 @@ class LayerRun:
     #: program and image; the first run's), apart from the host's work
     load_seconds: float = 0.0
     energy_breakdown_pj: dict[str, float] = field(default_factory=dict)  # summed over the step's programs
+    #: cycles each unit (load, tensor, alu, store, control) was busy, summed over the step's programs: what an
+    #: element-wise program's utilization is measured by (it issues no MACs)
+    busy_cycles: dict[str, int] = field(default_factory=dict)
 
     @property
     def energy_pj(self) -> float:
@@ -307,6 +310,8 @@ def _count(run: LayerRun, comp: Compiled, program: Any, stats: dict[str, Any], e
     run.programs += 1
     for component, pj in stats["energy_breakdown_pj"].items():
         run.energy_breakdown_pj[component] = run.energy_breakdown_pj.get(component, 0.0) + float(pj)
+    for unit, busy in stats["busy_cycles"].items():
+        run.busy_cycles[unit] = run.busy_cycles.get(unit, 0) + int(busy)
 
 
 __all__ = ["Accelerator", "LayerRun", "add_layer", "conv_layer", "conv_places", "gemm_in_place", "gemm_layer"]

@@ -1,4 +1,4 @@
-"""A network run as text tables and as a report directory (index.md, layers.png, report.json)."""
+"""A network run as text tables and as a report directory (index.md, layers.png, layers.csv, report.json)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-REPORT_FILES = ("index.md", "layers.png", "report.json")
+from tinynpu.compiler.onnx.verify.names import shape_text
+
+REPORT_FILES = ("index.md", "layers.png", "layers.csv", "report.json")
 
 
 def _bytes(x: float) -> str:
@@ -38,7 +40,8 @@ def summary_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
                                         f"top-5 overlap {100 * q['top5_agree']:.0f} % ({r['inputs_compared']} "
                                         "inputs)"),
             ("(c) vs onnxruntime float", f"top-1 {100 * f['top1_agree']:.0f} %, cosine {f['cosine']:.4f}")]),
-        ("cycles (accelerator)", f"{r['cycles']:,}"),
+        ("cycles (accelerator)", f"{r['cycles']:,} ({r['programs_run']:,} program runs)"),
+        ("not counted", r["left_out"]),
         ("inferences/s", f"{r['inferences_per_second']:,.1f} at {r['clock_mhz']:.0f} MHz "
                          "(accelerator cycles only)"),
         ("utilization / padding ceiling", f"{100 * r['utilization_over_ceiling_mac_weighted']:.2f} % (MAC-weighted "
@@ -86,17 +89,37 @@ def output_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
+def _util_cells(e: dict[str, Any]) -> tuple[str, str]:
+    """The utilization and ceiling cells: MAC utilization over the padding ceiling for a layer with MACs;
+    for an accelerator program without MACs (a residual add, a nonlinear program) the vector ALU's busy
+    share of its cycles, and no ceiling (docs/onnx.md)."""
+    if e["where"] != "npu":
+        return "-", "-"
+    if "alu_busy" in e:
+        return f"alu {100 * e['alu_busy']:.1f} %", "n/a: no MACs"
+    ratio = e["utilization"] / e["padding_ceiling"] if e["padding_ceiling"] else 0.0
+    return f"{100 * ratio:.1f} %", f"{100 * e['padding_ceiling']:.1f} %"
+
+
 def layer_rows(r: dict[str, Any]) -> list[list[str]]:
-    rows = [["layer", "op", "where", "cycles", "util/ceiling", "ceiling", "DRAM", "compulsory", "host bytes",
-             "energy", "note"]]
+    """The per-layer table (a header row, one row per step, a total row); the last column is the note."""
+    rows = [["layer", "op", "where", "input", "output", "cycles", "util/ceiling", "ceiling", "DRAM", "compulsory",
+             "host bytes", "energy", "note"]]
     for e in r["layers"]:
         npu = e["where"] == "npu"
-        rows.append([e["name"], e["op"], e["where"], f"{e['cycles']:,}" if npu else "-",
-                     f"{100 * e['utilization'] / e['padding_ceiling']:.1f} %" if npu and e["padding_ceiling"] else "-",
-                     f"{100 * e['padding_ceiling']:.1f} %" if npu else "-",
+        rows.append([e["name"], e["op"], e["where"], shape_text(_shapes(e["input_shapes"])),
+                     shape_text(_shapes(e["output_shapes"])), f"{e['cycles']:,}" if npu else "-", *_util_cells(e),
                      _bytes(e["dram_bytes"]) if npu else "-", _bytes(e["compulsory_bytes"]) if npu else "-",
                      _bytes(e["host_bytes"]), f"{e['energy_pj'] / 1e6:.3f} uJ" if npu else "-", e["note"]])
+    rows.append(["total", "", "", "", "", f"{r['cycles']:,}",
+                 f"{100 * r['utilization_over_ceiling_mac_weighted']:.1f} %", f"{100 * r['padding_ceiling']:.1f} %",
+                 _bytes(r["dram_bytes"]), _bytes(sum(e["compulsory_bytes"] for e in r["layers"])),
+                 _bytes(r["host_bytes"]), f"{r['energy_pj'] / 1e6:.3f} uJ", r["left_out"]])
     return rows
+
+
+def _shapes(shapes: list[list[int]]) -> tuple[tuple[int, ...], ...]:
+    return tuple(tuple(s) for s in shapes)
 
 
 def format_run(r: dict[str, Any]) -> str:
@@ -145,10 +168,11 @@ def markdown(r: dict[str, Any]) -> str:
 
 
 def write_report(out: Path, r: dict[str, Any]) -> None:
-    """index.md, layers.png and report.json into ``out`` (replaced as one set)."""
+    """index.md, layers.png, layers.csv and report.json into ``out`` (replaced as one set)."""
     from tinynpu import fsio
+    from tinynpu.compiler.onnx.verify.layers_csv import layers_csv
 
-    fsio.write_dir(out, {"index.md": markdown(r), "layers.png": plot_layers(r),
+    fsio.write_dir(out, {"index.md": markdown(r), "layers.png": plot_layers(r), "layers.csv": layers_csv(r),
                          "report.json": json.dumps(r, indent=1) + "\n"}, what="--report")
 
 

@@ -15,8 +15,9 @@ from tinynpu.compiler.onnx.ir import HOST, NPU
 from tinynpu.compiler.onnx.runtime.execute import Execution, execute
 from tinynpu.compiler.onnx.runtime.layers import LayerRun
 from tinynpu.compiler.onnx.verify.checks import check_inputs, ort_compare, verify_exact
+from tinynpu.compiler.onnx.verify.names import LayerNaming, layer_namings
 from tinynpu.compiler.onnx.verify.outputs import compare_outputs
-from tinynpu.simulator.energy import EDP_UNITS
+from tinynpu.compiler.onnx.verify.totals import accelerator_totals
 
 if TYPE_CHECKING:
     from tinynpu.compiler.onnx.network import CompiledNetwork
@@ -66,62 +67,56 @@ def _npu_note(run: LayerRun) -> str:
     return note
 
 
+def _no_mac_figures(run: LayerRun) -> dict[str, Any]:
+    """An accelerator program without MACs (a residual add, a nonlinear program): its utilization is the
+    vector ALU's busy share of its cycles, and the busiest unit says what bounds it (a padding ceiling,
+    useful over issued MACs, is undefined without MACs: None, never 0 %)."""
+    busy = {unit: cycles / run.cycles for unit, cycles in run.busy_cycles.items() if run.cycles}
+    bound = max(busy, key=lambda unit: busy[unit]) if busy else ""
+    return {"alu_busy": busy.get("alu", 0.0), "busiest_unit": bound, "busiest_unit_busy": busy.get(bound, 0.0),
+            "busy_cycles": dict(run.busy_cycles)}
+
+
+def _layer(ex: Execution, step: Any, naming: LayerNaming, peak: int) -> dict[str, Any]:
+    run = ex.runs[step.name]
+    npu = step.where == NPU
+    util = run.macs / (run.cycles * peak) if npu and run.cycles else 0.0
+    ceiling = run.macs / run.issued_macs if npu and run.issued_macs else 0.0
+    entry = {
+        "name": naming.label, "step": step.name, "op": step.op, "where": step.where,
+        "input_shapes": [list(s) for s in naming.input_shapes],
+        "output_shapes": [list(s) for s in naming.output_shapes], "cycles": run.cycles,
+        "utilization": util, "padding_ceiling": ceiling, "dram_bytes": run.dram_bytes,
+        "compulsory_bytes": run.compulsory_bytes, "macs": run.macs, "host_bytes": run.host_bytes,
+        "programs": run.programs, "host_seconds": ex.host_seconds[step.name],
+        "energy_pj": run.energy_pj, "energy_breakdown_pj": dict(run.energy_breakdown_pj),
+        "epilogue": "npu" if npu else "",
+        "note": run.note or (step.reason if not npu else _npu_note(run)),
+    }
+    if npu and not run.issued_macs:
+        entry |= _no_mac_figures(run)
+    return entry
+
+
 def _report(cn: CompiledNetwork, ex: Execution, times: dict[str, float]) -> dict[str, Any]:
     cfg = cn.cfg
-    peak = cfg.macs_per_cycle
-    layers = []
-    npu_cycles = 0
-    macs = issued = 0
-    host_bytes = 0
-    for step in cn.net.steps:
-        run = ex.runs[step.name]
-        npu = step.where == NPU
-        util = run.macs / (run.cycles * peak) if npu and run.cycles else 0.0
-        ceiling = run.macs / run.issued_macs if npu and run.issued_macs else 0.0
-        layers.append({
-            "name": step.name, "op": step.op, "where": step.where, "cycles": run.cycles,
-            "utilization": util, "padding_ceiling": ceiling, "dram_bytes": run.dram_bytes,
-            "compulsory_bytes": run.compulsory_bytes, "macs": run.macs, "host_bytes": run.host_bytes,
-            "programs": run.programs, "host_seconds": ex.host_seconds[step.name],
-            "energy_pj": run.energy_pj, "energy_breakdown_pj": dict(run.energy_breakdown_pj),
-            "epilogue": "npu" if npu else "",
-            "note": run.note or (step.reason if not npu else _npu_note(run)),
-        })
-        npu_cycles += run.cycles
-        macs += run.macs
-        issued += run.issued_macs
-        host_bytes += run.host_bytes
-    dram = sum(run.dram_bytes for run in ex.runs.values())
-    # utilization / ceiling of a layer = issued MACs / (cycles * peak): weighted by the layer's useful MACs
-    weighted = sum(run.macs * run.issued_macs / (run.cycles * peak) for run in ex.runs.values() if run.cycles)
+    namings = layer_namings(cn)
+    layers = [_layer(ex, step, namings[step.name], cfg.macs_per_cycle) for step in cn.net.steps]
     host_seconds = sum(ex.host_seconds.values())
     sim_seconds = sum(r.sim_seconds for r in ex.runs.values())
     # loading the programs (relocated into the image, decoded by the simulator: once per program and image, on
     # the first run) is neither the host's work nor the accelerator's run: reported apart
     load_seconds = sum(r.load_seconds for r in ex.runs.values())
-    clock_hz = cfg.clock_mhz * 1e6
-    breakdown: dict[str, float] = {}
-    for run in ex.runs.values():
-        for component, pj in run.energy_breakdown_pj.items():
-            breakdown[component] = breakdown.get(component, 0.0) + pj
-    energy = sum(breakdown.values())
+    totals = accelerator_totals(cfg, ex.runs.values())
+    npu_cycles = totals["cycles"]
     return {
         "model": cn.imported.source,
         "config": cfg.name,
         "verified": True,
-        "cycles": npu_cycles,
-        "clock_mhz": clock_hz / 1e6,
-        "inferences_per_second": clock_hz / npu_cycles if npu_cycles else 0.0,
-        "dram_bytes": dram,
-        # The accelerator's layers run one after another: total energy x total delay.
-        "energy_pj": energy, "energy_breakdown_pj": breakdown, "edp": energy * npu_cycles / clock_hz,
-        "edp_units": EDP_UNITS,
-        "host_bytes": host_bytes,
-        "macs": macs,
-        "issued_macs": issued,
-        "utilization": macs / (npu_cycles * peak) if npu_cycles else 0.0,
-        "padding_ceiling": macs / issued if issued else 0.0,
-        "utilization_over_ceiling_mac_weighted": weighted / macs if macs else 0.0,
+        **totals,
+        "clock_mhz": cfg.clock_mhz,
+        "inferences_per_second": cfg.clock_mhz * 1e6 / npu_cycles if npu_cycles else 0.0,
+        "host_bytes": sum(r.host_bytes for r in ex.runs.values()),
         "host_share_of_wall_time": (host_seconds / (host_seconds + sim_seconds + load_seconds)
                                     if host_seconds + sim_seconds + load_seconds else 0),
         "npu_layers": sum(1 for s in cn.net.steps if s.where == NPU),
