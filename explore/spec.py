@@ -32,6 +32,7 @@ import yaml
 
 from tinynpu.compiler.conv_shape import RESNET50_CONVS
 from tinynpu.errors import SpecError, TinyNpuError
+from tinynpu.explore import llm_workload
 from tinynpu.fsio import write_atomic
 from tinynpu.isa import ArchConfig, load_config
 from tinynpu.isa.config import CONFIG_DIR, config_source
@@ -56,17 +57,23 @@ class Parameter:
 
 @dataclass(frozen=True)
 class Workload:
-    """One layer to compile and simulate: ``kind`` is ``gemm``, ``conv2d`` or ``mlp``; ``count`` is how many
-    times the spec's workloads have it (it runs once; the totals count it ``count`` times)."""
+    """One layer to compile and simulate: ``kind`` is ``gemm``, ``conv2d``, ``mlp`` or ``llm`` (a decoder's
+    generation: :mod:`tinynpu.explore.llm_workload`); ``count`` is how many times the spec's workloads have it
+    (it runs once; the totals count it ``count`` times); ``model``: an ``llm`` workload's model file ("" for a
+    decoder given by its shape), and ``model_digest`` its contents' hash."""
 
     kind: str
     sizes: tuple[tuple[str, int], ...]
     count: int = 1
+    model: str = ""
+    model_digest: str = ""
 
     @property
     def key(self) -> str:
-        """Stable name, e.g. ``gemm m=256 n=256 k=256``: identical shapes have identical keys."""
-        return " ".join([self.kind, *(f"{name}={value}" for name, value in self.sizes)])
+        """Stable name, e.g. ``gemm m=256 n=256 k=256``: identical shapes have identical keys (a model file
+        by its name and contents)."""
+        model = [f"model={Path(self.model).name}@{self.model_digest}"] if self.model else []
+        return " ".join([self.kind, *model, *(f"{name}={value}" for name, value in self.sizes)])
 
     def cli_args(self) -> str:
         """The options of ``tinynpu run KIND`` that give this workload."""
@@ -226,13 +233,16 @@ def _workloads(src: YamlSource, raw: dict[str, Any]) -> tuple[Workload, ...]:
                 raise SpecError(f"{src.where(('workloads', fmt, index))}: the {fmt} workload file {name!r} does "
                                 f"not exist ({path}; a relative path is relative to the spec).")
             found += [(layer.kind, layer.sizes, layer.count) for layer in read(path)]
-    counts: dict[tuple[str, tuple[tuple[str, int], ...]], int] = {}
+    counts: dict[tuple[str, tuple[tuple[str, int], ...], str, str], int] = {}
     for kind, sizes, count in found:  # identical shapes, from any source, run once
-        counts[(kind, sizes)] = counts.get((kind, sizes), 0) + count
+        counts[(kind, sizes, "", "")] = counts.get((kind, sizes, "", ""), 0) + count
+    for sizes, model, digest in llm_workload.read_llm_workloads(src, raw.get(llm_workload.KIND, [])):
+        key = (llm_workload.KIND, sizes, model, digest)
+        counts[key] = counts.get(key, 0) + 1
     if not counts:
-        raise SpecError(f"{src.where(('workloads',))}: the spec lists no workload; give gemm, conv2d, mlp, csv "
-                        "or onnx entries.")
-    return tuple(Workload(kind, sizes, count) for (kind, sizes), count in counts.items())
+        raise SpecError(f"{src.where(('workloads',))}: the spec lists no workload; give gemm, conv2d, mlp, llm, "
+                        "csv or onnx entries.")
+    return tuple(Workload(kind, sizes, count, model, digest) for (kind, sizes, model, digest), count in counts.items())
 
 
 def _constraint(src: YamlSource, index: int, text: str, objectives: tuple[str, ...]) -> Constraint:
@@ -289,11 +299,13 @@ def load_sweep(path: Path | str) -> SweepSpec:
         if why:
             raise SpecError(f"{src.where(('objectives', index))}: objective {name!r} is not available: {why}.")
     sample = d.get("sample")
+    workloads = _workloads(src, d["workloads"])
+    llm_workload.check_objectives(src, objectives, any(w.kind == llm_workload.KIND for w in workloads))
     return SweepSpec(
         source=src.path, bases=bases, parameters=tuple(parameters),
         sample_points=sample["points"] if sample else None, sample_seed=sample.get("seed", 0) if sample else 0,
         sample_method=sample.get("method", "random") if sample else "random",
-        workloads=_workloads(src, d["workloads"]), objectives=objectives,
+        workloads=workloads, objectives=objectives,
         constraints=tuple(_constraint(src, i, text, objectives) for i, text in enumerate(d.get("constraints", []))),
         where_parameters=src.where(("parameters",)),
     )
