@@ -29,14 +29,16 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tinynpu.errors import SpecError, TinyNpuError
 from tinynpu.isa.yamlsrc import YamlSource
+
+if TYPE_CHECKING:
+    from tinynpu.isa import ArchConfig
 
 KIND = "llm"
 #: The decoder's shape parameters, as :class:`~tinynpu.compiler.onnx.llm.decoder.DecoderShape` names them.
@@ -223,34 +225,22 @@ def point_figures(run: Mapping[str, Any], macs_per_cycle: int) -> dict[str, Any]
 
 
 def evaluate_llm(config_text: str, digest: str, params: dict[str, Any]) -> dict[str, Any]:
-    """Run the llm workload ``params`` on the config ``config_text`` (a sweep task, as
+    """Run the llm workload ``params`` on the config ``config_text`` (a sweep task, timed as
     :func:`~tinynpu.explore.task.evaluate`: every error is the point's result)."""
-    from tinynpu.explore.task import _config_file, warm_up
+    from tinynpu.explore.task import timed_point
 
-    t0 = time.perf_counter()
-    cpu0 = time.thread_time()
-    warmup = warm_up()
+    def compute(cfg: ArchConfig) -> dict[str, Any]:
+        from tinynpu.compiler.onnx.llm import run_llm
 
-    def timed(result: dict[str, Any]) -> dict[str, Any]:
-        return {**result, "seconds": time.perf_counter() - t0, "cpu_seconds": time.thread_time() - cpu0,
-                "warmup_seconds": warmup}
-
-    from tinynpu.compiler.onnx.llm import run_llm
-    from tinynpu.isa import load_config
-
-    try:
-        cfg = load_config(_config_file(digest, config_text))
         run = run_llm(_worker_model(params), prompt_tokens=params["prompt_tokens"],
                       generate_tokens=params["generate"], cfg=cfg, seed=params["seed"], batch=params["batch"])
-    except TinyNpuError as exc:  # the point's own error (e.g. the cache does not fit DRAM): a rerun gives the same
-        return timed({"status": "failed", "error": exc.message, "cacheable": True})
-    except Exception as exc:  # noqa: BLE001 - a failing point is recorded with its error; the sweep goes on
-        return timed({"status": "failed", "error": f"{type(exc).__name__}: {exc}", "cacheable": False})
-    if not run["verified"]:  # the simulator's tokens are not the integer reference's: a bug, never a figure
-        return timed({"status": "failed", "cacheable": False,
-                      "error": f"the generated tokens {run['generated']} differ from the integer reference's "
-                               f"{run['integer_reference']['tokens']}"})
-    return timed(point_figures(run, cfg.macs_per_cycle))
+        if not run["verified"]:  # the simulator's tokens are not the integer reference's: a bug, never a figure
+            return {"status": "failed", "cacheable": False,
+                    "error": f"the generated tokens {run['generated']} differ from the integer reference's "
+                             f"{run['integer_reference']['tokens']}"}
+        return point_figures(run, cfg.macs_per_cycle)
+
+    return timed_point(config_text, digest, compute)
 
 
 def config_totals(rows: Sequence[Mapping[str, str]]) -> dict[str, float]:
