@@ -33,7 +33,7 @@ from typing import Any
 import tinynpu
 from tinynpu.cache import cache_root
 from tinynpu.errors import UsageError
-from tinynpu.explore import machine
+from tinynpu.explore import llm_workload, machine
 from tinynpu.explore.sources import code_digest
 from tinynpu.explore.spec import DesignPoint, SweepSpec, Workload, design_points
 from tinynpu.explore.task import area_identity, evaluate, synth_area, warm_up
@@ -117,9 +117,10 @@ def _row(spec: SweepSpec, point: DesignPoint, workload: Workload, result: dict[s
                            "config_file": str(config_dir / f"{point.config.name}.yaml")}
     row.update(dict(point.overrides))
     row.update({"workload": workload.key, "kind": workload.kind, "count": workload.count,
-                "run_args": workload.cli_args(),
+                "run_args": llm_workload.run_args(workload, config_dir.parent) if workload.kind == llm_workload.KIND
+                else workload.cli_args(),
                 "status": result["status"]})
-    row.update({name: result.get(name, "") for name in (*FIGURES, *BREAKDOWN)})
+    row.update({name: result.get(name, "") for name in (*FIGURES, *BREAKDOWN, *_llm_columns(spec))})
     if AREA in spec.objectives:
         row.update(_area_columns(area))
     row.update({"seconds": result.get("seconds", ""), "error": result.get("error", ""),
@@ -127,10 +128,15 @@ def _row(spec: SweepSpec, point: DesignPoint, workload: Workload, result: dict[s
     return row
 
 
+def _llm_columns(spec: SweepSpec) -> tuple[str, ...]:
+    """The LLM figures' columns, when the spec has an llm workload."""
+    return tuple(llm_workload.OBJECTIVES) if any(w.kind == llm_workload.KIND for w in spec.workloads) else ()
+
+
 def _columns(spec: SweepSpec) -> list[str]:
     return ["key", "config", "config_file", *(p.key for p in spec.parameters), "workload", "kind", "count", "run_args",
-            "status", *FIGURES, *BREAKDOWN, *(AREA_COLUMNS if AREA in spec.objectives else ()), "seconds", "error",
-            "version", "spec_digest"]
+            "status", *FIGURES, *BREAKDOWN, *_llm_columns(spec), *(AREA_COLUMNS if AREA in spec.objectives else ()),
+            "seconds", "error", "version", "spec_digest"]
 
 
 def read_results(path: Path) -> list[dict[str, str]]:
@@ -191,6 +197,7 @@ def run_sweep(spec: SweepSpec, out: Path, *, workers: int | None = None, schedul
     config_dir = out / "configs"
     config_dir.mkdir(parents=True, exist_ok=True)
     points = design_points(spec, config_dir)
+    llm_workload.write_models(spec.workloads, out / llm_workload.MODELS_DIR)
     tasks = {point_key(p, w): (p, w) for p in points for w in spec.workloads}
     rows: dict[str, dict[str, Any]] = {}
     if resume:
@@ -333,9 +340,11 @@ def _compute(sweep: _Sweep, todo: list[str], area_todo: dict[str, DesignPoint], 
                 futures[future] = ("area", ident)
             for key in todo:
                 point, workload = sweep.tasks[key]
-                future = client.submit(evaluate, point.config_text, point.digest, workload.kind,
-                                       dict(workload.sizes), workload.model, key=f"tinynpu-point-{key}",
-                                       pure=False)
+                task = ((llm_workload.evaluate_llm, llm_workload.task_params(workload))
+                        if workload.kind == llm_workload.KIND
+                        else (evaluate, workload.kind, dict(workload.sizes), workload.model))
+                future = client.submit(task[0], point.config_text, point.digest, *task[1:],
+                                       key=f"tinynpu-point-{key}", pure=False)
                 futures[future] = ("point", key)
             for future in progress(as_completed(futures), total=len(futures), desc="sweep tasks",
                                    quiet=sweep.quiet, unit="task"):

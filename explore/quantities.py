@@ -31,7 +31,8 @@ def binary_bytes(value: float) -> str:
 
 
 def objective(name: str, value: float) -> str:
-    """One objective's value in its unit: ``cycles``, ``dram_bytes``, ``energy_pj``, ``edp``, ``area_mm2``."""
+    """One objective's value in its unit: ``cycles``, ``dram_bytes``, ``energy_pj``, ``edp``, ``area_mm2`` and the
+    LLM figures (times in seconds, ``tokens_per_second``, ``energy_per_token_pj``)."""
     if name == "cycles":
         return f"{value:,.0f}"
     if name == "dram_bytes":
@@ -42,6 +43,12 @@ def objective(name: str, value: float) -> str:
         return si(value * 1e-12, "J*s")
     if name == "area_mm2":
         return f"{value:.3f} mm^2"
+    if name.endswith("_s"):  # time to first token, time per output token
+        return si(value, "s")
+    if name == "tokens_per_second":
+        return f"{value:,.0f} tokens/s"
+    if name == "energy_per_token_pj":
+        return si(value * 1e-12, "J")
     return f"{value:.4g}"
 
 

@@ -21,17 +21,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tinynpu.explore import figures, interactions, quantities, sensitivity
+from tinynpu.explore import figures, interactions, llm_workload, quantities, sensitivity
 from tinynpu.explore.execute import BREAKDOWN
 from tinynpu.explore.spec import BASE_KEY, SweepSpec
 from tinynpu.fsio import write_atomic
 
-RUN_COMMAND = {"gemm": "matmul", "conv2d": "conv2d", "mlp": "mlp", "onnx": "onnx"}
-#: The fronts shown when the objectives allow them: (x, y), lower is better on both.
-FRONTS = (("area_mm2", "cycles"), ("cycles", "energy_pj"))
-UNITS = {"cycles": "cycles", "dram_bytes": "bytes", "energy_pj": "pJ", "edp": "pJ*s", "area_mm2": "mm^2"}
+RUN_COMMAND = {"gemm": "matmul", "conv2d": "conv2d", "mlp": "mlp", "onnx": "onnx", "llm": "llm"}
+#: The fronts shown when the objectives allow them: (x, y), better is lower (tokens per second: higher).
+FRONTS = (("area_mm2", "cycles"), ("cycles", "energy_pj"), ("area_mm2", "time_per_output_token_s"),
+          ("time_per_output_token_s", "energy_per_token_pj"))
+UNITS = {"cycles": "cycles", "dram_bytes": "bytes", "energy_pj": "pJ", "edp": "pJ*s", "area_mm2": "mm^2",
+         **llm_workload.OBJECTIVES}
 #: The columns of the per-config totals table, with their headings.
 TOTALS_COLUMNS = (("cycles", "cycles"), ("dram_bytes", "DRAM traffic"), ("energy_pj", "energy"), ("edp", "EDP"),
+                  ("time_to_first_token_s", "time to first token"), ("time_per_output_token_s", "time per token"),
+                  ("tokens_per_second", "tokens/s"), ("energy_per_token_pj", "energy per token"),
                   ("area_mm2", "area"))
 
 
@@ -72,6 +76,7 @@ def config_totals(spec: SweepSpec, rows: list[dict[str, str]]) -> tuple[list[Con
             for column in BREAKDOWN:  # energy by component, where the points carry it
                 if all(r.get(column) not in (None, "") for r in group):
                     totals[column] = sum(w * float(r[column]) for w, r in zip(weight, group, strict=True))
+        totals |= llm_workload.config_totals(group)
         if group[0].get("area_mm2"):
             totals["area_mm2"] = float(group[0]["area_mm2"])
         feasible = all(c.holds(totals[c.objective]) for c in spec.constraints if c.objective in totals)
@@ -96,11 +101,15 @@ def config_label(spec: SweepSpec, row: dict[str, str]) -> str:
 
 
 def pareto_front(configs: list[ConfigTotals], x: str, y: str) -> list[ConfigTotals]:
-    """The configs no other config beats on both ``x`` and ``y`` (lower is better), sorted by ``x``."""
+    """The configs no other config beats on both ``x`` and ``y`` (lower is better, tokens per second higher),
+    sorted by ``x``."""
+
+    def cost(c: ConfigTotals) -> tuple[float, float]:
+        return llm_workload.cost(x, c.totals[x]), llm_workload.cost(y, c.totals[y])
+
     front = [c for c in configs
-             if not any(o.totals[x] <= c.totals[x] and o.totals[y] <= c.totals[y] and
-                        (o.totals[x], o.totals[y]) != (c.totals[x], c.totals[y]) for o in configs)]
-    return sorted(front, key=lambda c: (c.totals[x], c.totals[y]))
+             if not any(cost(o)[0] <= cost(c)[0] and cost(o)[1] <= cost(c)[1] and cost(o) != cost(c) for o in configs)]
+    return sorted(front, key=cost)
 
 
 def front_axes(spec: SweepSpec) -> list[tuple[str, str]]:
@@ -148,14 +157,16 @@ def _label(name: str) -> str:
 
 def reproduce_command(c: ConfigTotals) -> str:
     kind, args = c.first_workload
-    # a network run has no race checker to turn off (its programs run unchecked unless a test asks)
-    checks = "" if kind == "onnx" else " --no-race-check"
+    # a network run or a generation has no race checker to turn off (their programs run unchecked unless a
+    # test asks)
+    checks = "" if kind in ("onnx", llm_workload.KIND) else " --no-race-check"
     return f"tinynpu run {RUN_COMMAND[kind]} {args} --config {c.config_file}{checks}"
 
 
 def best_configs(spec: SweepSpec, ranked: list[ConfigTotals]) -> dict[str, ConfigTotals]:
-    """The ranked config with the lowest total, per objective (the objectives every ranked config has)."""
-    return {objective: min(ranked, key=lambda c, o=objective: c.totals[o])  # type: ignore[misc]
+    """The ranked config with the best total (the lowest; tokens per second the highest), per objective (the
+    objectives every ranked config has)."""
+    return {objective: min(ranked, key=lambda c, o=objective: llm_workload.cost(o, c.totals[o]))  # type: ignore[misc]
             for objective in spec.objectives if ranked and all(objective in c.totals for c in ranked)}
 
 

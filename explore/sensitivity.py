@@ -1,7 +1,7 @@
 """Sensitivity of each objective to each parameter: figures over the ranked configs, and the figure.
 
 For a parameter and an objective, the ranked configs are grouped by the
-parameter's value; each group's median and best (lowest) objective show how
+parameter's value; each group's median and best (lowest; tokens per second: highest) objective show how
 much the value matters with everything else varying.  ``spread`` is the
 largest median over the smallest: 1.0 means the parameter does not move the
 objective at all.
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tinynpu.explore import figures, quantities
+from tinynpu.explore.llm_workload import HIGHER_IS_BETTER
 from tinynpu.explore.spec import SweepSpec
 
 if TYPE_CHECKING:
@@ -59,7 +60,8 @@ def sensitivities(spec: SweepSpec, ranked: list[ConfigTotals]) -> list[Sensitivi
                 continue
             found.append(Sensitivity(objective=objective, parameter=parameter.key, values=tuple(present),
                                      median=tuple(statistics.median(g) for g in present.values()),
-                                     best=tuple(min(g) for g in present.values())))
+                                     best=tuple(max(g) if objective in HIGHER_IS_BETTER else min(g)
+                                                for g in present.values())))
     return found
 
 

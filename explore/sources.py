@@ -21,7 +21,7 @@ so a module added to one of them is covered the day it is added:
   point caches its message), not its subpackages: in an installed wheel every
   package, the reports and the RTL included, sits below ``tinynpu/``, so the
   ones that count are named one by one;
-- ``tinynpu.explore.task``: the point's evaluation (the rest of
+- ``tinynpu.explore.task`` and ``llm_workload``: the point's evaluation (the rest of
   ``tinynpu.explore`` only turns the spec into config texts and workload shapes,
   which the key holds themselves, or draws the results).
 
@@ -44,6 +44,7 @@ CODE: tuple[tuple[str, str], ...] = (
     ("tinynpu.simulator", "**/*"),
     ("tinynpu", "*"),
     ("tinynpu.explore", "task.py"),
+    ("tinynpu.explore", "llm_workload.py"),
 )
 #: The kinds of file that hold code or the data it reads (not docs, caches or build products).
 SUFFIXES = frozenset({".py", ".c", ".h", ".yaml", ".json"})

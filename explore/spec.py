@@ -34,6 +34,7 @@ import yaml
 
 from tinynpu.compiler.conv_shape import RESNET50_CONVS
 from tinynpu.errors import SpecError, TinyNpuError
+from tinynpu.explore import llm_workload
 from tinynpu.fsio import write_atomic
 from tinynpu.isa import ArchConfig, load_config
 from tinynpu.isa.config import CONFIG_DIR, config_source
@@ -58,9 +59,11 @@ class Parameter:
 
 @dataclass(frozen=True)
 class Workload:
-    """One program to compile and simulate: ``kind`` is ``gemm``, ``conv2d`` or ``mlp``, or ``onnx``, a whole
-    network (``model`` its file, ``model_sha256`` its content's hash); ``count`` is how many times the spec's
-    workloads have it (it runs once; the totals count it ``count`` times)."""
+    """One program to compile and simulate: ``kind`` is ``gemm``, ``conv2d`` or ``mlp``; ``onnx``, a whole
+    network (``model`` its file); or ``llm``, a decoder's generation (:mod:`tinynpu.explore.llm_workload`;
+    ``model`` its file, or "" for a decoder given by its shape).  ``model_sha256`` is the model's content hash;
+    ``count`` is how many times the spec's workloads have it (it runs once; the totals count it ``count``
+    times)."""
 
     kind: str
     sizes: tuple[tuple[str, int], ...]
@@ -236,13 +239,15 @@ def _workloads(src: YamlSource, raw: dict[str, Any]) -> tuple[Workload, ...]:
                                 f"not exist ({path}; a relative path is relative to the spec).")
             found += [Workload(layer.kind, layer.sizes, layer.count, layer.model, layer.model_sha256)
                       for layer in read(path)]
+    for sizes, model, digest in llm_workload.read_llm_workloads(src, raw.get(llm_workload.KIND, [])):
+        found.append(Workload(llm_workload.KIND, sizes, 1, model, digest))
     merged: dict[str, Workload] = {}
-    for w in found:  # identical shapes (or networks), from any source, run once
+    for w in found:  # identical shapes (or models), from any source, run once
         seen = merged.get(w.key)
         merged[w.key] = dataclasses.replace(w, count=w.count + seen.count) if seen else w
     if not merged:
-        raise SpecError(f"{src.where(('workloads',))}: the spec lists no workload; give gemm, conv2d, mlp, csv "
-                        "or onnx entries.")
+        raise SpecError(f"{src.where(('workloads',))}: the spec lists no workload; give gemm, conv2d, mlp, llm, "
+                        "csv or onnx entries.")
     return tuple(merged.values())
 
 
@@ -300,11 +305,13 @@ def load_sweep(path: Path | str) -> SweepSpec:
         if why:
             raise SpecError(f"{src.where(('objectives', index))}: objective {name!r} is not available: {why}.")
     sample = d.get("sample")
+    workloads = _workloads(src, d["workloads"])
+    llm_workload.check_objectives(src, objectives, any(w.kind == llm_workload.KIND for w in workloads))
     return SweepSpec(
         source=src.path, bases=bases, parameters=tuple(parameters),
         sample_points=sample["points"] if sample else None, sample_seed=sample.get("seed", 0) if sample else 0,
         sample_method=sample.get("method", "random") if sample else "random",
-        workloads=_workloads(src, d["workloads"]), objectives=objectives,
+        workloads=workloads, objectives=objectives,
         constraints=tuple(_constraint(src, i, text, objectives) for i, text in enumerate(d.get("constraints", []))),
         where_parameters=src.where(("parameters",)),
     )

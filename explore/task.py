@@ -13,6 +13,7 @@ import hashlib
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,21 +54,13 @@ def warm_up() -> float:
     return time.perf_counter() - t0
 
 
-def evaluate(config_text: str, digest: str, kind: str, sizes: dict[str, int], model: str = "") -> dict[str, Any]:
-    """Compile and simulate ``kind`` of ``sizes`` on the config ``config_text``; kind ``onnx``: the network
-    of the file ``model`` (read by the worker), every accelerator program of it, as ``tinynpu run onnx``.
-
-    Returns:
-        ``status`` ``ok`` with ``cycles``, ``dram_bytes`` (and ``energy_pj``, ``edp`` when the simulator
-        reports them), or ``status`` ``failed`` with ``error``; either way ``seconds`` (wall time of the
-        task), ``cpu_seconds`` (CPU time of the task's thread) and ``warmup_seconds`` (the part of
-        ``seconds`` spent in :func:`warm_up`).
-    """
+def timed_point(config_text: str, digest: str, compute: Callable[[ArchConfig], dict[str, Any]]) -> dict[str, Any]:
+    """``compute`` on the config ``config_text``: its result, or ``status`` ``failed`` with ``error`` for any
+    error it raises; either way ``seconds`` (wall time of the task), ``cpu_seconds`` (CPU time of the task's
+    thread) and ``warmup_seconds`` (the part of ``seconds`` spent in :func:`warm_up`)."""
     t0 = time.perf_counter()
     cpu0 = time.thread_time()
     warmup = warm_up()
-    from tinynpu.compiler.kinds import compile_workload
-    from tinynpu.compiler.run import run_compiled_with_stats
     from tinynpu.isa import load_config
 
     def timed(result: dict[str, Any]) -> dict[str, Any]:
@@ -75,34 +68,48 @@ def evaluate(config_text: str, digest: str, kind: str, sizes: dict[str, int], mo
                 "warmup_seconds": warmup}
 
     try:
-        cfg = load_config(_config_file(digest, config_text))
-        if kind == "onnx":
-            report = _network(Path(model), cfg)
-        else:
-            dtype = "int8" if cfg.is_integer else "fp32"
-            # the sweep spec says `gemm` where the compiler's registry says `matmul`
-            compiled = compile_workload("matmul" if kind == "gemm" else kind, sizes, dtype=dtype, cfg=cfg)
-            report, _ = run_compiled_with_stats(compiled, cfg=cfg, check_races=False, verify=False)
+        result = compute(load_config(_config_file(digest, config_text)))
     except TinyNpuError as exc:  # the point's own error (e.g. it does not fit DRAM): a rerun gives the same
         return timed({"status": "failed", "error": exc.message, "cacheable": True})
     except Exception as exc:  # noqa: BLE001 - a failing point is recorded with its error; the sweep goes on
         # Not the point's own error (a bug, or tinynpu's files changed under a running worker): not cached.
         return timed({"status": "failed", "error": f"{type(exc).__name__}: {exc}", "cacheable": False})
-    result: dict[str, Any] = {"status": "ok", "cycles": report["cycles"], "dram_bytes": report["dram_bytes"],
-                              "utilization": report["utilization"]}
-    for name in ("energy_pj", "edp"):  # the simulator's energy model, where this tinynpu has one
-        if name in report:
-            result[name] = float(report[name])
-    for component, pj in report.get("energy_breakdown_pj", {}).items():
-        result[f"energy_{component}_pj"] = float(pj)
     return timed(result)
 
 
-def _network(model: Path, cfg: ArchConfig) -> dict[str, Any]:
-    """A network's totals in the figures a point reports (the same function ``tinynpu run onnx`` sums with)."""
-    from tinynpu.compiler.onnx.verify.totals import simulate_network
+def evaluate(config_text: str, digest: str, kind: str, sizes: dict[str, int], model: str = "") -> dict[str, Any]:
+    """Compile and simulate ``kind`` of ``sizes`` on the config ``config_text`` (timed by :func:`timed_point`);
+    kind ``onnx``: the network of the file ``model`` (read by the worker), every accelerator program of it, as
+    ``tinynpu run onnx`` counts it.
 
-    return simulate_network(model, cfg)
+    Returns:
+        ``status`` ``ok`` with ``cycles``, ``dram_bytes`` (and ``energy_pj``, ``edp`` when the simulator
+        reports them), or ``status`` ``failed`` with ``error``; either way the task's times.
+    """
+
+    def compute(cfg: ArchConfig) -> dict[str, Any]:
+        from tinynpu.compiler.kinds import compile_workload
+        from tinynpu.compiler.run import run_compiled_with_stats
+
+        if kind == "onnx":
+            from tinynpu.compiler.onnx.verify.totals import simulate_network
+
+            report = simulate_network(Path(model), cfg)
+        else:
+            dtype = "int8" if cfg.is_integer else "fp32"
+            # the sweep spec says `gemm` where the compiler's registry says `matmul`
+            compiled = compile_workload("matmul" if kind == "gemm" else kind, sizes, dtype=dtype, cfg=cfg)
+            report, _ = run_compiled_with_stats(compiled, cfg=cfg, check_races=False, verify=False)
+        result: dict[str, Any] = {"status": "ok", "cycles": report["cycles"], "dram_bytes": report["dram_bytes"],
+                                  "utilization": report["utilization"]}
+        for name in ("energy_pj", "edp"):  # the simulator's energy model, where this tinynpu has one
+            if name in report:
+                result[name] = float(report[name])
+        for component, pj in report.get("energy_breakdown_pj", {}).items():
+            result[f"energy_{component}_pj"] = float(pj)
+        return result
+
+    return timed_point(config_text, digest, compute)
 
 
 def area_identity(cfg: ArchConfig) -> str:
@@ -148,4 +155,4 @@ def synth_area(config_text: str, digest: str, identity: str) -> dict[str, Any]:
             "seconds": time.perf_counter() - t0}
 
 
-__all__ = ["area_identity", "evaluate", "synth_area", "warm_up"]
+__all__ = ["area_identity", "evaluate", "synth_area", "timed_point", "warm_up"]

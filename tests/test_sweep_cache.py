@@ -34,7 +34,7 @@ def code_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
     """A copy of every package :data:`sources.CODE` names (subpackages and neighbours included), which the
     digest then reads instead of the installed files."""
     copies = tmp_path / "code"
-    for package, _ in sources.CODE:
+    for package in dict.fromkeys(package for package, _ in sources.CODE):  # a package may give several globs
         shutil.copytree(sources.package_dir(package), copies / package,
                         ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(sources, "package_dir", lambda package: copies / package)
@@ -74,7 +74,7 @@ def test_a_cached_point_is_recomputed_after_a_simulator_edit(tmp_path: Path, cod
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     names = {name for name, _ in sources.source_files()}  # the installed packages' files (here their copy)
     assert {"tinynpu.simulator/core.c", "tinynpu.compiler/onnx/network.py", "tinynpu.isa/isa.yaml",
-            "tinynpu.explore/task.py", "tinynpu/intmath.py"} <= names
+            "tinynpu.explore/task.py", "tinynpu.explore/llm_workload.py", "tinynpu/intmath.py"} <= names
     # Neither the reports, nor the sweep's own report, nor the RTL (an area has its own key), nor any docs.
     assert not {n for n in names if n.startswith(("tinynpu/report/", "tinynpu.rtl", "tinynpu.explore/report"))}
     assert not {n for n in names if n.endswith((".md", ".pyc", ".so"))}
@@ -105,6 +105,7 @@ def test_a_cached_point_is_recomputed_after_a_simulator_edit(tmp_path: Path, cod
     "tinynpu.simulator/timing.py", "tinynpu.compiler/matmul.py", "tinynpu.compiler/onnx/importer.py",
     "tinynpu.isa/isa.yaml", "tinynpu.isa/configs/default.yaml", "tinynpu.isa/config.py",
     "tinynpu.assembler/image.py", "tinynpu/intmath.py", "tinynpu/__init__.py", "tinynpu.explore/task.py",
+    "tinynpu.explore/llm_workload.py",
 ])
 def test_every_part_that_computes_a_point_is_in_its_key(tmp_path: Path, code_copy: Path, edited: str) -> None:
     before = _key(tmp_path)

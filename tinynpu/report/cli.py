@@ -9,6 +9,7 @@ from typing import Any
 
 from tinynpu.errors import UsageError
 from tinynpu.progress import wrote
+from tinynpu.report.llm_cli import add_llm_flags, llm_flags_given, report_llm
 
 WORKLOAD_FLAGS = {
     "matmul": ("m", "n", "k"),
@@ -27,7 +28,7 @@ FLAG_HELP = {
     "s": "conv2d: filter width S, pixels",
     "stride": "conv2d: stride on both axes, pixels (default 1)",
     "pad": "conv2d: zero padding on every side, pixels (default 0)",
-    "batch": "mlp: images per batch",
+    "batch": "mlp: images per batch; llm: sequences decoded together (default 1)",
 }
 
 
@@ -39,10 +40,12 @@ def register(sub: argparse._SubParsersAction) -> None:
             "Compile, simulate and verify workloads, then write index.md, figures/*.png and report.json. "
             "With no workload: the benchmark suite (the course's seed, DeepBench and BERT-base GEMMs, ResNet-50 "
             "convolutions, the MLP; --quick: small shapes of every kind). "
-            "With a workload (matmul, conv2d, mlp) and its sizes: a report for that one."
+            "With a workload (matmul, conv2d, mlp) and its sizes: a report for that one. "
+            "With llm: a decoder's generation (`tinynpu run llm`, made with --model or read with --from-run): "
+            "prefill and decode on the roofline, and the time per token as the context grows."
         ),
     )
-    p.add_argument("workload", nargs="?", choices=sorted(WORKLOAD_FLAGS), help="report one workload")
+    p.add_argument("workload", nargs="?", choices=sorted([*WORKLOAD_FLAGS, "llm"]), help="report one workload")
     p.add_argument("--suite", action="store_true", help="the benchmark suite (the default without a workload)")
     p.add_argument("--quick", action="store_true", help="small shapes of every kind instead of the full suite")
     p.add_argument("-o", "--out", type=Path, default=None, help="report directory (default: out/report)")
@@ -74,6 +77,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object (files, stats, figure data)")
     for flag in sorted({f for flags in WORKLOAD_FLAGS.values() for f in flags}):
         p.add_argument(f"--{flag}", type=int, default=None, help=FLAG_HELP[flag])
+    add_llm_flags(p)
     p.set_defaults(handler=_report)
 
     d = sub.add_parser(
@@ -97,7 +101,9 @@ def _report(args: argparse.Namespace) -> int:
     from tinynpu.report.reports import report_suite, report_workload
 
     if args.workload and args.suite:
-        raise UsageError("tinynpu report: give either a workload (matmul, conv2d, mlp) or --suite, not both.")
+        raise UsageError("tinynpu report: give either a workload (matmul, conv2d, mlp, llm) or --suite, not both.")
+    if args.workload == "llm" or llm_flags_given(args):
+        return report_llm(args)
     if args.run_cosim and args.no_cosim:
         raise UsageError("tinynpu report: --run-cosim and --no-cosim contradict each other; give one.")
     cosim = _read_cosim(args.cosim) if args.cosim else None
