@@ -72,6 +72,14 @@ def feeds_for(itf: DecoderInterface, ids: np.ndarray, past: list[tuple[np.ndarra
     return feeds
 
 
+def token_feeds(itf: DecoderInterface, ids: np.ndarray, total: int) -> dict[str, Any]:
+    """A step's inputs without the past (it is in DRAM): the new token ids, a mask of ones over ``total``."""
+    feeds: dict[str, Any] = {itf.ids: np.asarray(ids, np.int64)}
+    if itf.mask:
+        feeds[itf.mask] = np.ones((feeds[itf.ids].shape[0], total), np.int64)
+    return feeds
+
+
 def ort_greedy(model: Any, itf: DecoderInterface, prompt: np.ndarray,
                generate: int) -> tuple[list[list[int]], list[dict[str, np.ndarray]]]:
     """Greedy decoding with onnxruntime (float or QDQ model) of each prompt row: the tokens per sequence
@@ -179,4 +187,4 @@ def _check_cache_scales(steps: list[StepNetwork], itf: DecoderInterface) -> None
                                 "scale, so the int8 cache could not be appended in place.")
 
 
-__all__ = ["CompiledDecoder", "compile_llm", "feeds_for", "ort_greedy", "seeded_prompt"]
+__all__ = ["CompiledDecoder", "compile_llm", "feeds_for", "ort_greedy", "seeded_prompt", "token_feeds"]

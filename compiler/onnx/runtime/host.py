@@ -45,7 +45,12 @@ def average_pool(step: AvgPoolStep, env: dict[str, np.ndarray]) -> np.ndarray:
 
 def concat(step: ConcatStep, env: dict[str, np.ndarray], image: DramImage | None, run: LayerRun) -> np.ndarray:
     y = np.concatenate([env[name] for name in step.inputs], axis=step.axis)
-    if image is not None and any(image.slice_of(name) for name in step.inputs):
+    if image is not None and step.outputs[0] in image.aliases and all(n in image.aliases for n in step.inputs):
+        # its inputs are its own rows at their places (a KV cache: the past resident, the new rows stored
+        # after it): joined by being there, nothing moved
+        run.output_in_image = True
+        run.note = "joined in place: every input is already its rows of the output in DRAM, nothing copied"
+    elif image is not None and any(image.slice_of(name) for name in step.inputs):
         _join_in_place(step, env, image, run)
     return y
 
