@@ -97,10 +97,10 @@ def test_tokens_equal_the_integer_reference(compiled: CompiledDecoder) -> None:
 def test_weights_placed_once_and_programs_reused(compiled: CompiledDecoder) -> None:
     first = compiled.image.views[compiled.steps[0].shape]
     assert all(view.weights is first.weights for view in compiled.image.views.values())
-    # decode steps after the first compile only what reads the whole cache, whose length grows: the two
-    # attention matmuls and the softmax over the scores
-    assert [len(s.compiled) for s in compiled.steps[2:]] == [3] * (GENERATE - 2)
-    assert all(k[0] in ("matmul", "softmax") for s in compiled.steps[2:] for k in s.compiled)
+    # decode steps after the first compile only the softmax over the scores, whose width is the cache
+    # length: the attention matmuls are compiled for the length rounded up to the tile (7..10 -> 16)
+    assert [[k[0] for k in s.compiled] for s in compiled.steps[2:]] == [["softmax"]] * (GENERATE - 2)
+    assert all(s.build_seconds > 0 and s.compile_seconds >= 0 for s in compiled.steps)
     layout = compiled.layout
     assert layout.cache_base >= layout.weights_base + layout.weight_bytes >= layout.activation_bytes
     assert layout.capacity == PROMPT + GENERATE - 1

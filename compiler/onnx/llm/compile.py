@@ -135,7 +135,7 @@ def compile_llm(path: str | Path, *, prompt_tokens: int, generate: int, cfg: Arc
     align_cache_scales(qmodel, itf)
     timings["quantize"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    cache = ProgramCache(cfg)
+    cache = ProgramCache(cfg, matmul_bucket=cfg.tile)  # attention: one program per T cache lengths
     steps = [build_step(qmodel, itf, shape, cache, batch) for shape in step_shapes(prompt_tokens, generate)]
     _check_cache_scales(steps, itf)
     image = LlmImage(cfg, itf, steps, cache, prompt_tokens + generate - 1, batch)

@@ -12,15 +12,20 @@ shared by every step, keyed by shape: the weight layers (the projections, the
 MLP, the LM head) of every decode step have one shape (one token) and are
 compiled once, at the first decode step, and reused by all later ones.  The
 attention matmuls (scores ``q @ K^T`` and ``probs @ V``) read ``past + 1``
-cached rows, so each decode step compiles those two programs anew: a program's
-loop bounds and tile counts are immediates of its instructions, and a
-relocation moves addresses, not trip counts.  Each step records which
-programs it compiled (``compiled`` in the JSON).
+cached rows; a program's loop bounds and tile counts are immediates of its
+instructions (a relocation moves addresses, not trip counts), so they are
+compiled for the cache length rounded up to the array's tile T, their
+operands zero-padded (:attr:`~tinynpu.compiler.onnx.lower.programs.ProgramCache.matmul_bucket`:
+exact, and nearly free, since the array pads to T anyway): one program pair
+serves T consecutive lengths.  The softmax over the scores is compiled per
+length (its row width is its parameters').  Each step records which programs
+it compiled (``compiled`` in the JSON) and its build and compile seconds.
 """
 
 from __future__ import annotations
 
 import copy
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +60,8 @@ class StepNetwork:
         present: Per layer, the int8 (key, value) tensors the present outputs dequantize.
         scales: Per layer, the (key, value) quantization of the cache.
         compiled: The program keys this shape compiled (the others it reused).
+        build_seconds: Wall time to fix the shape, fold, build and plan the network (the host's part).
+        compile_seconds: Wall time compiling the programs it did not reuse.
     """
 
     shape: StepShape
@@ -65,6 +72,8 @@ class StepNetwork:
     present: tuple[tuple[str, str], ...]
     scales: tuple[tuple[QParam, QParam], ...]
     compiled: tuple[ProgramKey, ...]
+    build_seconds: float = 0.0
+    compile_seconds: float = 0.0
 
 
 def step_shapes(prompt: int, generate: int) -> list[StepShape]:
@@ -104,16 +113,19 @@ def _int8_source(net: Network, output: str) -> str:
 def build_step(qmodel: Any, itf: DecoderInterface, shape: StepShape, cache: ProgramCache,
                batch: int = 1) -> StepNetwork:
     """The network of one step shape for ``batch`` sequences, its programs compiled (or reused from ``cache``)."""
+    t0, compiling = time.perf_counter(), cache.compile_seconds
     net = build_network(_fixed(qmodel, itf, shape, batch))
     place(net, cache.cfg)
     memory = plan(net, cache.cfg.tile)
     before = set(cache.programs)
     programs = compile_programs(net, cache)
+    compiled = cache.compile_seconds - compiling
     present = tuple((_int8_source(net, k), _int8_source(net, v)) for k, v in itf.present)
     return StepNetwork(shape=shape, net=net, memory=memory, programs=programs,
                        logits=_int8_source(net, itf.logits), present=present,
                        scales=tuple((net.qparams[k], net.qparams[v]) for k, v in present),
-                       compiled=tuple(k for k in cache.programs if k not in before))
+                       compiled=tuple(k for k in cache.programs if k not in before),
+                       build_seconds=time.perf_counter() - t0 - compiled, compile_seconds=compiled)
 
 
 __all__ = ["StepNetwork", "StepShape", "build_step", "step_shapes"]
