@@ -94,6 +94,25 @@ def test_tokens_equal_the_integer_reference(compiled: CompiledDecoder) -> None:
         assert np.array_equal(compiled.image.read_rows(layer, VALUE, final), last[v])
 
 
+def test_the_cache_is_read_and_appended_in_place(compiled: CompiledDecoder) -> None:
+    """A decode step is fed no past: its quantized past is read from the cache region, its Concat moves
+    nothing, and its new rows are at the step's position of the cache when it ends."""
+    gen = generate(compiled)
+    record, step = gen.steps[2], compiled.steps[2]
+    assert not any(name in record.execution.values for pair in compiled.itf.past for name in pair)
+    view = compiled.image.views[step.shape]
+    for layer, present in enumerate(step.present):
+        for which, name in enumerate(present):
+            concat = next(s for s in step.net.steps if name in s.outputs)
+            past_q, new_q = concat.inputs
+            assert view.resident(past_q) and record.execution.runs[concat.name].note.startswith("joined in place")
+            place = view.aliases[new_q][0]
+            assert place.addr == compiled.layout.row(layer, which, 0, step.shape.past)
+            rows = compiled.image.read_rows(layer, which, step.shape.total)
+            assert np.array_equal(rows[:, :, step.shape.past:], record.execution.values[new_q])
+    assert record.cache_bytes_written == compiled.itf.cache_bytes(1)
+
+
 def test_weights_placed_once_and_programs_reused(compiled: CompiledDecoder) -> None:
     first = compiled.image.views[compiled.steps[0].shape]
     assert all(view.weights is first.weights for view in compiled.image.views.values())
