@@ -23,7 +23,7 @@ import numpy as np
 
 from tinynpu.compiler.onnx.llm.image import LlmImage, LlmLayout
 from tinynpu.compiler.onnx.llm.interface import DecoderInterface, check_request, read_interface
-from tinynpu.compiler.onnx.llm.steps import StepNetwork, StepShape, build_step, step_shapes
+from tinynpu.compiler.onnx.llm.steps import StepNetwork, StepShape, build_step, split_weights, step_shapes
 from tinynpu.compiler.onnx.lower.programs import ProgramCache
 from tinynpu.errors import OnnxError
 from tinynpu.isa import ArchConfig, load_config
@@ -136,7 +136,9 @@ def compile_llm(path: str | Path, *, prompt_tokens: int, generate: int, cfg: Arc
     timings["quantize"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     cache = ProgramCache(cfg, matmul_bucket=cfg.tile)  # attention: one program per T cache lengths
-    steps = [build_step(qmodel, itf, shape, cache, batch) for shape in step_shapes(prompt_tokens, generate)]
+    weights = split_weights(qmodel)
+    timings["split_weights"] = time.perf_counter() - t0
+    steps = [build_step(weights, itf, shape, cache, batch) for shape in step_shapes(prompt_tokens, generate)]
     _check_cache_scales(steps, itf)
     image = LlmImage(cfg, itf, steps, cache, prompt_tokens + generate - 1, batch)
     layout = image.layout
@@ -144,7 +146,7 @@ def compile_llm(path: str | Path, *, prompt_tokens: int, generate: int, cfg: Arc
         raise OnnxError(f"{path}: the run needs {layout.staging_base} bytes of DRAM before staging (activations "
                         f"{layout.activation_bytes}, weights {layout.weight_bytes}, KV cache {layout.cache_bytes}), "
                         f"more than the {cfg.dram_bytes} bytes of config {cfg.name!r}.")
-    timings["plan_and_build"] = time.perf_counter() - t0 - cache.compile_seconds
+    timings["plan_and_build"] = time.perf_counter() - t0 - cache.compile_seconds - timings["split_weights"]
     timings["compile"] = cache.compile_seconds
     return CompiledDecoder(itf=itf, float_model=model, qmodel=qmodel, cfg=cfg, cache=cache, steps=steps,
                            layout=layout, image=image, prompt=prompt, generate=generate,
