@@ -16,7 +16,7 @@ from onnx_models import tiny_decoder  # noqa: E402
 
 from tinynpu.cli import main  # noqa: E402
 from tinynpu.compiler.onnx.llm.compile import CompiledDecoder, compile_llm, ort_greedy  # noqa: E402
-from tinynpu.compiler.onnx.llm.decoder import TINY, TINY_GQA, build_decoder, float_greedy  # noqa: E402
+from tinynpu.compiler.onnx.llm.decoder import TINY, TINY_GQA, TINY_LLAMA, build_decoder, float_greedy  # noqa: E402
 from tinynpu.compiler.onnx.llm.generate import GenerationMismatch, generate  # noqa: E402
 from tinynpu.compiler.onnx.llm.image import KEY, VALUE, LlmImage  # noqa: E402
 from tinynpu.compiler.onnx.llm.interface import read_interface  # noqa: E402
@@ -36,7 +36,7 @@ def compiled(model: Path) -> CompiledDecoder:
     return compile_llm(model, prompt_tokens=PROMPT, generate=GENERATE)
 
 
-@pytest.mark.parametrize("shape", [TINY, TINY_GQA], ids=["mha", "gqa"])
+@pytest.mark.parametrize("shape", [TINY, TINY_GQA, TINY_LLAMA], ids=["mha", "gqa", "llama"])
 def test_onnx_graph_decodes_as_the_numpy_float_reference(shape: object) -> None:
     """The graph's cache arithmetic (onnxruntime, one token per step) against numpy recomputing everything."""
     m = build_decoder(shape)  # type: ignore[arg-type]
@@ -63,6 +63,23 @@ def test_grouped_query_attention_end_to_end(tmp_path: Path) -> None:
     assert cd.itf.kv_heads == 2 and cd.layout.cache_bytes == 2 * 2 * 2 * 7 * 16
     gen = generate(cd)
     assert gen.tokens == gen.reference_tokens
+
+
+def test_a_llama_style_decoder_end_to_end(tmp_path: Path) -> None:
+    """RMSNorm, rotary positions, the SiLU-gated MLP and grouped-query attention: the rotated keys enter the
+    cache in place (an accelerator program makes them; the host's Concat copies only those rows in), and the
+    tokens equal the integer reference's and, here, the float model's."""
+    import onnx
+
+    path = tmp_path / "llama.onnx"
+    onnx.save(build_decoder(TINY_LLAMA), str(path))
+    cd = compile_llm(path, prompt_tokens=5, generate=4)
+    assert cd.itf.kv_heads == 2 and cd.itf.positions == TINY_LLAMA.positions  # the rotary tables' rows
+    kinds = {(type(s).__name__, s.op) for s in cd.steps[1].net.steps if s.where == "npu"}
+    assert {("NormStep", "RMSNorm"), ("LutStep", "Sigmoid+Mul")} <= kinds
+    gen = generate(cd)
+    assert gen.tokens == gen.reference_tokens == cd.float_tokens
+    assert [s.cache_bytes_written for s in gen.steps] == [cd.itf.cache_bytes(s.new) for s in gen.steps]
 
 
 def test_a_batch_of_sequences_end_to_end(model: Path) -> None:

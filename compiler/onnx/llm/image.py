@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from tinynpu.compiler.onnx.ir import ConcatStep, Network
+from tinynpu.compiler.onnx.ir import NPU, ConcatStep, Network
 from tinynpu.compiler.onnx.llm.interface import DecoderInterface
 from tinynpu.compiler.onnx.llm.steps import StepNetwork, StepShape
 from tinynpu.compiler.onnx.lower.memory import ALIGN
@@ -133,7 +133,10 @@ class LlmImage:
             for which, (past_name, present_q) in enumerate(zip(names, present, strict=True)):
                 past_q, new_q = _concat_parts(step.net, past_name, present_q, itf.source, layer)
                 past, new = step.shape.past, step.shape.new
-                for name, start, length in ((past_q, 0, past), (new_q, past, new), (present_q, 0, past + new)):
+                # new rows a program stores are in its activation layout (the host's Concat copies them in)
+                parts = ((past_q, 0, past), (present_q, 0, past + new)) + (((new_q, past, new),)
+                                                                           if _host_made(step.net, new_q) else ())
+                for name, start, length in parts:
                     place = RowAlias(self.layout.row(layer, which, 0, start), length * self.layout.head_dim,
                                      self.layout.capacity * self.layout.head_dim, resident=name == past_q)
                     view.alias(name, place, step.net.shapes[name], np.dtype(np.int8))
@@ -165,6 +168,11 @@ class LlmImage:
         addr = self.layout.row(layer, which, head, position, sequence)
         data = np.frombuffer(self.machine.read_dram(addr, self.layout.head_dim), dtype=np.uint8)
         self.machine.write_dram(addr, np.bitwise_not(data))
+
+
+def _host_made(net: Network, name: str) -> bool:
+    """Whether a host step produces ``name`` (so it writes it wherever the image says)."""
+    return any(name in s.outputs and s.where != NPU for s in net.steps)
 
 
 def _concat_parts(net: Network, past_name: str, present_q: str, source: str, layer: int) -> tuple[str, str]:

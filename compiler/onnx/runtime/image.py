@@ -271,6 +271,18 @@ class DramImage:
                 self._write(place.addr + r * place.pitch, row)
         self.hold(name, value.shape, value.dtype)
 
+    def write_alias_part(self, name: str, value: np.ndarray, axis: int, start: int) -> None:
+        """Write ``value``, the part of aliased ``name`` from index ``start`` along ``axis``, into its rows
+        (an alias whose rows are ``name``'s dimensions before ``axis``: a KV cache's new positions)."""
+        place, shape, dtype = self.aliases[name]
+        axis %= len(shape)
+        inner = int(np.prod(shape[axis + 1:])) * dtype.itemsize
+        if place.row_bytes != shape[axis] * inner:  # never: the LLM image aliases whole rows
+            raise OnnxError(f"alias of {name!r}: its rows are not its dimensions before axis {axis}.")
+        rows = np.ascontiguousarray(value, dtype).reshape(-1).view(np.uint8).reshape(int(np.prod(shape[:axis])), -1)
+        for r, row in enumerate(rows):
+            self._write(place.addr + r * place.pitch + start * inner, row)
+
     def _read_alias(self, name: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         place = self.aliases[name][0]
         nbytes = int(np.prod(shape)) * dtype.itemsize
