@@ -235,3 +235,22 @@ def test_a_batch_the_model_fixes_otherwise(tmp_path: Path, capsys: pytest.Captur
     onnx.save(model, str(path))
     err = _refused(capsys, str(path), "--prompt-tokens", "4", "--generate", "2", "--batch", "2")
     assert "batch1.onnx" in err and "fixed at 1" in err and "--batch 2" in err
+
+
+@pytest.mark.slow
+def test_gpt2_small_shape_end_to_end(tmp_path: Path) -> None:
+    """GPT-2-small's shape (12 layers, hidden 768, 12 heads, vocabulary 50257, seeded weights) on dram256: a
+    32-token prompt and two generated tokens, bit-exact, the cache in place.  (The 60 s target for 32 tokens is
+    not met; `tinynpu bench llm --model gpt2-small` prints where the time goes, docs/llm.md.)"""
+    import onnx
+
+    from tinynpu.compiler.onnx.llm.decoder import GPT2_SMALL
+    from tinynpu.isa import load_config
+
+    path = tmp_path / "gpt2_small.onnx"
+    onnx.save(build_decoder(GPT2_SMALL), str(path))
+    cd = compile_llm(path, prompt_tokens=32, generate=2, cfg=load_config("dram256"))
+    assert cd.layout.cache_bytes == cd.itf.cache_bytes(33) == 12 * 2 * 12 * 33 * 64
+    gen = generate(cd)
+    assert gen.tokens == gen.reference_tokens
+    assert [s.cache_bytes_written for s in gen.steps] == [cd.itf.cache_bytes(32), cd.itf.cache_bytes(1)]
