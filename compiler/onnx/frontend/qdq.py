@@ -76,7 +76,7 @@ class QdqGraph:
         self.model = model
         self.nodes = list(g.node)
         self.opset = next((int(i.version) for i in model.opset_import if i.domain in ("", "ai.onnx")), 13)
-        self.consts = {t.name: known.get(t.name) if t.name in known else numpy_helper.to_array(t)
+        self.consts = {t.name: known[t.name] if t.name in known else numpy_helper.to_array(t)
                        for t in g.initializer} | {i.name: known[i.name] for i in g.input if i.name in known}
         for node in g.node:  # Constant nodes are constants too
             if node.op_type == "Constant":
