@@ -165,6 +165,19 @@ def test_cli_json(model: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert len(forced["steps"]) == 3 and all(s["max_abs_lsb"] >= 0 for s in forced["steps"])
 
 
+def test_bench_prints_the_wall_time_breakdown(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "llm", "--prompt-tokens", "2", "--generate", "2"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("where the wall time goes (s): float_run") == 2 and "quantize" in out and "target" not in out
+
+
+def test_bench_an_unknown_model(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "llm", "--model", "gpt3"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "gpt3" in err and "gpt2-small" in err and "Traceback" not in err
+
+
 def _refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     assert main(["run", "llm", *argv]) == 2
     err = capsys.readouterr().err
