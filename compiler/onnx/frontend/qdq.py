@@ -63,16 +63,21 @@ class QdqGraph:
 
     Args:
         model: The QDQ ``onnx.ModelProto`` (shapes inferred).
+        known: Constants by name already converted (initializers, and the dequantized weights by their
+            DequantizeLinear's output), for graphs built again and again from one model's weights (a
+            decoder's step shapes); a name here may be a graph input of ``model``, its stand-in.
     """
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, known: dict[str, np.ndarray] | None = None) -> None:
         from onnx import numpy_helper
 
         g = model.graph
+        known = known or {}
         self.model = model
         self.nodes = list(g.node)
         self.opset = next((int(i.version) for i in model.opset_import if i.domain in ("", "ai.onnx")), 13)
-        self.consts = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+        self.consts = {t.name: known[t.name] if t.name in known else numpy_helper.to_array(t)
+                       for t in g.initializer} | {i.name: known[i.name] for i in g.input if i.name in known}
         for node in g.node:  # Constant nodes are constants too
             if node.op_type == "Constant":
                 self.consts[node.output[0]] = numpy_helper.to_array(node_attrs(node)["value"])
@@ -100,7 +105,8 @@ class QdqGraph:
             elif node.op_type == "QuantizeLinear":
                 self.qparams[node.output[0]] = self._qparam(node)
         for name, (value, qp) in self.qconst.items():  # dequantized weights for the host operators
-            self.consts[name] = dequantize(value, qp.scale, qp.zero_point, qp.axis)
+            hit = known.get(name)
+            self.consts[name] = hit if hit is not None else dequantize(value, qp.scale, qp.zero_point, qp.axis)
 
     def _qparam(self, node: Any) -> QParam:
         scale = self.consts.get(node.input[1])
@@ -185,13 +191,14 @@ class QdqGraph:
         return Tail(q, absorbed, activation, clip)
 
 
-def build_network(model: Any, *, nonlinear: str = NPU) -> Network:
+def build_network(model: Any, *, nonlinear: str = NPU, known: dict[str, np.ndarray] | None = None) -> Network:
     """Turn a QDQ model into steps (see the module docstring).
 
     ``nonlinear``: ``npu`` lowers softmax, norms, unary segments and the affine ops after matmuls
-    (:mod:`.nonlinear`); ``host`` keeps them ONNX operators on the host in float.
+    (:mod:`.nonlinear`); ``host`` keeps them ONNX operators on the host in float.  ``known``: see
+    :class:`QdqGraph`.
     """
-    g = QdqGraph(model)
+    g = QdqGraph(model, known)
     fused: set[int] = set()
     anchored: dict[int, Step] = {}
     if nonlinear == NPU:  # layers first (their folds), then what is nonlinear, then the other integer patterns

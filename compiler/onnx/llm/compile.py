@@ -23,7 +23,7 @@ import numpy as np
 
 from tinynpu.compiler.onnx.llm.image import LlmImage, LlmLayout
 from tinynpu.compiler.onnx.llm.interface import DecoderInterface, check_request, read_interface
-from tinynpu.compiler.onnx.llm.steps import StepNetwork, StepShape, build_step, step_shapes
+from tinynpu.compiler.onnx.llm.steps import StepNetwork, StepShape, build_step, split_weights, step_shapes
 from tinynpu.compiler.onnx.lower.programs import ProgramCache
 from tinynpu.errors import OnnxError
 from tinynpu.isa import ArchConfig, load_config
@@ -69,6 +69,14 @@ def feeds_for(itf: DecoderInterface, ids: np.ndarray, past: list[tuple[np.ndarra
         feeds[k_name], feeds[v_name] = k, v
     if itf.mask:
         feeds[itf.mask] = np.ones((feeds[itf.ids].shape[0], past[0][0].shape[2] + feeds[itf.ids].shape[1]), np.int64)
+    return feeds
+
+
+def token_feeds(itf: DecoderInterface, ids: np.ndarray, total: int) -> dict[str, Any]:
+    """A step's inputs without the past (it is in DRAM): the new token ids, a mask of ones over ``total``."""
+    feeds: dict[str, Any] = {itf.ids: np.asarray(ids, np.int64)}
+    if itf.mask:
+        feeds[itf.mask] = np.ones((feeds[itf.ids].shape[0], total), np.int64)
     return feeds
 
 
@@ -127,8 +135,10 @@ def compile_llm(path: str | Path, *, prompt_tokens: int, generate: int, cfg: Arc
     align_cache_scales(qmodel, itf)
     timings["quantize"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    cache = ProgramCache(cfg)
-    steps = [build_step(qmodel, itf, shape, cache, batch) for shape in step_shapes(prompt_tokens, generate)]
+    cache = ProgramCache(cfg, matmul_bucket=cfg.tile)  # attention: one program per T cache lengths
+    weights = split_weights(qmodel)
+    timings["split_weights"] = time.perf_counter() - t0
+    steps = [build_step(weights, itf, shape, cache, batch) for shape in step_shapes(prompt_tokens, generate)]
     _check_cache_scales(steps, itf)
     image = LlmImage(cfg, itf, steps, cache, prompt_tokens + generate - 1, batch)
     layout = image.layout
@@ -136,7 +146,7 @@ def compile_llm(path: str | Path, *, prompt_tokens: int, generate: int, cfg: Arc
         raise OnnxError(f"{path}: the run needs {layout.staging_base} bytes of DRAM before staging (activations "
                         f"{layout.activation_bytes}, weights {layout.weight_bytes}, KV cache {layout.cache_bytes}), "
                         f"more than the {cfg.dram_bytes} bytes of config {cfg.name!r}.")
-    timings["plan_and_build"] = time.perf_counter() - t0 - cache.compile_seconds
+    timings["plan_and_build"] = time.perf_counter() - t0 - cache.compile_seconds - timings["split_weights"]
     timings["compile"] = cache.compile_seconds
     return CompiledDecoder(itf=itf, float_model=model, qmodel=qmodel, cfg=cfg, cache=cache, steps=steps,
                            layout=layout, image=image, prompt=prompt, generate=generate,
@@ -179,4 +189,4 @@ def _check_cache_scales(steps: list[StepNetwork], itf: DecoderInterface) -> None
                                 "scale, so the int8 cache could not be appended in place.")
 
 
-__all__ = ["CompiledDecoder", "compile_llm", "feeds_for", "ort_greedy", "seeded_prompt"]
+__all__ = ["CompiledDecoder", "compile_llm", "feeds_for", "ort_greedy", "seeded_prompt", "token_feeds"]

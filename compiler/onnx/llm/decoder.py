@@ -42,6 +42,7 @@ class DecoderShape:
     positions: int = 64
     ffn: int = 256
     kv_heads: int = 0  # grouped-query attention: fewer key/value heads than query heads (0: as many)
+    family: str = "gpt2"  # "llama": RMSNorm, rotary positions, SiLU-gated MLP, no biases (see :mod:`.llama`)
 
     @property
     def head_dim(self) -> int:
@@ -60,6 +61,8 @@ class DecoderShape:
 TINY = DecoderShape()
 #: The tiny decoder with grouped-query attention: 4 query heads sharing 2 key/value heads.
 TINY_GQA = DecoderShape(heads=4, kv_heads=2)
+#: A Llama-style tiny decoder: RMSNorm, rotary positions, SiLU-gated MLP, 4 query heads sharing 2 key/value heads.
+TINY_LLAMA = DecoderShape(heads=4, kv_heads=2, ffn=128, family="llama")
 GPT2_SMALL = DecoderShape(layers=12, hidden=768, heads=12, vocab=50257, positions=1024, ffn=3072)
 
 
@@ -109,14 +112,29 @@ class _Graph:
 
 
 def build_decoder(shape: DecoderShape = TINY, seed: int = 0) -> Any:
-    """The decoder as an ``onnx.ModelProto`` with dynamic ``batch``, ``sequence`` and ``past_sequence`` dimensions."""
-    from onnx import TensorProto, helper
+    """The decoder as an ``onnx.ModelProto`` with dynamic ``batch``, ``sequence`` and ``past_sequence`` dimensions
+    (a Llama-style one for ``shape.family == "llama"``: :func:`~.llama.build_llama`)."""
+    if shape.family == "llama":
+        from tinynpu.compiler.onnx.llm.llama import build_llama
 
+        return build_llama(shape, seed)
     g = _Graph()
     for name, value in decoder_weights(shape, seed).items():
         g.const(name, value)
-    hd, nh = shape.head_dim, shape.heads
     g.const("qkv_split", np.asarray([shape.hidden, shape.kv_width, shape.kv_width], np.int64))
+    query_pos, causal, expand = positions_and_mask(g, shape)
+    x = g.op("Add", [g.op("Gather", ["wte", "input_ids"]), g.op("Gather", ["wpe", query_pos])])
+    for i in range(shape.layers):
+        x = _block(g, x, f"h{i}.", i, causal, expand)
+    x = g.op("LayerNormalization", [x, "ln_f.g", "ln_f.b"], epsilon=1e-5)
+    return finish(g, shape, x, "tinynpu_decoder")
+
+
+def positions_and_mask(g: _Graph, shape: DecoderShape) -> tuple[str, str, str]:
+    """The shared constants, and from the shapes (as the exports compute them) the new tokens' positions
+    ``past .. past+S-1``, the causal mask (S x total) and the shape repeating each key/value head for its
+    query heads ("" without grouped-query attention)."""
+    hd, nh = shape.head_dim, shape.heads
     g.const("kv_heads_shape", np.asarray([0, -1, shape.kv, hd], np.int64))  # 0: the batch, as it is
     g.const("zero", np.asarray([0], np.int64))
     g.const("one", np.asarray(1, np.int64))
@@ -135,30 +153,54 @@ def build_decoder(shape: DecoderShape = TINY, seed: int = 0) -> Any:
     key_pos = g.op("Range", [g.const("zero_scalar", np.asarray(0, np.int64)), total, "one"])
     causal = g.op("LessOrEqual", [g.op("Unsqueeze", [key_pos, "zero"]),
                                   g.op("Unsqueeze", [query_pos, g.const("last", np.asarray([1], np.int64))])])
-    x = g.op("Add", [g.op("Gather", ["wte", "input_ids"]), g.op("Gather", ["wpe", query_pos])])
     # grouped-query attention: each key/value head repeated for its query heads (1 x kv x group x T x hd)
     group = nh // shape.kv
     expand = g.op("Concat", [g.const("expand_head", np.asarray([1, shape.kv, group], np.int64)),
                              g.op("Unsqueeze", [total, "zero"]), g.const("expand_dim", np.asarray([hd], np.int64))],
                   axis=0) if group > 1 else ""
-    outputs = []
-    for i in range(shape.layers):
-        x = _block(g, x, f"h{i}.", i, causal, expand)
-        outputs += [f"present.{i}.key", f"present.{i}.value"]
-    x = g.op("LayerNormalization", [x, "ln_f.g", "ln_f.b"], epsilon=1e-5)
+    return query_pos, causal, expand
+
+
+def finish(g: _Graph, shape: DecoderShape, x: str, name: str) -> Any:
+    """The model: ``x`` (the final norm's output) through the LM head to ``logits``, the Hugging Face inputs
+    and outputs declared."""
+    from onnx import TensorProto, helper
+
     g.op("MatMul", [x, "lm_head"], ["logits"])
+    hd = shape.head_dim
     cache_dims: list[str | int | None] = ["batch", shape.kv, "past_sequence", hd]
     present_dims: list[str | int | None] = ["batch", shape.kv, "total_sequence", hd]
     inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "sequence"])]
+    outputs = []
     for i in range(shape.layers):
         for kv in ("key", "value"):
             inputs.append(helper.make_tensor_value_info(f"past_key_values.{i}.{kv}", TensorProto.FLOAT, cache_dims))
+            outputs.append(helper.make_tensor_value_info(f"present.{i}.{kv}", TensorProto.FLOAT, present_dims))
     outs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", "sequence", shape.vocab])]
-    outs += [helper.make_tensor_value_info(n, TensorProto.FLOAT, present_dims) for n in outputs]
-    graph = helper.make_graph(g.nodes, "tinynpu_decoder", inputs, outs, g.inits)
+    graph = helper.make_graph(g.nodes, name, inputs, outs + outputs, g.inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="tinynpu")
     model.ir_version = 9
     return model
+
+
+def attend(g: _Graph, q: str, k: str, v: str, index: int, causal: str, expand: str) -> str:
+    """Attention of layer ``index`` with its cache: ``q`` (1 x heads x S x hd), ``k`` and ``v`` (1 x kv x S x hd)
+    appended to the past into the present outputs; the heads merged back (1 x S x hidden)."""
+    def shared(t: str) -> str:  # 1 x kv x T x hd -> 1 x heads x T x hd, each kv head repeated for its group
+        if not expand:
+            return t
+        return g.op("Reshape", [g.op("Expand", [g.op("Unsqueeze", [t, "axis2"]), expand]), "all_heads_shape"])
+
+    key = shared(g.op("Concat", [f"past_key_values.{index}.key", k], [f"present.{index}.key"], axis=2))
+    value = shared(g.op("Concat", [f"past_key_values.{index}.value", v], [f"present.{index}.value"], axis=2))
+    scores = g.op("Mul", [g.op("MatMul", [q, g.op("Transpose", [key], perm=[0, 1, 3, 2])]), "scale"])
+    probs = g.op("Softmax", [g.op("Where", [causal, scores, "masked"])], axis=-1)
+    return g.op("Reshape", [g.op("Transpose", [g.op("MatMul", [probs, value])], perm=[0, 2, 1, 3]), "merged_shape"])
+
+
+def heads(g: _Graph, t: str, shape: str) -> str:
+    """1 x S x width -> 1 x heads x S x head_dim (``shape``: the Reshape's target)."""
+    return g.op("Transpose", [g.op("Reshape", [t, shape])], perm=[0, 2, 1, 3])
 
 
 def _block(g: _Graph, x: str, p: str, index: int, causal: str, expand: str) -> str:
@@ -167,23 +209,8 @@ def _block(g: _Graph, x: str, p: str, index: int, causal: str, expand: str) -> s
     h = g.op("LayerNormalization", [x, p + "ln1.g", p + "ln1.b"], epsilon=1e-5)
     qkv = g.op("Add", [g.op("MatMul", [h, p + "qkv.w"]), p + "qkv.b"])
     q, k, v = g.op("Split", [qkv, "qkv_split"], 3, axis=2)
-
-    def heads(t: str, shape: str) -> str:  # 1 x S x width -> 1 x heads x S x head_dim
-        return g.op("Transpose", [g.op("Reshape", [t, shape])], perm=[0, 2, 1, 3])
-
-    def shared(t: str) -> str:  # 1 x kv x T x hd -> 1 x heads x T x hd, each kv head repeated for its group
-        if not expand:
-            return t
-        return g.op("Reshape", [g.op("Expand", [g.op("Unsqueeze", [t, "axis2"]), expand]), "all_heads_shape"])
-
-    key = shared(g.op("Concat", [f"past_key_values.{index}.key", heads(k, "kv_heads_shape")],
-                      [f"present.{index}.key"], axis=2))
-    value = shared(g.op("Concat", [f"past_key_values.{index}.value", heads(v, "kv_heads_shape")],
-                        [f"present.{index}.value"], axis=2))
-    q = heads(q, "heads_shape")
-    scores = g.op("Mul", [g.op("MatMul", [q, g.op("Transpose", [key], perm=[0, 1, 3, 2])]), "scale"])
-    probs = g.op("Softmax", [g.op("Where", [causal, scores, "masked"])], axis=-1)
-    attn = g.op("Reshape", [g.op("Transpose", [g.op("MatMul", [probs, value])], perm=[0, 2, 1, 3]), "merged_shape"])
+    attn = attend(g, heads(g, q, "heads_shape"), heads(g, k, "kv_heads_shape"), heads(g, v, "kv_heads_shape"),
+                  index, causal, expand)
     x = g.op("Add", [x, g.op("Add", [g.op("MatMul", [attn, p + "proj.w"]), p + "proj.b"])])
     h = g.op("LayerNormalization", [x, p + "ln2.g", p + "ln2.b"], epsilon=1e-5)
     f = g.op("Relu", [g.op("Add", [g.op("MatMul", [h, p + "fc.w"]), p + "fc.b"])])
@@ -201,6 +228,10 @@ def float_greedy(shape: DecoderShape, prompt: np.ndarray, generate: int, seed: i
     Each step recomputes the whole sequence (no cache): an independent check of the ONNX graph's
     cache arithmetic as well as its layers.
     """
+    if shape.family == "llama":
+        from tinynpu.compiler.onnx.llm.llama import llama_float_greedy
+
+        return llama_float_greedy(shape, prompt, generate, seed)
     w = {k: v.astype(np.float64) for k, v in decoder_weights(shape, seed).items()}
     ids = [int(t) for t in prompt]
     hd, nh = shape.head_dim, shape.heads
@@ -229,5 +260,5 @@ def float_greedy(shape: DecoderShape, prompt: np.ndarray, generate: int, seed: i
     return out
 
 
-__all__ = ["GPT2_SMALL", "OPSET", "TINY", "TINY_GQA", "DecoderShape", "build_decoder", "decoder_weights",
-           "float_greedy"]
+__all__ = ["GPT2_SMALL", "OPSET", "TINY", "TINY_GQA", "TINY_LLAMA", "DecoderShape", "attend", "build_decoder",
+           "decoder_weights", "finish", "float_greedy", "heads", "positions_and_mask"]

@@ -84,6 +84,7 @@ def step_figures(cd: CompiledDecoder, record: StepRecord) -> dict[str, Any]:
         "padding_ceiling": macs / issued if issued else 0.0,
         "host_bytes": host_bytes, "host_seconds": host_seconds,
         "programs_compiled": len(step.compiled), "energy_pj": energy,
+        "build_seconds": step.build_seconds, "compile_seconds": step.compile_seconds,
     }
 
 

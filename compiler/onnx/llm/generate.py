@@ -2,9 +2,11 @@
 
 Each step (the prompt's, then one per generated token) runs its network
 twice: on the simulator in the run's DRAM image, and by the numpy integer
-reference with a cache of its own on the host.  The simulator's step reads the
-past keys and values from the KV cache region of DRAM (nothing on the host
-keeps them between steps) and appends its new tokens' keys and values there.
+reference with a cache of its own on the host.  The simulator's step is fed
+the token ids alone: its past keys and values are the KV cache region of DRAM
+(:meth:`~.image.LlmImage.bind`: nothing on the host keeps them between steps or
+feeds them back in), and the step stores its new tokens' keys and values there
+itself, at the step's position.
 
 Checked, each as it happens (:class:`GenerationMismatch` names the step):
 
@@ -22,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tinynpu.compiler.onnx.llm.compile import CompiledDecoder, feeds_for
+from tinynpu.compiler.onnx.llm.compile import CompiledDecoder, feeds_for, token_feeds
 from tinynpu.compiler.onnx.llm.image import KEY, VALUE, LlmImage
 from tinynpu.compiler.onnx.llm.steps import StepNetwork, step_shapes
 from tinynpu.compiler.onnx.runtime.execute import Execution, execute
@@ -112,16 +114,11 @@ def generate(cd: CompiledDecoder, *, between_steps: Callable[[int, LlmImage], No
         if between_steps is not None and index:
             between_steps(index, image)
         _check_cache(image, ref_cache, index)
-        from_dram = [(image.read_rows(i, KEY, shape.past), image.read_rows(i, VALUE, shape.past))
-                     for i in range(itf.layers)]
-        got = execute(step.net, feeds_for(itf, ids, _past(step, from_dram)), cache=cd.cache,
-                      image=image.views[shape], check_races=check_races)
+        # the simulator's step is fed the token ids alone: its past is the cache in DRAM (resident aliases)
+        got = execute(step.net, token_feeds(itf, ids, shape.total), cache=cd.cache, image=image.views[shape],
+                      check_races=check_races)
         want = execute(step.net, feeds_for(itf, ids, _past(step, ref_cache)), cache=None)
         _check_step(step, got, want, index)
-        written = 0
-        for layer, (k_name, v_name) in enumerate(step.present):
-            for which, name in ((KEY, k_name), (VALUE, v_name)):
-                written += image.write_rows(layer, which, got.values[name][:, :, shape.past:], shape.past)
         ref_cache = [(want.values[k], want.values[v]) for k, v in step.present]
         tokens = np.argmax(got.values[step.logits][:, -1], axis=-1)
         reference = np.argmax(want.values[step.logits][:, -1], axis=-1)
@@ -129,8 +126,8 @@ def generate(cd: CompiledDecoder, *, between_steps: Callable[[int, LlmImage], No
             out.tokens[b].append(int(tokens[b]))
             out.reference_tokens[b].append(int(reference[b]))
         out.steps.append(StepRecord(index=index, new=shape.new, past=shape.past, tokens=[int(t) for t in tokens],
-                                    execution=got, cache_bytes_written=written,
-                                    cache_bytes_read=sum(k.nbytes + v.nbytes for k, v in from_dram)))
+                                    execution=got, cache_bytes_written=image.new_rows_bytes[shape],
+                                    cache_bytes_read=cd.batch * itf.cache_bytes(shape.past)))
         ids = tokens.reshape(-1, 1)
     return out
 

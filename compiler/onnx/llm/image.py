@@ -14,6 +14,15 @@ Layout (one :class:`~tinynpu.simulator.Machine` for the whole run)::
 Each step shape has its own :class:`~tinynpu.compiler.onnx.runtime.image.DramImage`
 view of that machine (its activation plan), sharing the weights table and the
 relocated programs, so a layer's weights are written once for the run.
+
+The cache is the step's own tensors, in place (:meth:`LlmImage.bind`): in each
+view, a layer's int8 past (what its past input quantizes to) is an alias of
+the cache's first ``past`` positions, resident, so no step feeds the past in
+or quantizes it; the new keys and values (the Concat's last input) are an alias
+of the next ``new`` positions, so the step that produces them stores them at
+the step's position; and the present (the Concat's output) an alias of the
+first ``past + new``, so the Concat moves nothing and the attention reads the
+cache from its region.
 """
 
 from __future__ import annotations
@@ -23,12 +32,13 @@ from typing import Any
 
 import numpy as np
 
+from tinynpu.compiler.onnx.ir import NPU, ConcatStep, Network
 from tinynpu.compiler.onnx.llm.interface import DecoderInterface
 from tinynpu.compiler.onnx.llm.steps import StepNetwork, StepShape
 from tinynpu.compiler.onnx.lower.memory import ALIGN
 from tinynpu.compiler.onnx.lower.plan import reserve_weights
 from tinynpu.compiler.onnx.lower.programs import ProgramCache
-from tinynpu.compiler.onnx.runtime.image import DramImage
+from tinynpu.compiler.onnx.runtime.image import DramImage, RowAlias
 from tinynpu.errors import OnnxError
 from tinynpu.intmath import round_up
 from tinynpu.isa import ArchConfig
@@ -87,6 +97,7 @@ class LlmImage:
 
         self.cfg = cfg
         self.machine = Machine(cfg)
+        self.new_rows_bytes: dict[StepShape, int] = {}  # bytes a step stores into the cache
         activations = max(s.memory.activation_peak_bytes for s in steps)
         ledger = DramImage(cfg, replace(steps[0].memory, activation_peak_bytes=activations,
                                         weight_bytes=cfg.dram_bytes), machine=self.machine)
@@ -106,7 +117,31 @@ class LlmImage:
             view.reserved, view.weights, view.programs = ledger.reserved, ledger.weights, ledger.programs
             view.weight_bytes = ledger.weight_bytes
             self.views[step.shape] = view
+            self.new_rows_bytes[step.shape] = self.bind(view, step, itf)
         self.weights = ledger.reserved
+
+    def bind(self, view: DramImage, step: StepNetwork, itf: DecoderInterface) -> int:
+        """Alias each layer's int8 past, new rows and present of ``step`` to their rows of the cache (see the
+        module docstring); returns the bytes of new rows the step stores.
+
+        Raises:
+            OnnxError: a layer's present is not a Concat of its quantized past and the new rows along the
+                positions (the cache could not be appended in place).
+        """
+        new_bytes = 0
+        for layer, (names, present) in enumerate(zip(itf.past, step.present, strict=True)):
+            for which, (past_name, present_q) in enumerate(zip(names, present, strict=True)):
+                past_q, new_q = _concat_parts(step.net, past_name, present_q, itf.source, layer)
+                past, new = step.shape.past, step.shape.new
+                # new rows a program stores are in its activation layout (the host's Concat copies them in)
+                parts = ((past_q, 0, past), (present_q, 0, past + new)) + (((new_q, past, new),)
+                                                                           if _host_made(step.net, new_q) else ())
+                for name, start, length in parts:
+                    place = RowAlias(self.layout.row(layer, which, 0, start), length * self.layout.head_dim,
+                                     self.layout.capacity * self.layout.head_dim, resident=name == past_q)
+                    view.alias(name, place, step.net.shapes[name], np.dtype(np.int8))
+                new_bytes += int(np.prod(step.net.shapes[new_q]))
+        return new_bytes
 
     def write_rows(self, layer: int, which: int, rows: np.ndarray, start: int) -> int:
         """Append ``rows`` (batch x kv_heads x n x head_dim int8) at position ``start``; returns the bytes
@@ -133,6 +168,23 @@ class LlmImage:
         addr = self.layout.row(layer, which, head, position, sequence)
         data = np.frombuffer(self.machine.read_dram(addr, self.layout.head_dim), dtype=np.uint8)
         self.machine.write_dram(addr, np.bitwise_not(data))
+
+
+def _host_made(net: Network, name: str) -> bool:
+    """Whether a host step produces ``name`` (so it writes it wherever the image says)."""
+    return any(name in s.outputs and s.where != NPU for s in net.steps)
+
+
+def _concat_parts(net: Network, past_name: str, present_q: str, source: str, layer: int) -> tuple[str, str]:
+    """The int8 past and new rows the Concat producing ``present_q`` joins along the positions."""
+    concat = next((s for s in net.steps if present_q in s.outputs), None)
+    quantize = next((s for s in net.steps if s.op == "QuantizeLinear" and s.inputs[0] == past_name), None)
+    if (not isinstance(concat, ConcatStep) or quantize is None or len(concat.inputs) != 2
+            or concat.inputs[0] != quantize.outputs[0] or concat.axis not in (2, -2)):
+        raise OnnxError(f"{source}: layer {layer}'s present output is not a Concat of its quantized "
+                        f"{past_name} and the new rows along the positions (axis 2), so the int8 cache cannot be "
+                        "appended in place in DRAM.")
+    return concat.inputs[0], concat.inputs[1]
 
 
 __all__ = ["KEY", "VALUE", "LlmImage", "LlmLayout"]

@@ -83,8 +83,9 @@ def report(cd: CompiledDecoder, tokens: list[list[int]], reference: list[list[in
         "layout": cd.layout.to_json() | {"weights_placed": [
             {"layer": k[0], "tensor": k[1], "address": a, "bytes": n} for k, (a, n) in cd.image.weights.items()]},
         "programs_compiled": len(cd.cache.programs),
-        "recompiled_per_step": "the attention matmuls' programs (their loop bounds follow the cache length); "
-                               "the weight layers' programs are compiled once per step shape and reused",
+        "recompiled_per_step": "the softmax over the scores at each cache length; the attention matmuls once per "
+                               "tile of cache lengths (compiled for the length rounded up to T, operands "
+                               "zero-padded); the weight layers' programs once per step shape, reused",
         "compiled": compiled,
         **figures,
     }
@@ -114,13 +115,14 @@ def format_run(r: dict[str, Any]) -> str:
              f"prefill {r['prefill_utilization']:.1%}",
              f"  KV cache: {r['layout']['kv_cache']['bytes']} bytes at {r['layout']['kv_cache']['address']} for "
              f"{r['layout']['kv_cache']['capacity_tokens']} tokens; {r['programs_compiled']} programs compiled",
-             "  step  past  new  cycles  weights  attention  residual  nonlinear  host_bytes  compiled"]
+             "  step  past  new  cycles  weights  attention  residual  nonlinear  host_bytes  compiled  "
+             "build_s  compile_s"]
     for s in r["steps"]:
         k = s["cycles_by_kind"]
         lines.append(f"  {s['step']:4d}  {s['past_tokens']:4d}  {s['new_tokens']:3d}  {s['cycles']:6d}  "
                      f"{k['weights']:7d}  {k['attention']:9d}  {k['residual']:8d}  {k['nonlinear']:9d}  "
                      f"{s['host_bytes']:10d}  "
-                     f"{s['programs_compiled']:8d}")
+                     f"{s['programs_compiled']:8d}  {s['build_seconds']:7.2f}  {s['compile_seconds']:9.2f}")
     return "\n".join(lines)
 
 

@@ -2,7 +2,9 @@
 
 The decoder is quantized once, with its dimensions still dynamic (one set of
 scales for every step, so the int8 cache one step writes is what the next step
-reads), then each step shape (``new`` tokens after ``past`` cached ones: the
+reads), and its weights split off once (:func:`split_weights`: converted and
+dequantized once; each step copies and folds a skeleton without them), then
+each step shape (``new`` tokens after ``past`` cached ones: the
 prompt's ``(P, 0)``, the decode steps' ``(1, P)``, ``(1, P + 1)``, ...) gets
 its own network: the dimensions fixed, the shape arithmetic (positions, the
 causal mask) folded into constants, the QDQ graph turned into steps.
@@ -12,17 +14,24 @@ shared by every step, keyed by shape: the weight layers (the projections, the
 MLP, the LM head) of every decode step have one shape (one token) and are
 compiled once, at the first decode step, and reused by all later ones.  The
 attention matmuls (scores ``q @ K^T`` and ``probs @ V``) read ``past + 1``
-cached rows, so each decode step compiles those two programs anew: a program's
-loop bounds and tile counts are immediates of its instructions, and a
-relocation moves addresses, not trip counts.  Each step records which
-programs it compiled (``compiled`` in the JSON).
+cached rows; a program's loop bounds and tile counts are immediates of its
+instructions (a relocation moves addresses, not trip counts), so they are
+compiled for the cache length rounded up to the array's tile T, their
+operands zero-padded (:attr:`~tinynpu.compiler.onnx.lower.programs.ProgramCache.matmul_bucket`:
+exact, and nearly free, since the array pads to T anyway): one program pair
+serves T consecutive lengths.  The softmax over the scores is compiled per
+length (its row width is its parameters').  Each step records which programs
+it compiled (``compiled`` in the JSON) and its build and compile seconds.
 """
 
 from __future__ import annotations
 
 import copy
+import time
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from tinynpu.compiler.onnx.frontend.fold import fold_static
 from tinynpu.compiler.onnx.frontend.qdq import build_network
@@ -55,6 +64,8 @@ class StepNetwork:
         present: Per layer, the int8 (key, value) tensors the present outputs dequantize.
         scales: Per layer, the (key, value) quantization of the cache.
         compiled: The program keys this shape compiled (the others it reused).
+        build_seconds: Wall time to fix the shape, fold, build and plan the network (the host's part).
+        compile_seconds: Wall time compiling the programs it did not reuse.
     """
 
     shape: StepShape
@@ -65,6 +76,8 @@ class StepNetwork:
     present: tuple[tuple[str, str], ...]
     scales: tuple[tuple[QParam, QParam], ...]
     compiled: tuple[ProgramKey, ...]
+    build_seconds: float = 0.0
+    compile_seconds: float = 0.0
 
 
 def step_shapes(prompt: int, generate: int) -> list[StepShape]:
@@ -72,12 +85,48 @@ def step_shapes(prompt: int, generate: int) -> list[StepShape]:
     return [StepShape(prompt, 0)] + [StepShape(1, prompt + i) for i in range(generate - 1)]
 
 
-def _fixed(qmodel: Any, itf: DecoderInterface, shape: StepShape, batch: int) -> Any:
-    """``qmodel`` with its dynamic dimensions set for ``shape`` and ``batch`` sequences, its shape
+#: Initializers with more elements than this are the decoder's weights (a norm's gamma of a GPT-2-small row,
+#: 768, is not; its smallest projection, 768 x 768, is).
+WEIGHT_ELEMENTS = 4096
+
+
+@dataclass(frozen=True)
+class Weights:
+    """The quantized decoder split once for all its step shapes: ``skeleton``, the QDQ model with its weights
+    declared as graph inputs of their type and shape (so each step's copy, folding and shape inference move
+    kilobytes), and ``known``, the weights as the network builder reads them (int8, and dequantized for the
+    host operators), converted once and read-only."""
+
+    skeleton: Any
+    known: dict[str, np.ndarray]
+
+
+def split_weights(qmodel: Any) -> Weights:
+    """:class:`Weights` of ``qmodel`` (the quantized decoder, dimensions dynamic)."""
+    from onnx import helper
+
+    from tinynpu.compiler.onnx.frontend.qdq import QdqGraph
+
+    model = copy.deepcopy(qmodel)
+    big = {t.name: t for t in model.graph.initializer if int(np.prod(t.dims)) > WEIGHT_ELEMENTS}
+    kept = [t for t in model.graph.initializer if t.name not in big]
+    del model.graph.initializer[:]
+    model.graph.initializer.extend(kept)
+    model.graph.input.extend(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in big.values())
+    consts = QdqGraph(qmodel).consts
+    dequantized = [n.output[0] for n in qmodel.graph.node if n.op_type == "DequantizeLinear" and n.input[0] in big]
+    known = {name: consts[name] for name in [*big, *dequantized]}
+    for value in known.values():
+        value.setflags(write=False)  # shared by every step's network: nothing may change it in place
+    return Weights(skeleton=model, known=known)
+
+
+def _fixed(weights: Weights, itf: DecoderInterface, shape: StepShape, batch: int) -> Any:
+    """The skeleton with its dynamic dimensions set for ``shape`` and ``batch`` sequences, its shape
     arithmetic folded."""
     import onnx
 
-    model = copy.deepcopy(qmodel)
+    model = copy.deepcopy(weights.skeleton)
     sizes = {itf.ids: {0: batch, 1: shape.new}, itf.mask: {0: batch, 1: shape.total}}
     sizes |= {name: {0: batch, 2: shape.past} for pair in itf.past for name in pair}
     for inp in model.graph.input:
@@ -101,19 +150,22 @@ def _int8_source(net: Network, output: str) -> str:
     return producer.inputs[0]
 
 
-def build_step(qmodel: Any, itf: DecoderInterface, shape: StepShape, cache: ProgramCache,
+def build_step(weights: Weights, itf: DecoderInterface, shape: StepShape, cache: ProgramCache,
                batch: int = 1) -> StepNetwork:
     """The network of one step shape for ``batch`` sequences, its programs compiled (or reused from ``cache``)."""
-    net = build_network(_fixed(qmodel, itf, shape, batch))
+    t0, compiling = time.perf_counter(), cache.compile_seconds
+    net = build_network(_fixed(weights, itf, shape, batch), known=weights.known)
     place(net, cache.cfg)
     memory = plan(net, cache.cfg.tile)
     before = set(cache.programs)
     programs = compile_programs(net, cache)
+    compiled = cache.compile_seconds - compiling
     present = tuple((_int8_source(net, k), _int8_source(net, v)) for k, v in itf.present)
     return StepNetwork(shape=shape, net=net, memory=memory, programs=programs,
                        logits=_int8_source(net, itf.logits), present=present,
                        scales=tuple((net.qparams[k], net.qparams[v]) for k, v in present),
-                       compiled=tuple(k for k in cache.programs if k not in before))
+                       compiled=tuple(k for k in cache.programs if k not in before),
+                       build_seconds=time.perf_counter() - t0 - compiled, compile_seconds=compiled)
 
 
-__all__ = ["StepNetwork", "StepShape", "build_step", "step_shapes"]
+__all__ = ["StepNetwork", "StepShape", "Weights", "build_step", "split_weights", "step_shapes"]

@@ -39,6 +39,10 @@ class ProgramCache:
     cfg: ArchConfig
     programs: dict[ProgramKey, Compiled] = field(default_factory=dict)
     compile_seconds: float = 0.0
+    #: A matmul between two activations (attention's) has its N and K rounded up to a multiple of this,
+    #: its operands zero-padded (both zero points are 0, so the sums are exact): one program then serves
+    #: that many lengths of a growing KV cache.  1: every shape its own program.
+    matmul_bucket: int = 1
 
     def get(self, key: ProgramKey, build: Callable[[], Compiled]) -> Compiled:
         hit = self.programs.get(key)
@@ -114,6 +118,25 @@ def _epilogue_form(epi: NpuEpilogue) -> str:
                      f"clamp{epi.lo}to{epi.hi}"])
 
 
+def matmul_dims(cache: ProgramCache, m: int, n: int, k: int) -> tuple[int, int, int]:
+    """The (M, N, K) a matmul between two activations is compiled for (N, K: whole ``matmul_bucket``s)."""
+    b = cache.matmul_bucket
+    return m, -(-n // b) * b, -(-k // b) * b
+
+
+def padded_epilogue(epi: Any, n: int, n_pad: int) -> Any:
+    """``epi`` (an :class:`~tinynpu.compiler.onnx.intops.Epilogue`) of a layer with ``n`` output channels for
+    ``n_pad``: the padding channels repeat the last one's parameters (their outputs are dropped)."""
+    from dataclasses import replace
+
+    epi = epi.channels(n)
+
+    def pad(v: np.ndarray | None) -> np.ndarray | None:
+        return None if v is None else np.pad(v, (0, n_pad - n), mode="edge")
+
+    return replace(epi, bias=pad(epi.bias), scale=pad(epi.scale))
+
+
 def rows_and_channels(shape: tuple[int, ...]) -> tuple[int, int]:
     """A tensor as the image holds it: (pixels, channels) for NCHW (stored NHWC), else (rows, last dim)."""
     if len(shape) == 4:
@@ -168,10 +191,12 @@ def compile_programs(net: Network, cache: ProgramCache) -> dict[str, tuple[Progr
                                            epilogue=step.epilogue.channels(n_out).on_accelerator())[0],)
         elif isinstance(step, MatmulStep):
             a, b = net.shapes[step.inputs[0]], net.shapes[step.inputs[1]]
-            out[step.name] = (gemm_program(cache, a[-2], b[-1], a[-1],
-                                           epilogue=step.epilogue.channels(b[-1]).on_accelerator())[0],)
+            m, n, k = matmul_dims(cache, a[-2], b[-1], a[-1])
+            epilogue = padded_epilogue(step.epilogue, b[-1], n).on_accelerator()
+            out[step.name] = (gemm_program(cache, m, n, k, epilogue=epilogue)[0],)
     return out
 
 
 __all__ = ["ProgramCache", "ProgramKey", "add_program_key", "block_diagonal", "compile_programs", "conv_program",
-           "conv_programs", "gemm_program", "groups_per_program", "rows_and_channels"]
+           "conv_programs", "gemm_program", "groups_per_program", "matmul_dims", "padded_epilogue",
+           "rows_and_channels"]

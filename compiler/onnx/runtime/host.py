@@ -45,7 +45,21 @@ def average_pool(step: AvgPoolStep, env: dict[str, np.ndarray]) -> np.ndarray:
 
 def concat(step: ConcatStep, env: dict[str, np.ndarray], image: DramImage | None, run: LayerRun) -> np.ndarray:
     y = np.concatenate([env[name] for name in step.inputs], axis=step.axis)
-    if image is not None and any(image.slice_of(name) for name in step.inputs):
+    if image is not None and step.outputs[0] in image.aliases:
+        # an aliased output (a KV cache): the inputs aliased to their rows of it are there already (the past
+        # resident, the new rows stored after it); the host copies in only the others
+        start = 0
+        copied = []
+        for name in step.inputs:
+            if name not in image.aliases:
+                image.write_alias_part(step.outputs[0], env[name], step.axis, start)
+                run.host_bytes += 2 * env[name].nbytes
+                copied.append(name)
+            start += env[name].shape[step.axis]
+        run.output_in_image = True
+        run.note = ("joined in place: " + (f"the host copied in {', '.join(copied)}; the other inputs" if copied
+                                           else "every input") + " already its rows of the output in DRAM")
+    elif image is not None and any(image.slice_of(name) for name in step.inputs):
         _join_in_place(step, env, image, run)
     return y
 

@@ -105,6 +105,18 @@ def from_image_layout(data: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return data.reshape(shape)
 
 
+@dataclass(frozen=True)
+class RowAlias:
+    """An activation kept row-major outside the activation region: its flat rows of ``row_bytes`` bytes,
+    ``pitch`` bytes apart from ``addr`` (a KV cache's heads, each with room for more positions than the
+    step holds).  ``resident``: its bytes are there before the run (the cached past), so nothing computes it."""
+
+    addr: int
+    row_bytes: int
+    pitch: int
+    resident: bool = False
+
+
 @dataclass
 class DramImage:
     """One simulated accelerator whose DRAM holds the whole network (see the module docstring).
@@ -132,6 +144,7 @@ class DramImage:
     _size: dict[str, int] = field(default_factory=dict)
     _staged: int = 0
     _slices: dict[str, ChannelSlice] = field(default_factory=dict)
+    aliases: dict[str, tuple[RowAlias, tuple[int, ...], np.dtype]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         from tinynpu.simulator import Machine
@@ -162,12 +175,17 @@ class DramImage:
         sl = self._slices.get(name)
         if sl is not None:
             return self._addr[sl.of] + sl.offset
+        if name in self.aliases:  # not where a program compiled for the activation layout may read it
+            return None
         addr = self._addr.get(name)
         return addr if addr is not None and nbytes <= round_up(max(self._size[name], 1), ALIGN) else None
 
     def publish(self, name: str, value: np.ndarray) -> None:
         """Write a value the host produced to its planned place (in the image's layout)."""
         value = np.asarray(value)
+        if name in self.aliases:
+            self._write_alias(name, value)
+            return
         data = image_layout(value)
         addr = self.address(name, data.nbytes)
         if addr is None:
@@ -214,6 +232,8 @@ class DramImage:
         """
         shape, dtype = self.held.get(name, ((), np.dtype(np.int8)))
         nbytes = int(np.prod(shape)) * dtype.itemsize
+        if name in self.aliases and name in self.held:
+            return self._read_alias(name, shape, dtype)
         addr = self.address(name, nbytes) if name in self.held else None
         if addr is None:
             raise OnnxError(f"the DRAM image holds no activation {name!r} of {nbytes} bytes at a planned place.")
@@ -225,8 +245,51 @@ class DramImage:
         return from_image_layout(raw, shape)
 
     def forget(self) -> None:
-        """Start a new run: no activation is held yet (weights and relocated programs stay)."""
-        self.held.clear()
+        """Start a new run: no activation is held yet but the resident aliases (weights and relocated
+        programs stay)."""
+        self.held = {name: (shape, dtype) for name, (place, shape, dtype) in self.aliases.items() if place.resident}
+
+    def alias(self, name: str, place: RowAlias, shape: tuple[int, ...], dtype: np.dtype) -> None:
+        """Keep activation ``name`` (``shape``, ``dtype``, row-major) at ``place`` instead of its planned offset:
+        the host's writes and every step's reads of it go there; a resident one is held from the run's start."""
+        rows = int(np.prod(shape)) * np.dtype(dtype).itemsize // place.row_bytes if place.row_bytes else 0
+        if rows > 1 and place.pitch < place.row_bytes:
+            raise OnnxError(f"alias of {name!r}: rows of {place.row_bytes} bytes cannot be {place.pitch} bytes apart.")
+        self.aliases[name] = (place, tuple(shape), np.dtype(dtype))
+        if place.resident:
+            self.hold(name, shape, dtype)
+
+    def resident(self, name: str) -> bool:
+        """Whether activation ``name`` is in DRAM before the run (nothing computes it)."""
+        return name in self.aliases and self.aliases[name][0].resident
+
+    def _write_alias(self, name: str, value: np.ndarray) -> None:
+        place = self.aliases[name][0]
+        if place.row_bytes:
+            rows = np.ascontiguousarray(value).reshape(-1).view(np.uint8).reshape(-1, place.row_bytes)
+            for r, row in enumerate(rows):
+                self._write(place.addr + r * place.pitch, row)
+        self.hold(name, value.shape, value.dtype)
+
+    def write_alias_part(self, name: str, value: np.ndarray, axis: int, start: int) -> None:
+        """Write ``value``, the part of aliased ``name`` from index ``start`` along ``axis``, into its rows
+        (an alias whose rows are ``name``'s dimensions before ``axis``: a KV cache's new positions)."""
+        place, shape, dtype = self.aliases[name]
+        axis %= len(shape)
+        inner = int(np.prod(shape[axis + 1:])) * dtype.itemsize
+        if place.row_bytes != shape[axis] * inner:  # never: the LLM image aliases whole rows
+            raise OnnxError(f"alias of {name!r}: its rows are not its dimensions before axis {axis}.")
+        rows = np.ascontiguousarray(value, dtype).reshape(-1).view(np.uint8).reshape(int(np.prod(shape[:axis])), -1)
+        for r, row in enumerate(rows):
+            self._write(place.addr + r * place.pitch + start * inner, row)
+
+    def _read_alias(self, name: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        place = self.aliases[name][0]
+        nbytes = int(np.prod(shape)) * dtype.itemsize
+        if not nbytes:
+            return np.zeros(shape, dtype)
+        rows = read_pitched(self.machine, place.addr, nbytes // place.row_bytes, place.row_bytes, place.pitch)
+        return np.ascontiguousarray(rows[:, :place.row_bytes]).reshape(-1).view(dtype).reshape(shape)
 
     def reserve(self, key: tuple[str, str], nbytes: int) -> int:
         """The address of a layer's weights (or parameter rows) ``key`` of ``nbytes``, placed the first time.
@@ -323,4 +386,4 @@ class DramImage:
                 "staging_bytes": self.staging_bytes, "weight_base": self.weight_base}
 
 
-__all__ = ["DramImage", "from_image_layout", "image_layout", "read_pitched", "relocate"]
+__all__ = ["DramImage", "RowAlias", "from_image_layout", "image_layout", "read_pitched", "relocate"]
