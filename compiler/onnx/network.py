@@ -173,9 +173,9 @@ def _logits(net: Network, qmodel: Any, float_model: Any) -> tuple[str, str]:
     softmax = next((s for s in reversed(net.steps) if s.op == "Softmax"), None)
     if softmax is not None:
         target = softmax.inputs[0]
-    # walk back through DequantizeLinear to the int8 tensor
+    # walk back through DequantizeLinear (and an attention mask's select) to the int8 tensor
     s = producer.get(target)
-    while s is not None and s.op in ("DequantizeLinear",):
+    while s is not None and (s.op in ("DequantizeLinear",) or s.kind == "mask"):
         target = s.inputs[0]
         s = producer.get(target)
     if target not in net.qparams:
