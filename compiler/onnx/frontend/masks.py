@@ -126,7 +126,7 @@ def masked_softmax_at(g: QdqGraph, sm: Any) -> tuple[list[Any], list[tuple[Any, 
         if sm.op_type == "Softmax" else None
     if add is None or add.op_type != "Add" or len(g.uses.get(add.output[0], [])) != 1:
         return None
-    scores = next(((i, g.act(i)) for i in add.input if g.act(i) is not None), None)
+    scores = next(((i, hit) for i in add.input if (hit := g.act(i)) is not None), None)
     mask = next((i for i in add.input if scores is None or i != scores[0]), None)
     producer = {o: n for n in g.nodes for o in n.output}
     shape = g.shapes.get(add.output[0])
