@@ -13,7 +13,7 @@ rounds to 0 and every softmax row comes out uniform.  So:
    scores keep the scale calibrated on themselves (the matmul's output), the
    mask stays float, and the softmax output gets its own [0, 1] scale.
 2. in the QDQ graph, :func:`masked_softmax_at` turns ``DQ(x) -> Add(mask) ->
-   Softmax [-> Where(IsNaN(p), 0, p)] -> Q`` into a
+   Softmax [-> Where(IsNaN(p), 0, p)] [-> Cast to float] -> Q`` into a
    :class:`~tinynpu.compiler.onnx.ir.MaskStep` (the select: kept scores
    clamped to [-127, 127], masked ones the code -128) and a masked
    :class:`~tinynpu.compiler.onnx.ir.SoftmaxStep` on the accelerator, whose
@@ -112,6 +112,26 @@ def _guard(g: QdqGraph, p: str) -> list[Any] | None:
     return [isnan, where]
 
 
+def _tail(g: QdqGraph, p: str) -> list[Any]:
+    """What follows the softmax output ``p`` before its QuantizeLinear and changes no value: torch's guard,
+    a ``Cast`` to float (the TorchScript exporter's, after an eager softmax)."""
+    from onnx import TensorProto
+
+    from tinynpu.compiler.onnx.frontend.qdq import node_attrs
+
+    nodes: list[Any] = []
+    while True:
+        guard = _guard(g, p)
+        cast = g._only_reader(p, ("Cast",))
+        if guard is not None:
+            nodes += guard
+        elif cast is not None and int(node_attrs(cast).get("to", 0)) == TensorProto.FLOAT:
+            nodes.append(cast)
+        else:
+            return nodes
+        p = nodes[-1].output[0]
+
+
 def masked_softmax_at(g: QdqGraph, sm: Any) -> tuple[list[Any], list[tuple[Any, Any]]] | None:
     """At a Softmax: ``(absorbed nodes, [(anchor node, step), ...])`` of a masked softmax, or None.
 
@@ -135,7 +155,7 @@ def masked_softmax_at(g: QdqGraph, sm: Any) -> tuple[list[Any], list[tuple[Any, 
     x, qx = scores[1]
     if g.shapes.get(x) != shape or not _last_axis_softmax(sm, len(shape)):
         return None  # a mask that widens the scores, or a softmax along another axis: the nodes stay as they are
-    guard = _guard(g, sm.output[0]) or []
+    guard = _tail(g, sm.output[0])
     q = g.output_q((guard[-1] if guard else sm).output[0])
     if q is None:
         return None
