@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tinynpu.compiler.onnx.frontend.nonlinear import Match, _host, _norm
-from tinynpu.compiler.onnx.frontend.rmsnorm import _closed, _mean_axes, _producer, _reader, _scalar
+from tinynpu.compiler.onnx.frontend.rmsnorm import _closed, _mean_axes, _producer, _reader, _scalar, root_mean
 
 if TYPE_CHECKING:
     from tinynpu.compiler.onnx.frontend.qdq import QdqGraph
@@ -24,15 +24,12 @@ if TYPE_CHECKING:
 
 def _variance(g: QdqGraph, div: Any, path: list[Any]) -> tuple[Any, Any, float] | None:
     """Back from ``div``'s divisor: ``Sqrt(ReduceMean(d * d) + eps)``, as (the centring Sub, the ReduceMean, eps)."""
-    sqrt = _producer(g, div.input[1], path)
-    add = _producer(g, sqrt.input[0], path) if sqrt is not None and sqrt.op_type == "Sqrt" else None
-    if add is None or add.op_type != "Add":
+    found = root_mean(g, div.input[1], path)
+    if found is None:
         return None
-    mean = next((m for i in add.input if (m := _producer(g, i, path)) is not None and m.op_type == "ReduceMean"),
-                None)
-    eps = next((v for i in add.input if (v := _scalar(g, i)) is not None), None)
-    square = None if mean is None else _producer(g, mean.input[0], path)
-    if eps is None or square is None:
+    sqrt, add, mean, eps = found
+    square = _producer(g, mean.input[0], path)
+    if square is None:
         return None
     if square.op_type == "Pow" and _scalar(g, square.input[1]) == 2.0:
         subs = [_producer(g, square.input[0], path)]
