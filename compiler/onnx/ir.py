@@ -75,9 +75,9 @@ class Step:
         inputs, outputs: Tensor names in the environment.
         reason: Why a node that could in principle run on the accelerator runs on the host.
         kind: How it runs (a class constant): ``conv``, ``gemm``, ``matmul``, ``add`` (either place),
-            ``concat``, ``move``, ``maxpool``, ``avgpool`` (host integer), ``onnx`` (host, the ONNX
-            operator on float values), ``lut``, ``softmax``, ``norm`` (either place: the nonlinear
-            programs, or their ONNX nodes on the host).
+            ``concat``, ``move``, ``mask`` (host, integer select), ``maxpool``, ``avgpool`` (host integer),
+            ``onnx`` (host, the ONNX operator on float values), ``lut``, ``softmax``, ``norm`` (either place:
+            the nonlinear programs, or their ONNX nodes on the host).
     """
 
     kind: ClassVar[str] = ""
@@ -238,6 +238,27 @@ class MoveStep(Step):
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
+class MaskStep(Step):
+    """An additive attention mask as a select on int8 scores (:mod:`~tinynpu.compiler.onnx.frontend.masks`).
+
+    ``inputs`` are the int8 scores and the float mask (0 where kept, at most ``floor`` where masked, broadcast
+    to the scores); the output holds the scores at their own scale, kept entries clamped to [-127, 127],
+    masked ones -128: the masked softmax's code for "masked".
+    """
+
+    kind: ClassVar[str] = "mask"
+
+    floor: float
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if len(self.inputs) != 2 or len(self.outputs) != 1:
+            raise self.fail("it reads the int8 scores and the mask, and writes one tensor.")
+        if not self.floor < 0:
+            raise self.fail(f"its mask floor {self.floor!r} is not negative.")
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
 class NonlinearStep(Step, ABC):
     """A transformer nonlinearity lowered to an accelerator program on int8 rows, or, where the
     lowering cannot take it (``reason``) or ``--nonlinear host`` asks, its ONNX nodes on the host.
@@ -357,5 +378,5 @@ class Network:
 
 
 __all__ = ["HOST", "NPU", "AddStep", "AddTerm", "AvgPoolStep", "ConcatStep", "ConvStep", "GemmStep", "LayerStep",
-           "LutStep", "MatmulStep", "MaxPoolStep", "MoveStep", "Network", "NonlinearStep", "NormStep", "OnnxStep",
-           "PoolWindow", "QParam", "SoftmaxStep", "Step", "StepError"]
+           "LutStep", "MaskStep", "MatmulStep", "MaxPoolStep", "MoveStep", "Network", "NonlinearStep", "NormStep",
+           "OnnxStep", "PoolWindow", "QParam", "SoftmaxStep", "Step", "StepError"]

@@ -6,7 +6,8 @@ patterns (:mod:`.patterns`), what used to run in float on the host:
 ``DQ(x) -> Softmax(axis=-1) -> Q``
     a :class:`~tinynpu.compiler.onnx.ir.SoftmaxStep` (:mod:`~tinynpu.compiler.onnx.lower.softmax`);
 ``DQ(x) -> LayerNormalization(axis=-1) -> Q`` and RMSNorm as exporters write it
-    (``x * Reciprocal(Sqrt(ReduceMean(Pow(x, 2)) + eps)) * gamma``), Q/DQ pairs between the nodes allowed:
+    (``x * Reciprocal(Sqrt(ReduceMean(Pow(x, 2)) + eps)) * gamma``), and LayerNorm written out in primitive
+    operators (:mod:`.layernorm`), Q/DQ pairs between the nodes allowed:
     a :class:`~tinynpu.compiler.onnx.ir.NormStep` (:mod:`~tinynpu.compiler.onnx.lower.norm`);
 a unary elementwise segment
     a connected run of elementwise operators whose other inputs are scalar constants (GELU in its
@@ -126,6 +127,10 @@ def nonlinear_at(g: QdqGraph, node: Any) -> Match | None:
         from tinynpu.compiler.onnx.frontend.rmsnorm import rmsnorm_step
 
         return rmsnorm_step(g, node)
+    if node.op_type == "Div":
+        from tinynpu.compiler.onnx.frontend.layernorm import decomposed_layernorm_step
+
+        return decomposed_layernorm_step(g, node)
     return None
 
 

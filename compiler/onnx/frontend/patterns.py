@@ -56,6 +56,8 @@ def step_at(g: QdqGraph, node: Any) -> Match | None:
         return concat_step(g, node)
     if op in MOVES:
         return move_step(g, node)
+    if op == "Split":
+        return split_step(g, node)
     return None
 
 
@@ -221,6 +223,22 @@ def move_step(g: QdqGraph, node: Any) -> Match | None:
                     outputs=(q.output[0],), node=node, opset=g.opset, reason=host_reason(node.op_type)), [q]
 
 
+def split_step(g: QdqGraph, node: Any) -> Match | None:
+    """``DQ(x) -> Split -> Q_i`` with every ``Q_i`` at ``x``'s scale (GPT-2's fused QKV projection split in
+    three): the int8 values split, a host move.  The step takes the place of the first of the Q nodes (each
+    later reader comes after it), so that Q ends the absorbed nodes."""
+    x = g.act(node.input[0])
+    found = [g.output_q(o) if o else None for o in node.output]
+    qs = [q for q in found if q is not None]
+    if x is None or len(qs) != len(found) or not all(x[1].same_as(g.qparams[q.output[0]]) for q in qs):
+        return None
+    order = {id(n): i for i, n in enumerate(g.nodes)}
+    first, *rest = sorted(qs, key=lambda q: order[id(q)])
+    return MoveStep(name=node_name(node), op="Split", where=HOST, inputs=(x[0], *node.input[1:]),
+                    outputs=tuple(q.output[0] for q in qs), node=node, opset=g.opset,
+                    reason="data movement (a split of int8 values at one scale) on the host"), [*rest, first]
+
+
 def pool_step(g: QdqGraph, node: Any) -> Match | None:
     """``DQ(x) -> MaxPool | AveragePool | GlobalAveragePool -> Q``: on the int8 values (host)."""
     x = g.act(node.input[0])
@@ -257,4 +275,4 @@ def _pool_window(node: Any, in_shape: tuple[int, ...] | None) -> PoolWindow | No
 
 
 __all__ = ["MOVES", "Match", "add_step", "clip_bounds", "concat_step", "layer_step", "move_step", "pool_step",
-           "step_at"]
+           "split_step", "step_at"]

@@ -259,10 +259,17 @@ def _match_patterns(g: QdqGraph, fused: set[int], anchored: dict[int, Step], *, 
 
 def _match_nonlinear(g: QdqGraph, fused: set[int], anchored: dict[int, Step]) -> None:
     """Softmax, norms, then the unary segments among the nodes no integer pattern took (:mod:`.nonlinear`)."""
+    from tinynpu.compiler.onnx.frontend.masks import masked_softmax_at
     from tinynpu.compiler.onnx.frontend.nonlinear import nonlinear_at
     from tinynpu.compiler.onnx.frontend.segments import segment_step
 
     for node in g.nodes:
+        masked = None if id(node) in fused else masked_softmax_at(g, node)
+        if masked is not None:  # two steps: the select at the Add, the softmax at the final Q
+            absorbed, placed = masked
+            _take(g, fused, anchored, absorbed[0], placed[-1][1], absorbed)
+            anchored.update((id(at), step) for at, step in placed)
+            continue
         found = None if id(node) in fused else nonlinear_at(g, node)
         if found is not None:
             _take(g, fused, anchored, node, *found)

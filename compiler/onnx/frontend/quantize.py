@@ -31,6 +31,8 @@ Choices (and why):
   (onnxruntime's ``QLinearConcat`` does not requantize, and neither does the
   host) instead of a requantization of each input.  An input that something
   else reads too keeps its own scale.
+- An additive attention mask and the softmax it feeds are left out
+  (:mod:`.masks`): the scores keep the scale calibrated on themselves.
 - Already quantized models (QDQ, or QOperator rewritten to QDQ on import)
   are taken as they are.
 """
@@ -68,6 +70,9 @@ def quantize(model: Any, calibration: list[dict[str, np.ndarray]]) -> Any:
         def get_next(self) -> dict[str, np.ndarray] | None:
             return next(self._it, None)
 
+    from tinynpu.compiler.onnx.frontend.masks import mask_adds
+
+    excluded = mask_adds(model)  # an attention mask must not set the scale of the scores: see masks.py
     with tempfile.TemporaryDirectory(prefix="tinynpu-onnx-") as tmp:
         src, dst = Path(tmp) / "float.onnx", Path(tmp) / "int8.onnx"
         onnx.save(model, str(src))
@@ -81,6 +86,7 @@ def quantize(model: Any, calibration: list[dict[str, np.ndarray]]) -> Any:
             quantize_static(str(src), str(dst), _Reader(calibration), quant_format=QuantFormat.QDQ,
                             per_channel=True, activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
                             extra_options={"ActivationSymmetric": True, "WeightSymmetric": True},
+                            nodes_to_exclude=excluded,
                             calibration_providers=["CPUExecutionProvider"])
         except Exception as exc:
             raise OnnxError(f"onnxruntime's quantize_static failed on this model: "

@@ -61,17 +61,26 @@ def _mean_axes(g: QdqGraph, node: Any) -> list[int] | None:
     return None if axes is None or not int(a.get("keepdims", 1)) else list(axes)
 
 
-def _mean_of_squares(g: QdqGraph, recip: Any, path: list[Any]) -> tuple[Any, Any, float] | None:
-    """Back from ``recip``: ``Sqrt(ReduceMean(Pow(x, 2)) + eps)``, as (the Pow, the ReduceMean, eps)."""
-    sqrt = _producer(g, recip.input[0], path)
+def root_mean(g: QdqGraph, tensor: str, path: list[Any]) -> tuple[Any, Any, Any, float] | None:
+    """Back from ``tensor``: ``Sqrt(ReduceMean(...) + eps)``, as (the Sqrt, the Add, the ReduceMean, eps)."""
+    sqrt = _producer(g, tensor, path)
     add = _producer(g, sqrt.input[0], path) if sqrt is not None and sqrt.op_type == "Sqrt" else None
     if add is None or add.op_type != "Add":
         return None
     mean = next((m for i in add.input if (m := _producer(g, i, path)) is not None and m.op_type == "ReduceMean"),
                 None)
     eps = next((v for i in add.input if (v := _scalar(g, i)) is not None), None)
-    pow_ = None if mean is None else _producer(g, mean.input[0], path)
-    if eps is None or pow_ is None or pow_.op_type != "Pow" or _scalar(g, pow_.input[1]) != 2.0:
+    return None if mean is None or eps is None else (sqrt, add, mean, eps)
+
+
+def _mean_of_squares(g: QdqGraph, recip: Any, path: list[Any]) -> tuple[Any, Any, float] | None:
+    """Back from ``recip``: ``Sqrt(ReduceMean(Pow(x, 2)) + eps)``, as (the Pow, the ReduceMean, eps)."""
+    found = root_mean(g, recip.input[0], path)
+    if found is None:
+        return None
+    sqrt, add, mean, eps = found
+    pow_ = _producer(g, mean.input[0], path)
+    if pow_ is None or pow_.op_type != "Pow" or _scalar(g, pow_.input[1]) != 2.0:
         return None
     path += [sqrt, add, mean, pow_]
     return pow_, mean, eps
@@ -126,4 +135,4 @@ def rmsnorm_step(g: QdqGraph, recip: Any) -> Match | None:
     return step, [n for n in nodes if n is not q] + [q]
 
 
-__all__ = ["rmsnorm_step"]
+__all__ = ["rmsnorm_step", "root_mean"]

@@ -74,7 +74,7 @@ def parameter_rows(step: NonlinearStep, shape: RowShape) -> np.ndarray:
 def _body(step: NonlinearStep, tile: int) -> tuple[Body, int, tuple[Any, ...]]:
     """The tile-row's instructions, its blocks, and what of them the parameters do not carry (the key)."""
     if isinstance(step, SoftmaxStep) and step.params is not None:
-        return softmax.softmax_body(step.params, tile), 2, (bool(step.params.zero_point),)
+        return softmax.softmax_body(step.params, tile), 2, (bool(step.params.zero_point), step.params.masked)
     if isinstance(step, NormStep) and step.params is not None:
         p = step.params
         return norm.norm_body(p), p.blocks, (p.center, bool(p.zero_point_in), p.sq_shift, bool(p.eps_term),

@@ -22,6 +22,19 @@ for ``N <= 256``, so the reciprocal's floor costs less than ``2^-22`` relatively
 rounding.  The output scale must make ``2^-30 / s_out`` a q31 scale below 1
 (``s_out > 2^-30``) no smaller than ``2^-62`` (``vrequant``'s shift); an output
 scale outside that is refused.
+
+A *masked* softmax (``masked=True``: an additive attention mask recognised by
+:mod:`~tinynpu.compiler.onnx.frontend.masks`) reads scores whose kept entries
+are clamped to ``[-127, 127]`` and whose masked entries are the code ``-128``.
+One ``vlut`` first maps the code ``-128`` to ``MASKED_CODE`` (and every other
+code to itself); the maximum is then a kept entry's (when the row has one), a
+kept difference ``d = x - m`` lies in ``[-254, 0]`` and a masked one at or
+below ``MASKED_CODE + 127 < -255``, where ``vlut`` clamps to entry 0: so entry
+0 (``d = -255``, which no kept entry reaches) is 0, and a masked entry adds
+nothing to the sum and gets probability 0, exactly as ``exp(-inf)`` does.  A
+row with every entry masked has its maximum at ``MASKED_CODE``, all
+differences 0, and comes out uniform (float gives the same for a finite mask
+such as the dtype's minimum, and NaN, then 0 behind torch's guard, for -inf).
 """
 
 from __future__ import annotations
@@ -47,6 +60,11 @@ PROB_BITS = RECIP_SHIFT - PROB_SHIFT
 MAX_WIDTH = (2**31 - 1) // EXP_ONE
 #: ``vlut``'s base: a difference ``d`` in [-255, 0] reads entry ``d + 255``.
 LUT_BASE = -255
+#: What a masked entry (int8 code -128) becomes before the maximum: low enough that ``x - max`` is below
+#: ``LUT_BASE`` for any kept maximum (>= -127), and a 16-bit table entry.
+MASKED_CODE = -1024
+#: The first ``vlut`` of a masked softmax reads int8 codes: entry ``i`` for code ``i - 128``.
+CODE_BASE = -128
 
 
 @dataclass(frozen=True)
@@ -57,16 +75,27 @@ class SoftmaxParams:
     multiplier: int
     shift: int
     zero_point: int
+    masked: bool = False  # the input's code -128 marks a masked entry (see the module docstring)
 
 
-def softmax_params(s_in: float, s_out: float, zero_point: int, *, what: str) -> SoftmaxParams:
-    """The parameters for input scale ``s_in`` and output ``s_out``, ``zero_point``.
+def mask_table() -> np.ndarray:
+    """The masked softmax's first table: code -128 to ``MASKED_CODE``, every other code to itself."""
+    table = np.arange(CODE_BASE, CODE_BASE + fixed.LUT_ENTRIES, dtype=np.int64)
+    table[0] = MASKED_CODE
+    return table
+
+
+def softmax_params(s_in: float, s_out: float, zero_point: int, *, what: str, masked: bool = False) -> SoftmaxParams:
+    """The parameters for input scale ``s_in`` and output ``s_out``, ``zero_point``; ``masked``: the input's
+    code -128 is a masked entry (probability 0), its kept codes are within [-127, 127].
 
     Raises:
         OnnxError: ``2^-30 / s_out`` is no scale ``vrequant`` can hold (``what`` names the node).
     """
     d = np.arange(-255, 1, dtype=np.float64)
     table = np.rint(np.exp(d * float(s_in)) * EXP_ONE).astype(np.int64)
+    if masked:  # d = -255 only a masked entry reaches (kept ones span 254 codes): it weighs nothing
+        table[0] = 0
     real = 2.0**-PROB_BITS / float(s_out)
     try:
         m, s = quantize_multiplier(np.array([real]))
@@ -76,12 +105,15 @@ def softmax_params(s_in: float, s_out: float, zero_point: int, *, what: str) -> 
         raise OnnxError(f"{what}: softmax output scale {s_out!r} (input scale {s_in!r}) gives the requantization "
                         f"scale 2^-{PROB_BITS} / s_out = {real!r}, which vrequant's q31 multiplier and 5-bit shift "
                         "cannot represent (it needs 2^-62 <= scale < 1), so the softmax cannot be lowered.")
-    return SoftmaxParams(table=table, multiplier=int(m[0]), shift=int(s[0]), zero_point=int(zero_point))
+    return SoftmaxParams(table=table, multiplier=int(m[0]), shift=int(s[0]), zero_point=int(zero_point),
+                         masked=masked)
 
 
 def softmax_reference(x: np.ndarray, p: SoftmaxParams) -> np.ndarray:
     """The program's arithmetic on int8 rows ``x`` (softmax along the last axis), bit for bit."""
     x2 = np.asarray(x, dtype=np.int64).reshape(-1, x.shape[-1])
+    if p.masked:
+        x2 = fixed.lut(x2, mask_table(), CODE_BASE)
     d = x2 - fixed.red_max(x2)
     e = fixed.lut(d, p.table, LUT_BASE)
     z = fixed.red_sum(e, 0)
@@ -94,12 +126,21 @@ def softmax_reference(x: np.ndarray, p: SoftmaxParams) -> np.ndarray:
 
 
 def softmax_rows(p: SoftmaxParams, tile: int) -> np.ndarray:
-    """The parameter rows: the table (``ceil(256 / T)`` rows), M, S, and the zero point row if any."""
-    rows = [p.table.reshape(ceil_div(fixed.LUT_ENTRIES, tile), tile),
-            broadcast_rows(np.array([p.multiplier, p.shift]), tile)]
+    """The parameter rows: the table (``ceil(256 / T)`` rows), M, S, the zero point row if any, and a masked
+    softmax's first table last."""
+    rows = [_table_rows(p.table, tile), broadcast_rows(np.array([p.multiplier, p.shift]), tile)]
     if p.zero_point:
         rows.append(broadcast_rows(np.array([p.zero_point]), tile))
+    if p.masked:
+        rows.append(_table_rows(mask_table(), tile))
     return np.concatenate(rows).astype(np.int32)
+
+
+def _table_rows(table: np.ndarray, tile: int) -> np.ndarray:
+    """A 256-entry table as rows of ``tile`` (the last one padded with zeros where ``tile`` does not divide 256)."""
+    rows = np.zeros((ceil_div(fixed.LUT_ENTRIES, tile), tile), dtype=np.int64)
+    rows.reshape(-1)[:fixed.LUT_ENTRIES] = table
+    return rows
 
 
 def softmax_body(p: SoftmaxParams, tile: int) -> Body:
@@ -110,6 +151,8 @@ def softmax_body(p: SoftmaxParams, tile: int) -> Body:
         n, t, cols = shape.segments, shape.tile, shape.last_cols
         whole = n * t
         mx, sm = tr.blocks
+        if p.masked:  # the mask's code -128 far below every kept code (the mask table: the last parameter rows)
+            alu(emit, "vlut", tr.data, whole, src=tr.params + table_rows + 2 + bool(p.zero_point), base=CODE_BASE)
         alu(emit, "vredmax", mx, t, src=tr.data, n=n, cols=cols)
         alu(emit, "vsubb", tr.data, whole, src=mx)
         alu(emit, "vlut", tr.data, whole, src=tr.params, base=LUT_BASE)
@@ -130,5 +173,5 @@ def check_width(width: int, *, what: str) -> None:
                         f"(at most {MAX_WIDTH} elements), so it cannot be lowered.")
 
 
-__all__ = ["EXP_ONE", "LUT_BASE", "MAX_WIDTH", "PROB_BITS", "SoftmaxParams", "check_width", "softmax_body",
-           "softmax_params", "softmax_reference", "softmax_rows"]
+__all__ = ["CODE_BASE", "EXP_ONE", "LUT_BASE", "MASKED_CODE", "MAX_WIDTH", "PROB_BITS", "SoftmaxParams",
+           "check_width", "mask_table", "softmax_body", "softmax_params", "softmax_reference", "softmax_rows"]

@@ -20,6 +20,7 @@ from tinynpu.compiler.onnx.ir import (
     ConcatStep,
     ConvStep,
     GemmStep,
+    MaskStep,
     MatmulStep,
     MaxPoolStep,
     MoveStep,
@@ -117,6 +118,8 @@ def _run_step(step: Step, env: dict[str, np.ndarray], npu: Accelerator | None, r
         return [host.concat(step, env, npu.image if npu is not None else None, run)]
     if isinstance(step, MoveStep):
         return host.move(step, env, net)
+    if isinstance(step, MaskStep):
+        return [host.mask_select(step, env)]
     if isinstance(step, MaxPoolStep):
         return [host.max_pool(step, env)]
     if isinstance(step, AvgPoolStep):

@@ -13,7 +13,16 @@ from typing import Any
 import numpy as np
 
 from tinynpu.compiler.onnx.intops import max_pool_int, rescale_sum, sum_pool_int
-from tinynpu.compiler.onnx.ir import AddStep, AvgPoolStep, ConcatStep, MaxPoolStep, MoveStep, Network, OnnxStep
+from tinynpu.compiler.onnx.ir import (
+    AddStep,
+    AvgPoolStep,
+    ConcatStep,
+    MaskStep,
+    MaxPoolStep,
+    MoveStep,
+    Network,
+    OnnxStep,
+)
 from tinynpu.compiler.onnx.lower.memory import ChannelSlice
 from tinynpu.compiler.onnx.runtime.image import DramImage
 from tinynpu.compiler.onnx.runtime.layers import LayerRun
@@ -23,6 +32,13 @@ def fixed_point_add(step: AddStep, env: dict[str, np.ndarray]) -> np.ndarray:
     """A residual add on the host: each input rescaled in fixed point, summed, rounded once."""
     terms = [(env[t.name].astype(np.int64) - t.zero_point, t.ratio) for t in step.terms]
     return rescale_sum(terms, zero_point=step.zero_point, lo=step.lo, hi=step.hi)
+
+
+def mask_select(step: MaskStep, env: dict[str, np.ndarray]) -> np.ndarray:
+    """Scores with their mask applied as a select: kept ones clamped to [-127, 127], masked ones -128."""
+    x = np.asarray(env[step.inputs[0]])
+    masked = np.broadcast_to(np.asarray(env[step.inputs[1]]) <= step.floor, x.shape)  # the front end checked it
+    return np.where(masked, np.int8(-128), np.maximum(x, -127)).astype(np.int8)
 
 
 def max_pool(step: MaxPoolStep, env: dict[str, np.ndarray]) -> np.ndarray:
@@ -117,4 +133,4 @@ def _evaluate(step: OnnxStep | MoveStep, feeds: dict[str, np.ndarray], net: Netw
 _FALLBACK = object()
 
 
-__all__ = ["average_pool", "concat", "fixed_point_add", "max_pool", "move", "onnx_operator"]
+__all__ = ["average_pool", "concat", "fixed_point_add", "mask_select", "max_pool", "move", "onnx_operator"]
