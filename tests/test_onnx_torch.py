@@ -61,10 +61,9 @@ def _float_outputs(name: str) -> list[str]:
 
 def _check_export(name: str, tmp: Path) -> None:
     """As ``tinynpu run onnx NAME.onnx --input ...`` with every committed input: they calibrate too."""
-    from tinynpu.compiler.onnx.frontend.calibration import CalibrationSource, supplied_samples
+    from tinynpu.compiler.onnx.frontend.calibration import CalibrationSource
 
-    with supplied_samples(CalibrationSource((_inputs(name),), "the committed inputs")):
-        cn = compile_onnx(_inline(name, tmp))
+    cn = compile_onnx(_inline(name, tmp), calibration=CalibrationSource((_inputs(name),), "the committed inputs"))
     r = run_network(cn, feeds=_inputs(name))
     assert r["verified"] is True
     assert [o["name"] for o in r["outputs"]] == _float_outputs(name)
@@ -116,7 +115,20 @@ def test_token_id_beyond_the_vocabulary(tmp_path: Path, capsys: Any) -> None:
     np.save(tmp_path / "ids.npy", ids)
     err = _error(["run", "onnx", str(_inline("bert_sdpa.op17", tmp_path)), "--input",
                   f"input_ids={tmp_path / 'ids.npy'}"], capsys)
-    assert "--input input_ids: id 300 is outside the 256 rows of" in err and "(Gather) indexes with it" in err
+    assert "--input input_ids: input 'input_ids' holds id 300 at index (0, 3), outside the 256 rows of" in err
+    assert "(Gather) indexes with it (ids -256..255" in err
+
+
+def test_token_id_beyond_the_vocabulary_in_a_calibration_file(tmp_path: Path, capsys: Any) -> None:
+    """The same check, the same message form, for a calibration sample as for --input."""
+    sample = _inputs("bert_sdpa")
+    sample["token_type_ids"][0, 5] = 2  # two types: 0 and 1
+    np.savez(tmp_path / "cal.npz", **sample)
+    err = _error(["run", "onnx", str(_inline("bert_sdpa.op17", tmp_path)), "--calibration",
+                  str(tmp_path / "cal.npz")], capsys)
+    assert f"--calibration {tmp_path / 'cal.npz'}: input 'token_type_ids' holds id 2 at index (0, 5), outside the " \
+           "2 rows of" in err
+    assert "(Gather) indexes with it (ids -2..1" in err
 
 
 def test_calibration_file_with_wrong_names(tmp_path: Path, capsys: Any) -> None:
@@ -146,3 +158,51 @@ def test_calibration_folder_is_used(tmp_path: Path, capsys: Any) -> None:
     assert main(["run", "onnx", str(_inline("bert_sdpa.op17", tmp_path)), "--json", "--calibration",
                  str(folder)]) == 0
     assert json.loads(capsys.readouterr().out)["calibration"] == f"2 sample(s) from --calibration {folder}"
+
+
+def _feed_args(name: str, tmp: Path) -> list[str]:
+    args = []
+    for key, value in _inputs(name).items():
+        np.save(tmp / f"{key}.npy", value)
+        args += ["--input", f"{key}={tmp / f'{key}.npy'}"]
+    return args
+
+
+def _quiet_run(name: str, tmp: Path, capfd: Any) -> None:
+    """A successful run prints its report and nothing else: no raw library warning, no ANSI colour code."""
+    assert main(["run", "onnx", str(MODELS / f"{name}.onnx"), *_feed_args(name, tmp)]) == 0
+    out, err = capfd.readouterr()
+    for stream in (out, err):
+        assert "\x1b[" not in stream
+        assert not [line for line in stream.splitlines() if "Warning" in line or "warnings.warn" in line
+                    or line.lstrip().startswith("return ")], stream  # a warning's source line, printed under it
+    assert err == ""
+
+
+def test_a_run_is_quiet(tmp_path: Path, capfd: Any) -> None:
+    _quiet_run("gpt2_eager", tmp_path, capfd)  # its host steps printed numpy warnings before
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(set(EVERY) - {"gpt2_eager"}))
+def test_every_run_is_quiet(name: str, tmp_path: Path, capfd: Any) -> None:
+    _quiet_run(name, tmp_path, capfd)
+
+
+def test_an_lstm_is_refused_in_one_paragraph_naming_the_op(tmp_path: Path, capsys: Any) -> None:
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    hidden, size = 8, 4
+    weights = [numpy_helper.from_array(rng.normal(size=(1, 4 * hidden, n)).astype(np.float32), name)
+               for name, n in (("W", size), ("R", hidden))]
+    node = helper.make_node("LSTM", ["x", "W", "R"], ["y"], name="encoder_lstm", hidden_size=hidden)
+    graph = helper.make_graph([node], "lstm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [5, 1, size])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [5, 1, 1, hidden])], weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "lstm.onnx"
+    onnx.save(model, str(path))
+    err = _error(["run", "onnx", str(path)], capsys)
+    assert err.count("\n") == 1 and err.startswith("tinynpu: error: ")
+    assert "LSTM x1" in err and "'encoder_lstm'" in err and "no accelerator lowering and no host fallback" in err
