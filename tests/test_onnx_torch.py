@@ -30,9 +30,13 @@ from tinynpu.cli import main  # noqa: E402
 from tinynpu.compiler.onnx import compile_onnx, run_network  # noqa: E402
 
 MODELS = Path(__file__).resolve().parent / "models"
-#: Smallest cosine against the float model, per output, on the committed inputs.  Measured: 0.9897
-#: (vit_hf.legacy's logits) to 1.0000 (docs/onnx.md has the table).
-MIN_COSINE = 0.985
+#: Smallest cosine against the float model, per output, on the committed inputs (the issue's target).
+MIN_COSINE = 0.99
+#: The one output below it, with its own floor.  Measured 0.9897, bit-equal to onnxruntime's int8 run: the
+#: class token's row of ViT's residual stream is about a tenth the size of the patch rows, so with one
+#: int8 scale per tensor it holds only values in [-8, 12] (cosine 0.987 for that row, 0.9998 for the
+#: others), and the classifier reads that row alone (docs/onnx.md, "The committed exports, measured").
+BELOW_TARGET = {("vit_hf.legacy", "logits"): 0.985}
 
 FAST = ["bert_sdpa.op17"]
 #: Every export tinynpu takes with the defaults; gpt2_sdpa.op17 is left out because onnxruntime itself
@@ -74,7 +78,8 @@ def _check_export(name: str, tmp: Path) -> None:
             assert q["equal_fraction"] == 1.0, o["name"]
         else:  # a float operator last (BERT's pooler Tanh): onnxruntime's tanh rounds in the last bits
             assert q["max_abs_difference"] < 1e-5, o["name"]
-        assert o["ort_float"]["cosine"] >= MIN_COSINE, (o["name"], o["ort_float"]["cosine"])
+        floor = BELOW_TARGET.get((name, o["name"]), MIN_COSINE)
+        assert o["ort_float"]["cosine"] >= floor, (o["name"], o["ort_float"]["cosine"])
         assert ("top1_agree" in o["ort_float"]) == ("logits" in o["name"])
 
 

@@ -101,6 +101,7 @@ def target_lines(rows: list[dict[str, Any]]) -> list[str]:
 def run_bench(*, models: list[str], inputs: int, as_json: bool, transformers: list[str] | None = None) -> int:
     """Run every model, then every transformer, print the tables and the target lines (or one JSON object)."""
     from tinynpu.compiler.onnx import bench_transformers
+    from tinynpu.compiler.onnx.libout import explained
 
     if inputs <= 0:
         raise UsageError(f"--inputs must be a positive number of inputs, not {inputs}.")
@@ -108,8 +109,9 @@ def run_bench(*, models: list[str], inputs: int, as_json: bool, transformers: li
     for name in models:
         zoo_path(name)  # every name checked before any work
     bench_transformers.check_names(transformers)
-    rows = [bench_model(name, inputs) for name in models]
-    t_rows = bench_transformers.run_section(transformers, inputs)
+    with explained("tinynpu bench onnx"):  # what the libraries print is captured, as in `tinynpu run onnx`
+        rows = [bench_model(name, inputs) for name in models]
+        t_rows = bench_transformers.run_section(transformers, inputs)
     lines = target_lines(rows) + bench_transformers.target_lines(t_rows)
     if as_json:
         print(json.dumps({"models": rows, "transformers": t_rows, "targets": lines,
