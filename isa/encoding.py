@@ -12,6 +12,7 @@ low and the high 64 bits.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -113,7 +114,7 @@ def split(words: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
     """The low and high 64-bit columns of ``words`` (the inverse of :func:`to_ints`)."""
     # one C-level conversion per word (int.to_bytes) instead of two Python expressions: decoding a program
     # starts here; a word outside [0, 2**128) raises OverflowError as numpy's conversion of its halves did
-    raw = b"".join([w.to_bytes(16, "little") for w in words])
+    raw = b"".join([operator.index(w).to_bytes(16, "little") for w in words])  # numpy integers too
     halves = np.frombuffer(raw, dtype="<u8").reshape(len(words), 2).astype(np.uint64)
     return np.ascontiguousarray(halves[:, 0]), np.ascontiguousarray(halves[:, 1])
 
