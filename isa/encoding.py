@@ -12,6 +12,7 @@ low and the high 64 bits.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -111,9 +112,11 @@ def to_ints(lo: np.ndarray, hi: np.ndarray) -> list[int]:
 
 def split(words: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
     """The low and high 64-bit columns of ``words`` (the inverse of :func:`to_ints`)."""
-    lo = np.fromiter((w & _MASK64 for w in words), dtype=np.uint64, count=len(words))
-    hi = np.fromiter((w >> 64 for w in words), dtype=np.uint64, count=len(words))
-    return lo, hi
+    # one C-level conversion per word (int.to_bytes) instead of two Python expressions: decoding a program
+    # starts here; a word outside [0, 2**128) raises OverflowError as numpy's conversion of its halves did
+    raw = b"".join([operator.index(w).to_bytes(16, "little") for w in words])  # numpy integers too
+    halves = np.frombuffer(raw, dtype="<u8").reshape(len(words), 2).astype(np.uint64)
+    return np.ascontiguousarray(halves[:, 0]), np.ascontiguousarray(halves[:, 1])
 
 
 def field_column(lo: np.ndarray, hi: np.ndarray, field: Field) -> np.ndarray:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import functools
 from collections.abc import Callable, Mapping, Sequence
+from types import CodeType
 from typing import Any
 
 import numpy as np
@@ -84,6 +85,7 @@ def parse(text: str | int, operands: tuple[str, ...], scope_operands: tuple[str,
     return tree
 
 
+@functools.lru_cache(maxsize=4096)  # parsed nodes are cached by parse(): the decoder asks on every load
 def names(node: ast.expr) -> tuple[str, ...]:
     """The operands ``node`` names, in order of appearance, each once (not ``T``, not function names)."""
     callees = {id(n.func) for n in ast.walk(node) if isinstance(n, ast.Call)}
@@ -136,8 +138,16 @@ def evaluate(node: ast.expr, scope_ids: Mapping[str, int], values: Mapping[str, 
     """
     env: dict[str, Any] = {f"v_{k}": v for k, v in values.items()}
     env.update(np=np, tile=tile, eb=np.asarray(elem_bytes), srows=np.asarray(scope_rows))
-    code = to_python(node, scope_ids, lambda n: "tile" if n == TILE else f"v_{n}", vector=vector)
-    return eval(code, env)  # noqa: S307 (node passed parse(): integers, operands and the two tables only)
+    return eval(_compiled(node, tuple(scope_ids.items()), vector), env)  # noqa: S307 (node passed parse())
+
+
+@functools.lru_cache(maxsize=4096)
+def _compiled(node: ast.expr, scope_ids: tuple[tuple[str, int], ...], vector: bool) -> CodeType:
+    """``node`` as compiled Python, once per parsed node: the simulator's decoder evaluates every access and
+    check of every opcode on every program load, and translating and compiling them again each time was most
+    of a small program's decoding time.  (Parsed nodes are cached by :func:`parse`, so their identity is a key.)"""
+    code = to_python(node, dict(scope_ids), lambda n: "tile" if n == TILE else f"v_{n}", vector=vector)
+    return compile(code, "<isa.yaml expression>", "eval")
 
 
 Scalar = Callable[[Mapping[str, int], int, Sequence[int], Sequence[int]], Any]

@@ -12,7 +12,7 @@ they are decoded but not checked).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -126,6 +126,47 @@ def decode_program(isa: Isa, cfg: ArchConfig, words: Sequence[int]) -> Decoded:
     return Decoded(n=n, n_exec=n_exec, plan=plan, width=isa.max_operands, **out)
 
 
+#: The per-instruction columns of :class:`Decoded` (the rest describes the whole program).
+_COLUMNS = ("op", "unit", "wait", "signal", "lo", "hi", "occ", "lat", "beats", "dram_read", "dram_write")
+
+
+def decode_like(isa: Isa, cfg: ArchConfig, words: Sequence[int], prior: Decoded) -> Decoded:
+    """:func:`decode_program` of ``words``, computed from ``prior``, the decoding of a program of the same
+    length that differs from ``words`` in few words (a copy relocated to other DRAM addresses).
+
+    Only the words that differ are decoded and checked; every other column entry is ``prior``'s, which a
+    word's decoding alone determines.  Where that does not hold (a changed word is or was a ``halt``, which
+    moves the end of the checked instructions) or a changed word faults (the fault's index and whether it is
+    reached need the whole program), the whole program is decoded, so the result and every fault are exactly
+    :func:`decode_program`'s.
+    """
+    lo, hi = split(words)
+    if len(lo) != prior.n:
+        return decode_program(isa, cfg, words)
+    changed = np.flatnonzero((lo != prior.lo) | (hi != prior.hi))
+    if not len(changed):
+        return prior
+    halt = isa.by_mnemonic["halt"].index
+    try:
+        part = decode_program(isa, cfg, [words[int(i)] for i in changed])
+    except SimFault:
+        return decode_program(isa, cfg, words)
+    if bool((part.op == halt).any()) or bool((prior.op[changed] == halt).any()):
+        return decode_program(isa, cfg, words)
+    columns = {name: getattr(prior, name).copy() for name in _COLUMNS}
+    for name, column in columns.items():
+        column[changed] = getattr(part, name)
+    return replace(prior, **columns)
+
+
+def _present(isa: Isa, op: np.ndarray) -> list[Instruction]:
+    """The instructions whose opcodes occur in ``op`` (-1: no opcode): the per-opcode passes below visit only
+    these, so decoding a short program (or a relocated program's changed words) does not pay for every opcode
+    of the ISA."""
+    counts = np.bincount(op[op >= 0].astype(np.int64), minlength=len(isa.instructions))  # not np.unique: it
+    return [isa.instructions[int(i)] for i in np.flatnonzero(counts)]  # imports numpy.ma, 50 ms, on first use
+
+
 def _decode_chunk(isa: Isa, cfg: ArchConfig, words: Sequence[int], base: int,
                   checked: bool) -> tuple[dict[str, np.ndarray], int]:
     """Columns of one chunk and the chunk-local index of its first halt (-1 if none)."""
@@ -137,7 +178,8 @@ def _decode_chunk(isa: Isa, cfg: ArchConfig, words: Sequence[int], base: int,
         table[instr.match & 0xFF] = instr.index
     op = table[(lo & np.uint64(0xFF)).astype(np.int64)]
     ok = op >= 0
-    for instr in isa.instructions:
+    present = _present(isa, op)
+    for instr in present:
         sel = op == instr.index
         mlo, mhi = np.uint64(instr.mask & _MASK64), np.uint64(instr.mask >> 64)
         tlo, thi = np.uint64(instr.match & _MASK64), np.uint64(instr.match >> 64)
@@ -148,10 +190,8 @@ def _decode_chunk(isa: Isa, cfg: ArchConfig, words: Sequence[int], base: int,
     operands = np.zeros((n, isa.max_operands), dtype=np.int64)
     wait = np.zeros(n, dtype=np.int64)
     signal = np.zeros(n, dtype=np.int64)
-    for instr in isa.instructions:
+    for instr in present:
         sel = np.flatnonzero(op == instr.index)
-        if not len(sel):
-            continue
         for field in instr.fields:
             vals = field_column(lo[sel], hi[sel], field)
             ok[sel] &= (vals >= field.lo) & (vals <= field.hi_at(cfg.tile))
@@ -213,10 +253,8 @@ class _Columns:
         bpc, dlat = cfg.dram_bytes_per_cycle, cfg.dram_latency_cycles
         scope_eb = np.array([cfg.elem_bytes(isa.scope_by_id[i].config_key) for i in sorted(isa.scope_by_id)])
         acc_eb = cfg.elem_bytes("acc")
-        for instr in isa.instructions:
+        for instr in _present(isa, op):
             sel = op == instr.index
-            if not sel.any():
-                continue
             v = self.args(instr.mnemonic, sel)
             cls = instr.timing
             if cls == "dma_load":
@@ -263,16 +301,16 @@ def _static_checks(isa: Isa, cfg: ArchConfig, cols: _Columns, unit: np.ndarray, 
         if len(hits):
             first.append((int(hits[0]), message(int(hits[0]))))
 
+    elem_bytes = isa.per_scope(lambda s: cfg.elem_bytes(s.config_key))
+    scope_rows = isa.per_scope(lambda s: cfg.rows(s.config_key))
+
     def expr(ins: Instruction, text: str, values: dict[str, Any], vector: bool = False) -> Any:
         return regions.evaluate(isa.region_expr(ins, text), isa.scope_ids, values, tile=tile, vector=vector,
-                                elem_bytes=isa.per_scope(lambda s: cfg.elem_bytes(s.config_key)),
-                                scope_rows=isa.per_scope(lambda s: cfg.rows(s.config_key)))
+                                elem_bytes=elem_bytes, scope_rows=scope_rows)
 
     x = cols.x
-    for instr in isa.instructions:
+    for instr in _present(isa, cols.op[:n_exec]):
         idx = np.flatnonzero(cols.op[:n_exec] == instr.index)
-        if not len(idx):
-            continue
         v = {name: x[idx, j] for j, name in enumerate(instr.operands)}
         if "wait" in instr.field_map:
             me = 1 << unit[idx]
@@ -348,4 +386,4 @@ def _dram_checks(check: Callable[..., None], cfg: ArchConfig, idx: np.ndarray, b
                     f"beyond the {cfg.dram_bytes} bytes of DRAM")
 
 
-__all__ = ["Decoded", "decode_program"]
+__all__ = ["Decoded", "decode_like", "decode_program"]

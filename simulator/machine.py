@@ -22,7 +22,7 @@ import numpy as np
 from tinynpu.assembler.image import Program
 from tinynpu.errors import UsageError
 from tinynpu.isa import ArchConfig, Isa, load_isa
-from tinynpu.simulator.decode import Decoded, decode_program
+from tinynpu.simulator.decode import Decoded, decode_like, decode_program
 from tinynpu.simulator.faults import SimFault, where
 from tinynpu.simulator.hazards import DRAM, RaceChecker, access_functions, resource_users
 from tinynpu.simulator.native import NativeUnavailable, library, native_schedule, unsupported
@@ -50,15 +50,21 @@ class Machine:
         self._decoded: Decoded | None = None
 
     # --- program and data ---------------------------------------------------------------------------
-    def load(self, program: Program) -> None:
+    def load(self, program: Program, *, like: Machine | None = None) -> None:
         """Check ``program`` was built for this ISA and config, and decode it.
+
+        ``like``: a machine with a program of the same length loaded that differs from ``program`` in few
+        words (another relocation of one compiled program): only the differing words are decoded
+        (:func:`~tinynpu.simulator.decode.decode_like`); the result is the same.
 
         Raises:
             AsmError: built for another ISA/config.
             SimFault: an undecodable word or a static fault.
         """
         program.check_built_for(self.isa, self.cfg)
-        self._decoded = decode_program(self.isa, self.cfg, program.words)
+        prior = like._decoded if like is not None and like.isa is self.isa and like.cfg == self.cfg else None
+        self._decoded = (decode_program(self.isa, self.cfg, program.words) if prior is None
+                         else decode_like(self.isa, self.cfg, program.words, prior))
         self.program = program
 
     def _program(self) -> Program:

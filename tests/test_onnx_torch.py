@@ -30,9 +30,13 @@ from tinynpu.cli import main  # noqa: E402
 from tinynpu.compiler.onnx import compile_onnx, run_network  # noqa: E402
 
 MODELS = Path(__file__).resolve().parent / "models"
-#: Smallest cosine against the float model, per output, on the committed inputs.  Measured: 0.9897
-#: (vit_hf.legacy's logits) to 1.0000 (docs/onnx.md has the table).
-MIN_COSINE = 0.985
+#: Smallest cosine against the float model, per output, on the committed inputs (the issue's target).
+MIN_COSINE = 0.99
+#: The one output below it, with its own floor.  Measured 0.9897, bit-equal to onnxruntime's int8 run: the
+#: class token's row of ViT's residual stream is about a tenth the size of the patch rows, so with one
+#: int8 scale per tensor it holds only values in [-8, 12] (cosine 0.987 for that row, 0.9998 for the
+#: others), and the classifier reads that row alone (docs/onnx.md, "The committed exports, measured").
+BELOW_TARGET = {("vit_hf.legacy", "logits"): 0.985}
 
 FAST = ["bert_sdpa.op17"]
 #: Every export tinynpu takes with the defaults; gpt2_sdpa.op17 is left out because onnxruntime itself
@@ -64,10 +68,10 @@ def _check_export(name: str, tmp: Path, nonlinear: str) -> None:
     path (``host``: softmax, norms and activations in float on both sides); with them lowered (``npu``) a
     masked softmax's integer exp and division differ from onnxruntime's float softmax in the last bit of a
     probability, so there (b) is reported and (a) and (c) are checked."""
-    from tinynpu.compiler.onnx.frontend.calibration import CalibrationSource, supplied_samples
+    from tinynpu.compiler.onnx.frontend.calibration import CalibrationSource
 
-    with supplied_samples(CalibrationSource((_inputs(name),), "the committed inputs")):
-        cn = compile_onnx(_inline(name, tmp), nonlinear=nonlinear)
+    cn = compile_onnx(_inline(name, tmp), nonlinear=nonlinear,
+                      calibration=CalibrationSource((_inputs(name),), "the committed inputs"))
     r = run_network(cn, feeds=_inputs(name))
     assert r["verified"] is True
     assert [o["name"] for o in r["outputs"]] == _float_outputs(name)
@@ -78,7 +82,8 @@ def _check_export(name: str, tmp: Path, nonlinear: str) -> None:
             assert q["equal_fraction"] == 1.0 or nonlinear == "npu", o["name"]
         else:  # a float operator last (BERT's pooler Tanh): onnxruntime's tanh rounds in the last bits
             assert q["max_abs_difference"] < 1e-5, o["name"]
-        assert o["ort_float"]["cosine"] >= MIN_COSINE, (o["name"], o["ort_float"]["cosine"])
+        floor = BELOW_TARGET.get((name, o["name"]), MIN_COSINE)
+        assert o["ort_float"]["cosine"] >= floor, (o["name"], o["ort_float"]["cosine"])
         assert ("top1_agree" in o["ort_float"]) == ("logits" in o["name"])
 
 
@@ -121,7 +126,20 @@ def test_token_id_beyond_the_vocabulary(tmp_path: Path, capsys: Any) -> None:
     np.save(tmp_path / "ids.npy", ids)
     err = _error(["run", "onnx", str(_inline("bert_sdpa.op17", tmp_path)), "--input",
                   f"input_ids={tmp_path / 'ids.npy'}"], capsys)
-    assert "--input input_ids: id 300 is outside the 256 rows of" in err and "(Gather) indexes with it" in err
+    assert "--input input_ids: input 'input_ids' holds id 300 at index (0, 3), outside the 256 rows of" in err
+    assert "(Gather) indexes with it (ids -256..255" in err
+
+
+def test_token_id_beyond_the_vocabulary_in_a_calibration_file(tmp_path: Path, capsys: Any) -> None:
+    """The same check, the same message form, for a calibration sample as for --input."""
+    sample = _inputs("bert_sdpa")
+    sample["token_type_ids"][0, 5] = 2  # two types: 0 and 1
+    np.savez(tmp_path / "cal.npz", **sample)
+    err = _error(["run", "onnx", str(_inline("bert_sdpa.op17", tmp_path)), "--calibration",
+                  str(tmp_path / "cal.npz")], capsys)
+    assert f"--calibration {tmp_path / 'cal.npz'}: input 'token_type_ids' holds id 2 at index (0, 5), outside the " \
+           "2 rows of" in err
+    assert "(Gather) indexes with it (ids -2..1" in err
 
 
 def test_calibration_file_with_wrong_names(tmp_path: Path, capsys: Any) -> None:
@@ -151,3 +169,51 @@ def test_calibration_folder_is_used(tmp_path: Path, capsys: Any) -> None:
     assert main(["run", "onnx", str(_inline("bert_sdpa.op17", tmp_path)), "--json", "--calibration",
                  str(folder)]) == 0
     assert json.loads(capsys.readouterr().out)["calibration"] == f"2 sample(s) from --calibration {folder}"
+
+
+def _feed_args(name: str, tmp: Path) -> list[str]:
+    args = []
+    for key, value in _inputs(name).items():
+        np.save(tmp / f"{key}.npy", value)
+        args += ["--input", f"{key}={tmp / f'{key}.npy'}"]
+    return args
+
+
+def _quiet_run(name: str, tmp: Path, capfd: Any) -> None:
+    """A successful run prints its report and nothing else: no raw library warning, no ANSI colour code."""
+    assert main(["run", "onnx", str(MODELS / f"{name}.onnx"), *_feed_args(name, tmp)]) == 0
+    out, err = capfd.readouterr()
+    for stream in (out, err):
+        assert "\x1b[" not in stream
+        assert not [line for line in stream.splitlines() if "Warning" in line or "warnings.warn" in line
+                    or line.lstrip().startswith("return ")], stream  # a warning's source line, printed under it
+    assert err == ""
+
+
+def test_a_run_is_quiet(tmp_path: Path, capfd: Any) -> None:
+    _quiet_run("gpt2_eager", tmp_path, capfd)  # its host steps printed numpy warnings before
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(set(EVERY) - {"gpt2_eager"}))
+def test_every_run_is_quiet(name: str, tmp_path: Path, capfd: Any) -> None:
+    _quiet_run(name, tmp_path, capfd)
+
+
+def test_an_lstm_is_refused_in_one_paragraph_naming_the_op(tmp_path: Path, capsys: Any) -> None:
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    hidden, size = 8, 4
+    weights = [numpy_helper.from_array(rng.normal(size=(1, 4 * hidden, n)).astype(np.float32), name)
+               for name, n in (("W", size), ("R", hidden))]
+    node = helper.make_node("LSTM", ["x", "W", "R"], ["y"], name="encoder_lstm", hidden_size=hidden)
+    graph = helper.make_graph([node], "lstm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [5, 1, size])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [5, 1, 1, hidden])], weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "lstm.onnx"
+    onnx.save(model, str(path))
+    err = _error(["run", "onnx", str(path)], capsys)
+    assert err.count("\n") == 1 and err.startswith("tinynpu: error: ")
+    assert "LSTM x1" in err and "'encoder_lstm'" in err and "no accelerator lowering and no host fallback" in err

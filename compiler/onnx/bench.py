@@ -1,4 +1,5 @@
-"""``tinynpu bench onnx``: model-zoo networks from the onnx wheel, end to end, against the targets.
+"""``tinynpu bench onnx``: model-zoo networks from the onnx wheel, end to end, against the targets; then the
+transformer section (:mod:`.bench_transformers`).
 
 For each network (random weights, batch 1): import + quantize + compile +
 simulate + verify on one seeded input, timed end to end (wall and CPU
@@ -97,16 +98,23 @@ def target_lines(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def run_bench(*, models: list[str], inputs: int, as_json: bool) -> int:
-    """Run every model, print the table and the target lines (or one JSON object)."""
+def run_bench(*, models: list[str], inputs: int, as_json: bool, transformers: list[str] | None = None) -> int:
+    """Run every model, then every transformer, print the tables and the target lines (or one JSON object)."""
+    from tinynpu.compiler.onnx import bench_transformers
+    from tinynpu.compiler.onnx.libout import explained
+
     if inputs <= 0:
         raise UsageError(f"--inputs must be a positive number of inputs, not {inputs}.")
+    transformers = transformers or []
     for name in models:
         zoo_path(name)  # every name checked before any work
-    rows = [bench_model(name, inputs) for name in models]
-    lines = target_lines(rows)
+    bench_transformers.check_names(transformers)
+    with explained("tinynpu bench onnx"):  # what the libraries print is captured, as in `tinynpu run onnx`
+        rows = [bench_model(name, inputs) for name in models]
+        t_rows = bench_transformers.run_section(transformers, inputs)
+    lines = target_lines(rows) + bench_transformers.target_lines(t_rows)
     if as_json:
-        print(json.dumps({"models": rows, "targets": lines,
+        print(json.dumps({"models": rows, "transformers": t_rows, "targets": lines,
                           "met": all(line.endswith(": met") for line in lines)}))
         return 0
     for r in rows:
@@ -128,7 +136,7 @@ def run_bench(*, models: list[str], inputs: int, as_json: bool) -> int:
         print(f"{r['model']}: differences from onnxruntime int8 by origin (each step fed onnxruntime's own "
               f"int8 inputs; 'on' names the onnxruntime operator that computed the step: QLinearConv, QGemm, "
               f"... integer, Conv, FusedConv, ... float): {origins}")
-    print("\n".join(lines))
+    print("\n".join(bench_transformers.table_lines(t_rows) + lines))
     return 0
 
 

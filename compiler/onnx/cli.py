@@ -73,20 +73,32 @@ def add_onnx_workload(sub: argparse._SubParsersAction, mode: str) -> None:  # ty
 
 def register_onnx_bench(bench_sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """``tinynpu bench onnx``."""
-    p = bench_sub.add_parser("onnx", help="ResNet-50, SqueezeNet, AlexNet from the onnx wheel: verification, "
-                                          "utilization, end-to-end time against onnxruntime's")
+    from tinynpu.compiler.onnx.bench_transformers import OTHER_FORMS, TRANSFORMERS
+
+    p = bench_sub.add_parser("onnx", help="ResNet-50, SqueezeNet, AlexNet from the onnx wheel, then the encoder block "
+                                          "and the committed transformer exports: verification per output, "
+                                          "utilization, host share, end-to-end time against onnxruntime's")
     p.add_argument("--json", action="store_true", help="print one JSON object (default: a table)")
     p.add_argument("--models", default="resnet50,squeezenet,bvlc_alexnet",
                    help="comma-separated model-zoo names from onnx/backend/test/data/light "
                         "(default resnet50,squeezenet,bvlc_alexnet)")
     p.add_argument("--inputs", type=int, default=8,
-                   help="seeded inputs compared against onnxruntime (default 8)")
+                   help="seeded inputs compared against onnxruntime (default 8; the encoder block's operator "
+                        "table uses as many)")
+    p.add_argument("--transformers", default=",".join(TRANSFORMERS),
+                   help="comma-separated: 'block' (the BERT-style encoder block), 'block_small', committed exports "
+                        f"of tests/models (default {','.join(TRANSFORMERS)}; '' for none)")
+    p.add_argument("--all", action="store_true",
+                   help=f"add the exports' other forms to the transformer section ({', '.join(OTHER_FORMS)})")
 
     def handler(args: argparse.Namespace) -> int:
         from tinynpu.compiler.onnx.bench import run_bench
 
+        transformers = [m.strip() for m in args.transformers.split(",") if m.strip()]
+        if args.all:
+            transformers += [f for f in OTHER_FORMS if f not in transformers]
         return run_bench(models=[m.strip() for m in args.models.split(",") if m.strip()], inputs=args.inputs,
-                         as_json=args.json)
+                         as_json=args.json, transformers=transformers)
 
     p.set_defaults(handler=handler)
 
@@ -168,12 +180,11 @@ def _common(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _compile(model: Path, options: dict[str, Any], config: str | None, source: Any) -> Any:
-    from tinynpu.compiler.onnx.frontend.calibration import supplied_samples
     from tinynpu.compiler.onnx.frontend.validate import inferences_held
     from tinynpu.compiler.onnx.network import compile_onnx
 
-    with inferences_held(options["calibrate"]), supplied_samples(source):
-        return compile_onnx(model, cfg=_config(config), **options)
+    with inferences_held(options["calibrate"]):
+        return compile_onnx(model, cfg=_config(config), calibration=source, **options)
 
 
 def _calibration_source(calibration: Path | None, model_path: Path, options: dict[str, Any],

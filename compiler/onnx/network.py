@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from tinynpu.compiler.onnx.frontend.calibration import CalibrationSource
 from tinynpu.compiler.onnx.frontend.hostops import check_supported
 from tinynpu.compiler.onnx.frontend.importer import Imported, import_model, seeded_inputs
 from tinynpu.compiler.onnx.frontend.qdq import build_network
@@ -107,7 +108,7 @@ def _check_weights_fit(path: str | Path, model: Any, cfg: ArchConfig) -> None:
 
 def compile_onnx(path: str | Path, *, batch: int | None = None, random_weights: int | None = None,
                  calibrate: int = DEFAULT_CALIBRATION, cfg: ArchConfig | None = None,
-                 nonlinear: str = NPU) -> CompiledNetwork:
+                 nonlinear: str = NPU, calibration: CalibrationSource | None = None) -> CompiledNetwork:
     """Import, quantize, plan and compile an ONNX model for the accelerator.
 
     Args:
@@ -116,6 +117,7 @@ def compile_onnx(path: str | Path, *, batch: int | None = None, random_weights: 
         random_weights: Seed of random weights replacing constant ones (default: only when every
             weight is a constant, seed 0).
         calibrate: Number of seeded calibration inputs for quantization.
+        calibration: Samples to calibrate on instead (``--calibration`` files, ``--input`` values).
         cfg: Architecture config (default: ``default``).
         nonlinear: ``npu``: softmax, norms, unary activations and the affine ops after matmuls as
             accelerator programs (:mod:`.frontend.nonlinear`); ``host``: the ONNX operators in float on the host.
@@ -139,7 +141,8 @@ def compile_onnx(path: str | Path, *, batch: int | None = None, random_weights: 
     t0 = time.perf_counter()
     quantized_here = not is_quantized(imported.model)
     if quantized_here:
-        qmodel = quantize(imported.model, calibration_inputs(lambda s: seeded_inputs(imported.model, s), calibrate))
+        qmodel = quantize(imported.model, calibration_inputs(lambda s: seeded_inputs(imported.model, s), calibrate,
+                                                                calibration))
     else:
         qmodel = imported.model
     timings["quantize"] = time.perf_counter() - t0

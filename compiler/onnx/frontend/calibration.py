@@ -25,9 +25,7 @@ join calibration when nothing else is given.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,6 +49,7 @@ class InputRole:
     kind: str
     limit: int = 0
     table: str = ""
+    node: str = ""  # the Gather that indexes ``table`` with it
 
     def describe(self) -> str:
         if self.kind == "index":
@@ -62,8 +61,9 @@ class InputRole:
         return f"{self.name}: standard normal"
 
 
-def _gather_tables(model: Any, name: str) -> list[tuple[int, str]]:
-    """(rows, table name) of every constant Gather table ``name`` indexes, following value-preserving nodes."""
+def _gather_tables(model: Any, name: str) -> list[tuple[int, str, str]]:
+    """(rows, table name, Gather node name) of every constant Gather table ``name`` indexes, following
+    value-preserving nodes."""
     from onnx import helper
 
     inits = {t.name: tuple(t.dims) for t in model.graph.initializer}
@@ -81,7 +81,7 @@ def _gather_tables(model: Any, name: str) -> list[tuple[int, str]]:
             if n.op_type == "Gather" and len(n.input) > 1 and n.input[1] == t and n.input[0] in inits:
                 axis = next((helper.get_attribute_value(a) for a in n.attribute if a.name == "axis"), 0)
                 dims = inits[n.input[0]]
-                found.append((int(dims[axis]), n.input[0]))
+                found.append((int(dims[axis]), n.input[0], n.name or n.output[0]))
             elif n.op_type in _INDEX_PATHS and n.input[0] == t:
                 todo.extend(n.output)
     return found
@@ -95,8 +95,8 @@ def input_roles(model: Any) -> list[InputRole]:
     for name, shape, dtype in input_specs(model):
         tables = _gather_tables(model, name) if dtype.kind in "iu" else []
         if tables:
-            rows, table = min(tables)
-            roles.append(InputRole(name, shape, dtype, "index", rows, table))
+            rows, table, node = min(tables)
+            roles.append(InputRole(name, shape, dtype, "index", rows, table, node))
         elif "mask" in name.lower():
             roles.append(InputRole(name, shape, dtype, "mask"))
         elif dtype.kind in "iub":
@@ -144,13 +144,29 @@ def check_sample(model: Any, sample: dict[str, np.ndarray], where: str) -> dict[
         arr = np.asarray(value)
         if tuple(arr.shape) != role.shape:
             raise OnnxError(f"{where}: input {name!r} has shape {tuple(arr.shape)}, the network's is {role.shape}.")
-        if role.kind == "index" and arr.size and (arr.min() < 0 or arr.max() >= role.limit):
-            bad = int(arr.min() if arr.min() < 0 else arr.max())
-            raise OnnxError(f"{where}: input {name!r} holds {bad}, outside [0, {role.limit}): it indexes the "
-                            f"{role.limit} rows of {role.table!r} (a token id beyond the vocabulary, or a type id "
-                            "beyond the types).")
+        check_ids(role, arr, where)
         out[name] = arr.astype(role.dtype)
     return out
+
+
+def check_ids(role: InputRole, arr: np.ndarray, where: str) -> None:
+    """The token-id check of every path (``--input`` values, calibration files): an index input's values lie
+    in ``[-rows, rows)`` of the smallest table it reaches, as ONNX's Gather takes them.
+
+    Raises:
+        OnnxError: naming ``where``, the input, the first offending value's index and value, and the
+            table with its rows and the node that indexes it.
+    """
+    if role.kind != "index" or not arr.size or arr.dtype.kind not in "iub":
+        return
+    flat = arr.reshape(-1)
+    bad = np.flatnonzero((flat < -role.limit) | (flat >= role.limit))
+    if len(bad):
+        at = tuple(int(i) for i in np.unravel_index(int(bad[0]), arr.shape))
+        raise OnnxError(f"{where}: input {role.name!r} holds id {int(flat[bad[0]])} at index {at}, outside the "
+                        f"{role.limit} rows of {role.table!r}, which node {role.node!r} (Gather) indexes with it "
+                        f"(ids {-role.limit}..{role.limit - 1}; a token id beyond the vocabulary, or a type id "
+                        "beyond the types).")
 
 
 def load_calibration(model: Any, path: Path) -> list[dict[str, np.ndarray]]:
@@ -181,31 +197,11 @@ def load_calibration(model: Any, path: Path) -> list[dict[str, np.ndarray]]:
 
 @dataclass(frozen=True)
 class CalibrationSource:
-    """Samples a run supplies for calibration, and where they come from (for the report)."""
+    """Samples a run supplies for calibration (``compile_onnx``'s ``calibration``), and where they come from
+    (for the report)."""
 
     samples: tuple[dict[str, np.ndarray], ...]
     origin: str
-
-
-#: The samples of the compilation in progress (``tinynpu run|compile onnx`` with ``--calibration`` or
-#: ``--input``).  A context variable rather than a parameter because ``compile_onnx`` (network.py, not
-#: this module's to change) takes a count; :func:`supplied_samples` scopes it to one compilation.
-_SUPPLIED: ContextVar[CalibrationSource | None] = ContextVar("tinynpu_calibration", default=None)
-
-
-@contextmanager
-def supplied_samples(source: CalibrationSource | None) -> Iterator[None]:
-    """Calibrate the compilations inside this block on ``source``'s samples (None: seeded samples)."""
-    token = _SUPPLIED.set(source)
-    try:
-        yield
-    finally:
-        _SUPPLIED.reset(token)
-
-
-def current_source() -> CalibrationSource | None:
-    """The samples supplied for the compilation in progress, or None."""
-    return _SUPPLIED.get()
 
 
 def describe_seeded(model: Any, count: int) -> str:
@@ -213,5 +209,5 @@ def describe_seeded(model: Any, count: int) -> str:
     return f"{count} seeded samples: " + "; ".join(r.describe() for r in input_roles(model))
 
 
-__all__ = ["CalibrationSource", "InputRole", "check_sample", "current_source", "describe_seeded", "input_roles",
-           "load_calibration", "sample_inputs", "supplied_samples"]
+__all__ = ["CalibrationSource", "InputRole", "check_ids", "check_sample", "describe_seeded", "input_roles",
+           "load_calibration", "sample_inputs"]

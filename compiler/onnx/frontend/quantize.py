@@ -42,11 +42,14 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tinynpu.errors import OnnxError
+
+if TYPE_CHECKING:
+    from tinynpu.compiler.onnx.frontend.calibration import CalibrationSource
 
 FUSED_ACTIVATIONS = ("Relu", "Clip")
 FUSING_PRODUCERS = ("Conv", "Gemm", "MatMul")
@@ -166,13 +169,10 @@ def align_activation_scales(model: Any) -> int:
     return aligned
 
 
-def calibration_inputs(make: Callable[[int], dict[str, np.ndarray]], count: int) -> list[dict[str, np.ndarray]]:
-    """The calibration samples: those the run supplies (``--calibration``, ``--input``:
-    :func:`~.calibration.supplied_samples`), else ``count`` seeded inputs (seeds 1000.., apart from the
-    run's own inputs)."""
-    from tinynpu.compiler.onnx.frontend.calibration import current_source
-
-    supplied = current_source()
+def calibration_inputs(make: Callable[[int], dict[str, np.ndarray]], count: int,
+                       supplied: CalibrationSource | None = None) -> list[dict[str, np.ndarray]]:
+    """The calibration samples: ``supplied`` ones (``--calibration``, ``--input``), else ``count`` seeded
+    inputs (seeds 1000.., apart from the run's own inputs)."""
     if supplied is not None:
         return list(supplied.samples)
     if isinstance(count, bool) or count <= 0:

@@ -350,12 +350,14 @@ def check_input_sizes(graph: Any, source: str) -> None:
 
 def check_feeds(model: Any, feeds: dict[str, np.ndarray]) -> None:
     """The user's inputs: float inputs get finite real floats, integer inputs integers, and token ids
-    fall inside every table they index (``Gather`` of a constant)."""
+    fall inside every table they index (``Gather`` of a constant: :func:`~.calibration.check_ids`)."""
     from onnx import helper
+
+    from tinynpu.compiler.onnx.frontend.calibration import check_ids, input_roles
 
     graph = model.graph
     specs = {v.name: v.type.tensor_type.elem_type for v in graph.input}
-    consts = {t.name: t for t in graph.initializer}
+    roles = {r.name: r for r in input_roles(model)}
     for name, arr in feeds.items():
         if name not in specs:
             continue  # named by the shape and name check
@@ -377,19 +379,8 @@ def check_feeds(model: Any, feeds: dict[str, np.ndarray]) -> None:
             if arr.size and (int(arr.min()) < info.min or int(arr.max()) > info.max):
                 raise OnnxError(f"--input {name}: values {int(arr.min())}..{int(arr.max())} do not fit the "
                                 f"network's {want} input.")
-            for node in graph.node:
-                if node.op_type != "Gather" or len(node.input) < 2 or node.input[1] != name:
-                    continue
-                table = consts.get(node.input[0])
-                if table is None or not table.dims:
-                    continue
-                axis = next((int(a.i) for a in node.attribute if a.name == "axis"), 0)
-                n = int(table.dims[axis]) if -len(table.dims) <= axis < len(table.dims) else 0
-                if arr.size and (int(arr.min()) < -n or int(arr.max()) >= n):
-                    bad = arr[(arr < -n) | (arr >= n)].reshape(-1)[0]
-                    raise OnnxError(f"--input {name}: id {int(bad)} is outside the {n} rows of {node.input[0]!r}, "
-                                    f"which node {node.name or node.output[0]!r} (Gather) indexes with it "
-                                    f"(ids {-n}..{n - 1}).")
+            if name in roles:
+                check_ids(roles[name], arr, f"--input {name}")
 
 
 __all__ = ["HOST_BYTES_LIMIT", "check_feeds", "check_graph", "check_input_sizes", "check_quantization",

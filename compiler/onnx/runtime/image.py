@@ -32,7 +32,9 @@ from tinynpu.compiler.onnx.lower.memory import ALIGN, ChannelSlice, MemoryPlan
 from tinynpu.errors import OnnxError
 from tinynpu.intmath import round_up
 from tinynpu.isa import ArchConfig, Isa, load_isa
-from tinynpu.isa.encoding import field_value
+from tinynpu.isa.encoding import field_column, field_value, split
+
+_MASK64 = (1 << 64) - 1
 
 
 def relocate(program: Program, isa: Isa, cfg: ArchConfig, bases: dict[str, int],
@@ -48,19 +50,27 @@ def relocate(program: Program, isa: Isa, cfg: ArchConfig, bases: dict[str, int],
             tensor that is not whole rows apart or crosses a row (compiler bugs).
     """
     pitches = pitches or {}
-    tensors = sorted(program.tensors, key=lambda t: t.addr)
+    # the manifest's tensors do not overlap (Program.build checks it): each address has at most one owner,
+    # found for all of a mnemonic's words at once (a program has thousands of loads and stores)
+    tensors = sorted((t for t in program.tensors if t.nbytes), key=lambda t: t.addr)
+    starts = np.array([t.addr for t in tensors], dtype=np.int64)
+    ends = starts + np.array([t.nbytes for t in tensors], dtype=np.int64)
     words = list(program.words)
+    lo, hi = split(words)
     for mnemonic in ("load", "store"):
         instr = isa.by_mnemonic[mnemonic]
         f, fs = instr.field_map["dram"], instr.field_map["stride"]
-        for i, word in enumerate(words):
-            if word & instr.mask != instr.match:
-                continue
-            addr = field_value(word, f)
-            owner = next((t for t in tensors if t.addr <= addr < t.addr + t.nbytes), None)
-            if owner is None:
-                raise OnnxError(f"instruction {i} ({mnemonic}) addresses DRAM byte {addr}, outside every tensor "
-                                "of its program's manifest.")
+        sel = np.flatnonzero(((lo & np.uint64(instr.mask & _MASK64)) == np.uint64(instr.match & _MASK64))
+                             & ((hi & np.uint64(instr.mask >> 64)) == np.uint64(instr.match >> 64)))
+        addrs = field_column(lo[sel], hi[sel], f)
+        at = np.searchsorted(starts, addrs, side="right") - 1
+        inside = (at >= 0) & (addrs < ends[np.maximum(at, 0)]) if len(tensors) else np.zeros(len(sel), bool)
+        if not inside.all():
+            k = int(np.flatnonzero(~inside)[0])
+            raise OnnxError(f"instruction {int(sel[k])} ({mnemonic}) addresses DRAM byte {int(addrs[k])}, outside "
+                            "every tensor of its program's manifest.")
+        for i, addr, t in zip(sel.tolist(), addrs.tolist(), at.tolist(), strict=True):
+            word, owner = words[i], tensors[t]
             base, offset = bases.get(owner.name, owner.addr), addr - owner.addr
             pitch = pitches.get(owner.name)
             if pitch is not None:
@@ -139,6 +149,8 @@ class DramImage:
     reserved: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)  # placed: key -> (address, bytes)
     programs: dict[tuple[Any, ...], Program] = field(default_factory=dict)
     loaded: dict[int, Any] = field(default_factory=dict)  # id of a relocated program -> its Machine
+    origin: dict[int, int] = field(default_factory=dict)  # id of a relocated program -> id of the compiled one
+    first_load: dict[int, Any] = field(default_factory=dict)  # id of a compiled program -> its first Machine
     held: dict[str, tuple[tuple[int, ...], np.dtype]] = field(default_factory=dict)  # activations in DRAM now
     _addr: dict[str, int] = field(default_factory=dict)
     _size: dict[str, int] = field(default_factory=dict)
@@ -339,6 +351,7 @@ class DramImage:
         if hit is None:
             hit = relocate(program, load_isa(), self.cfg, bases, pitches)
             self.programs[full] = hit
+            self.origin[id(hit)] = id(program)
         return hit
 
     def machine_for(self, program: Program) -> Any:
@@ -348,7 +361,9 @@ class DramImage:
         Loading decodes and checks every instruction, which took most of a transformer run's time outside
         the simulator when every run loaded every program again; each relocated program is loaded once
         per image instead, on its own front end over the shared state, so a run is what running the
-        programs one after another on the image's machine is.
+        programs one after another on the image's machine is.  A compiled program's later relocations
+        (the same projection for Q, K and V; each residual add) differ from its first only in their
+        DRAM addresses: only those words are decoded again (:meth:`Machine.load`'s ``like``).
         """
         from tinynpu.simulator import Machine
 
@@ -356,7 +371,9 @@ class DramImage:
         if hit is None:
             hit = Machine(self.cfg)
             hit.state = self.machine.state
-            hit.load(program)
+            origin = self.origin.get(id(program), id(program))
+            hit.load(program, like=self.first_load.get(origin))
+            self.first_load.setdefault(origin, hit)
             self.loaded[id(program)] = hit
         return hit
 

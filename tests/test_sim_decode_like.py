@@ -1,0 +1,75 @@
+"""Loading a relocated program decodes only the words relocation changed: the same columns, the same faults."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from tinynpu.compiler.matmul import compile_matmul
+from tinynpu.isa import load_config, load_isa
+from tinynpu.isa.encoding import field_value
+from tinynpu.simulator import Machine
+from tinynpu.simulator.decode import Decoded, decode_like, decode_program
+from tinynpu.simulator.faults import SimFault
+
+pytest.importorskip("onnx")
+
+from tinynpu.compiler.onnx.runtime.image import relocate  # noqa: E402
+
+
+def _columns(d: Decoded) -> dict[str, object]:
+    return {f.name: getattr(d, f.name) for f in dataclasses.fields(d)}
+
+
+def _same(a: Decoded, b: Decoded) -> None:
+    for (name, x), y in zip(_columns(a).items(), _columns(b).values(), strict=True):
+        if isinstance(x, np.ndarray):
+            assert x.dtype == y.dtype and np.array_equal(x, y), name
+        else:
+            assert x == y, name
+
+
+def test_a_relocation_decodes_like_a_whole_decode() -> None:
+    isa, cfg = load_isa(), load_config("default")
+    program = compile_matmul(20, 24, 40).program
+    first = relocate(program, isa, cfg, {"A": 1 << 20, "B": 3 << 20, "C": 5 << 20})
+    again = relocate(program, isa, cfg, {"A": 7 << 20, "B": 2 << 20, "C": 9 << 20})
+    prior = decode_program(isa, cfg, first.words)
+    got = decode_like(isa, cfg, again.words, prior)
+    _same(got, decode_program(isa, cfg, again.words))
+    assert not np.array_equal(got.lo, prior.lo)  # it did change words
+    assert decode_like(isa, cfg, first.words, prior) is prior  # nothing changed: nothing decoded
+
+
+def test_a_relocated_word_that_faults_gives_the_whole_decode_s_fault() -> None:
+    isa, cfg = load_isa(), load_config("default")
+    words = list(compile_matmul(20, 24, 40).program.words)
+    prior = decode_program(isa, cfg, words)
+    store = isa.by_mnemonic["store"]
+    f = store.field_map["dram"]
+    at = [i for i, w in enumerate(words) if w & store.mask == store.match][-1]
+    # the last store moved to the last bytes of DRAM: it runs past the end
+    words[at] = (words[at] & ~(((1 << f.width) - 1) << f.lsb)) | ((cfg.dram_bytes - 8) << f.lsb)
+    with pytest.raises(SimFault) as whole:
+        decode_program(isa, cfg, words)
+    with pytest.raises(SimFault) as like:
+        decode_like(isa, cfg, words, prior)
+    assert str(like.value) == str(whole.value) and like.value.index == whole.value.index == at
+    assert field_value(words[at], f) == cfg.dram_bytes - 8
+
+
+def test_machine_load_like_runs_the_same() -> None:
+    isa, cfg = load_isa(), load_config("default")
+    comp = compile_matmul(20, 24, 40)
+    inputs = comp.make_inputs(1)
+    bases = {"A": 1 << 20, "B": 3 << 20, "C": 5 << 20}
+    base = Machine(cfg)
+    base.load(comp.program)
+    moved = Machine(cfg)
+    moved.load(relocate(comp.program, isa, cfg, bases), like=base)
+    for name, arr in comp.to_device(inputs).items():
+        moved.write_dram(bases[name], arr)
+    assert moved.run().cycles == base.run().cycles
+    assert np.array_equal(moved.read_tensor("C"), comp.reference(inputs)["C"])
