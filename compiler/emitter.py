@@ -53,7 +53,6 @@ class Op:
     dram_write: bool = False
 
 
-Rows = tuple[str, np.ndarray, np.ndarray]  # scope, first row, rows: one entry per instruction
 
 
 @dataclass(frozen=True)
@@ -64,10 +63,8 @@ class Columns:
         mnemonic: ISA mnemonic.
         order: Each instruction's position among all instructions of the same ``extend`` call.
         fields: Field name -> one value per instruction, or one value for all (not ``wait``/``signal``).
-            What the instructions read and write is derived from these and the ISA's ``accesses``.
-        reads: Optional, checked: scratchpad rows each instruction reads (they must lie in its accesses).
-        writes: Optional, checked: scratchpad rows each instruction writes (likewise).
-        dram: Optional, checked: the DRAM byte span (first, end) of each ``load`` / ``store``.
+            What the instructions read and write is derived from these and the ISA's ``accesses``
+            (the caller does not repeat it).
         comment: The listing comment, a ``str.format`` template ...
         comment_args: ... filled with these integers, one array per placeholder.
     """
@@ -75,9 +72,6 @@ class Columns:
     mnemonic: str
     order: np.ndarray
     fields: Mapping[str, np.ndarray | int]
-    reads: tuple[Rows, ...] = ()
-    writes: tuple[Rows, ...] = ()
-    dram: tuple[np.ndarray, np.ndarray] | None = None
     comment: str = ""
     comment_args: tuple[np.ndarray, ...] = ()
 
@@ -251,7 +245,6 @@ class Emitter:
             len(c.order)) for c in columns)
         for c, regions in zip(columns, derived, strict=True):
             self._check_column_rows(c, regions)
-            self._check_given_rows(c, regions)
         self._runs.append(_Run(self.size, self._segment, tuple(columns), derived))
         self.size += n
 
@@ -270,43 +263,6 @@ class Emitter:
                 i = int(bad[0])
                 self._check_rows(self.size + int(c.order[i]), c.mnemonic, self.isa.scope_by_id[int(r.scope[i])].name,
                                  int(r.first[i]), int(r.end[i] - r.first[i]))
-
-    def _check_given_rows(self, c: Columns, regions: tuple[RegionColumns, ...]) -> None:
-        """The regions a caller still lists in ``c.reads`` / ``c.writes`` / ``c.dram`` are ones its accesses cover.
-
-        The emitter uses the YAML's accesses, not these; a listed region they do not cover means the
-        caller's idea of the instruction is wrong, which is worth an error rather than silence.
-
-        Raises:
-            UsageError: naming the first instruction with an uncovered listed region.
-        """
-        for write, listed in ((False, c.reads), (True, c.writes)):
-            for scope, row, rows in listed:
-                first = np.broadcast_to(np.asarray(row, dtype=np.int64), c.order.shape)
-                end = first + np.asarray(rows, dtype=np.int64)
-                covered = np.zeros(len(c.order), dtype=bool)
-                for r in regions:  # a read may be covered by a write of the same rows
-                    if not r.dram and (r.write or not write):
-                        covered |= (r.made & (r.scope == self.isa.scope_ids[scope])
-                                    & (r.first <= first) & (end <= r.end))
-                bad = np.flatnonzero(~covered)
-                if len(bad):
-                    i = int(bad[0])
-                    raise UsageError(
-                        f"instruction {self.size + int(c.order[i])} ({c.mnemonic}): the caller lists a "
-                        f"{'write' if write else 'read'} of {scope} rows {int(first[i])}..{int(end[i]) - 1}, "
-                        f"which the instruction's accesses in {self.isa.source.name} do not cover.")
-        spans = [r for r in regions if r.dram]
-        if c.dram is not None and spans:
-            lo, hi = (np.broadcast_to(np.asarray(x, dtype=np.int64), c.order.shape) for x in c.dram)
-            span = spans[0]
-            bad = np.flatnonzero(span.made & ((lo < span.first) | (hi > span.end)))
-            if len(bad):
-                i = int(bad[0])
-                raise UsageError(
-                    f"instruction {self.size + int(c.order[i])} ({c.mnemonic}): the caller lists DRAM bytes "
-                    f"{int(lo[i])}..{int(hi[i]) - 1}, outside the span {int(span.first[i])}..{int(span.end[i]) - 1} "
-                    f"of the instruction's accesses in {self.isa.source.name}.")
 
     # -- finishing -----------------------------------------------------------
     def finish(self) -> tuple[list[int], Comments]:
@@ -468,4 +424,4 @@ class Emitter:
                 + sum(len(c.order) for run in self._runs for c in run.columns if c.mnemonic == mnemonic))
 
 
-__all__ = ["Columns", "Emitter", "Op", "Rows"]
+__all__ = ["Columns", "Emitter", "Op"]

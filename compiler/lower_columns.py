@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tinynpu.compiler.emitter import Columns, Emitter, Rows
+from tinynpu.compiler.emitter import Columns, Emitter
 from tinynpu.compiler.operands import DenseOperand, DenseOutput
 from tinynpu.compiler.schedule import Tiling, buffer_rows
 from tinynpu.intmath import ceil_div
@@ -168,8 +168,7 @@ def lower_gemm_columns(emit: Emitter, *, m: int, n: int, k: int, a: DenseOperand
     if len(zc):
         zrows = t.bm * p.nj[zc] * e
         columns.append(Columns("zero", z_ord, {"scope": emit.isa.scope_by_name["acc"].id,
-                                               "sp_row": acc_j[zc], "rows": zrows},
-                               writes=(("acc", acc_j[zc], zrows),), comment="fill_zero(acc)"))
+                                               "sp_row": acc_j[zc], "rows": zrows}, comment="fill_zero(acc)"))
     for xi, (operand, scope, r0, nr, total) in enumerate(((a, "a", p.i0, p.ni, m), (b, "b", p.j0, p.nj, n))):
         sel = x == xi
         lch, lkk = ch[sel], kk[sel]
@@ -181,28 +180,21 @@ def lower_gemm_columns(emit: Emitter, *, m: int, n: int, k: int, a: DenseOperand
         dram = operand.addr + row0 * stride + kcol * operand.elem_bytes
         sp_row = sub(lch, scope, lkk)
         sc = emit.isa.scope_by_name[scope]
-        end = dram + (nrows - 1) * stride + cols * cfg.elem_bytes(sc.config_key)
         columns.append(Columns("load", l_ord[sel], {"scope": sc.id, "sp_row": sp_row, "dram": dram,
                                                     "stride": stride, "rows": nrows, "cols": cols},
-                               writes=((scope, sp_row, nrows),), dram=(dram, end),
                                comment=_escape(operand.name) + "[{}:{}, {}:{}]",
                                comment_args=(row0, row0 + nrows, kcol, kcol + cols)))
     tacc = acc_j[tm_ch] + tm_j * t.bm * e
     ta = sub(tm_ch, "a", tm_kk)
     tb = sub(tm_ch, "b", tm_kk) + tm_j * e
-    mrows = p.ni[tm_ch] * e
     accumulate = ~(p.first[tm_ch] & (tm_kk == 0) & (t.init == "fold"))
     for acc_flag in (True, False):
         s = accumulate == acc_flag
         if not s.any():
             continue
-        reads: tuple[Rows, ...] = (("a", ta[s], mrows[s]), ("b", tb[s], np.full(int(s.sum()), e, np.int64)))
-        if acc_flag:
-            reads += (("acc", tacc[s], mrows[s]),)
         columns.append(Columns("tmm", t_ord[s], {"acc": tacc[s] // e, "a": ta[s] // e, "b": tb[s] // e,
                                                  "m": p.ni[tm_ch[s]], "n": 1, "k": 1,
                                                  "accumulate": int(acc_flag)},
-                               reads=reads, writes=(("acc", tacc[s], mrows[s]),),
                                comment="C[{}+{} tiles, {}] k-tile {}",
                                comment_args=(p.i0[tm_ch[s]], p.ni[tm_ch[s]], p.j0[tm_ch[s]] + tm_j[s],
                                              p.k0[tm_ch[s]] + tm_kk[s])))
@@ -214,12 +206,9 @@ def lower_gemm_columns(emit: Emitter, *, m: int, n: int, k: int, a: DenseOperand
         stride = c.n * c.elem_bytes
         dram = c.addr + s_row0 * stride + s_col0 * c.elem_bytes
         sp_row = acc_j[st_ch] + st_j * t.bm * e
-        out_bytes = 1 if c.narrow else cfg.elem_bytes("acc")
         columns.append(Columns("store", s_ord, {"sp_row": sp_row, "dram": dram, "stride": stride, "rows": s_rows,
                                                 "cols": s_cols, "narrow": int(c.narrow), "relu": int(c.relu),
                                                 "shift": c.shift},
-                               reads=(("acc", sp_row, s_rows),),
-                               dram=(dram, dram + (s_rows - 1) * stride + s_cols * out_bytes),
                                comment=_escape(c.name) + "[{}:{}, {}:{}]",
                                comment_args=(s_row0, s_row0 + s_rows, s_col0, s_col0 + s_cols)))
     emit.extend(columns)

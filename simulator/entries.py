@@ -8,13 +8,15 @@ CHUNK = 1 << 12  # instructions per chunk of entries
 
 
 class Entry:
-    """One instruction as the scheduler sees it: its decoded fields, then what scheduling learns of it.
+    """One instruction as the scheduler sees it: its decoded fields.
 
     A class with ``__slots__``: several hundred thousand are made per run, and a slot is read as fast as
-    a list item (the timing model's hot path reads them per instruction).
+    a list item (the timing model's hot path reads them per instruction).  What scheduling learns of an
+    instruction lives in the scheduler (its dispatch cycle in the timeline's column, its ready cycle
+    while it heads its unit's queue), so making one stores only what the decoder gave.
     """
 
-    __slots__ = ("beats", "dispatch", "index", "lat", "occ", "op", "operands", "ready", "signal", "unit", "wait")
+    __slots__ = ("beats", "index", "lat", "occ", "op", "operands", "signal", "unit", "wait")
 
     def __init__(self, index: int, op: int, unit: int, wait: int, signal: int, occ: int, lat: int, beats: int,
                  operands: list[int]) -> None:
@@ -27,8 +29,6 @@ class Entry:
         self.lat = lat  # cycles from start to end
         self.beats = beats  # DRAM-port cycles (0: does not use the port)
         self.operands = operands  # in the instruction's operand order
-        self.dispatch = 0  # its dispatch cycle, once dispatched
-        self.ready = -1  # earliest start ignoring the port, once known (-1: not yet)
 
 
 class EntryChunks:

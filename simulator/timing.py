@@ -135,7 +135,8 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
     free_at = [0] * nq
     last_e = [0] * nq
     chan, ledger, wait_bits, sig_bits = token_channels(nq, max_tok, bits)
-    free_queues = [pend[u] for u in free_units]
+    head_ready = [-1] * nq  # each unit's head's earliest start ignoring the port, once known (-1: not yet)
+    free_queues = [(u, pend[u]) for u in free_units]
     several_ports = len(port_units) > 1
     rows = EntryChunks(dec)
     chunk_base = -CHUNK
@@ -160,14 +161,13 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
     rc_token = races.token if races is not None else None
 
     def ready(entry: Entry) -> int:
-        """Earliest start ignoring the port, or -1 if a token is missing.
+        """Earliest start of a unit's head ignoring the port, or -1 if a token is missing.
 
-        Cached in the entry: once a head has all its tokens, nothing it depends on changes.
+        Cached in ``head_ready`` (the caller reads it first): once a head has all its tokens, nothing it
+        depends on changes until it starts.
         """
-        if entry.ready >= 0:
-            return entry.ready
         u = entry.unit
-        t = entry.dispatch + 1
+        t = dispatch[entry.index] + 1
         f = free_at[u]
         if f > t:
             t = f
@@ -181,7 +181,7 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
                     t = signalled
         if waits_prev[entry.op] and last_e[u] > t:
             t = last_e[u]
-        entry.ready = t
+        head_ready[u] = t
         return t
 
     def overflow(v: int, u: int, j: int, i: int | None = None) -> SimFault:
@@ -191,10 +191,12 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
         """Start ``entry`` at cycle ``s``: consume its tokens, attribute its stall, fix its end, execute it, signal."""
         nonlocal max_e, port_free
         u = entry.unit
+        i = entry.index
+        head_ready[u] = -1  # its successor heads the queue now
         if races is not None:
             rc_clock[u][u] += 1  # a new epoch of unit u (its own clock component; see hazards)
             rc_remaining[u] -= 1
-        base = entry.dispatch + 1
+        base = dispatch[i] + 1
         f = free_at[u]
         if f > base:
             base = f
@@ -231,7 +233,6 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
         le = last_e[u]
         if le > e:
             e = le
-        i = entry.index
         if e > limit:
             raise msg.limit_start(i, e)
         last_e[u] = e
@@ -264,6 +265,7 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
         ``tokens.max_count`` faults.
         """
         u = entry.unit
+        head_ready[u] = -1  # its successor heads the queue now
         if races is not None:
             rc_clock[u][u] += 1  # a new epoch of unit u (its own clock component; see hazards)
             rc_remaining[u] -= 1
@@ -318,8 +320,7 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
                         d = sk
                 if d > limit:
                     raise msg.limit_dispatch(pc, d)
-                dispatch[pc] = d
-            row.dispatch = d
+                dispatch[pc] = d  # what the head's ready() reads (untimed it reads 0 and is not used)
             pend[u].append(row)
             n_disp[u] += 1
             d_prev = d
@@ -351,12 +352,12 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
         Units that do not use the DRAM port start whenever they are ready; then the port goes to the
         user ready first.
         """
-        for q in free_queues:
+        for u, q in free_queues:
             while q:
                 head = q[0]
                 if head.beats:
                     break
-                r = head.ready
+                r = head_ready[u]
                 if r < 0:
                     r = ready(head)
                     if r < 0:
@@ -373,7 +374,7 @@ def schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, timing: b
             if not head.beats:
                 blocked = True
                 continue
-            r = head.ready
+            r = head_ready[u]
             if r < 0:
                 r = ready(head)
             if r < 0:

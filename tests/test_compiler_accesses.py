@@ -102,11 +102,3 @@ def test_an_alu_op_without_its_source_is_an_error_not_a_guess() -> None:
     emit = Emitter(ISA, load_config("default"))
     with pytest.raises(UsageError, match="field src has no value and no default"):
         emit.alu("vaddrow", 0, rows=4)
-
-
-def test_columns_listing_rows_outside_the_yaml_accesses_is_an_error() -> None:
-    emit = Emitter(ISA, load_config("default"))
-    order = np.arange(2)
-    with pytest.raises(UsageError, match=r"lists a read of acc rows 8\.\.9"):
-        emit.extend([Columns("vaddrow", order, {"dst": np.array([0, 0]), "src": np.array([8, 8]), "rows": 4},
-                             reads=(("acc", np.array([8, 8]), np.array([2, 2])),))])

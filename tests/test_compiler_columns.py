@@ -89,7 +89,7 @@ def test_columns_match_calls_every_tiling(cfg_name: str) -> None:
 def test_extend_refuses_repeated_positions() -> None:
     emit = Emitter(ISA, load_config("default"))
     one = np.zeros(1, dtype=np.int64)
-    zero = Columns("zero", one, {"scope": 0, "sp_row": one, "rows": one + 1}, writes=(("a", one, one + 1),))
+    zero = Columns("zero", one, {"scope": 0, "sp_row": one, "rows": one + 1})
     with pytest.raises(UsageError, match="not distinct positions in 0..1"):
         emit.extend([zero, zero])
 
@@ -101,7 +101,7 @@ def test_extend_names_the_instruction_outside_its_scratchpad() -> None:
     rows = cfg.rows("a_reg")
     row = np.array([0, rows - 1], dtype=np.int64)
     n = np.array([1, 2], dtype=np.int64)
-    bad = Columns("zero", np.array([1, 0]), {"scope": 0, "sp_row": row, "rows": n}, writes=(("a", row, n),))
+    bad = Columns("zero", np.array([1, 0]), {"scope": 0, "sp_row": row, "rows": n})
     with pytest.raises(UsageError, match=rf"instruction 1 \(zero\): rows {rows - 1}..{rows} of scratchpad 'a'"):
         emit.extend([bad])
 
@@ -109,8 +109,7 @@ def test_extend_names_the_instruction_outside_its_scratchpad() -> None:
 def test_extend_refuses_a_field_the_instruction_lacks() -> None:
     emit = Emitter(ISA, load_config("default"))
     one = np.zeros(1, dtype=np.int64)
-    emit.extend([Columns("zero", one, {"scope": 0, "sp_row": one, "rows": one + 1, "bogus": 3},
-                         writes=(("a", one, one + 1),))])
+    emit.extend([Columns("zero", one, {"scope": 0, "sp_row": one, "rows": one + 1, "bogus": 3})])
     with pytest.raises(UsageError, match="zero has no field 'bogus'"):
         emit.finish()
 

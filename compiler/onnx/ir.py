@@ -215,26 +215,28 @@ class ConcatStep(Step):
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
-class OnnxStep(Step):
-    """The ONNX operator itself on the host (``onnx.reference``), on dequantized float values."""
-
-    kind: ClassVar[str] = "onnx"
+class NodeStep(Step):
+    """An ONNX node the host runs as it is (the fields :class:`OnnxStep` and :class:`MoveStep` share)."""
 
     node: Any  # onnx.NodeProto
     opset: int
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
-class MoveStep(Step):
+class OnnxStep(NodeStep):
+    """The ONNX operator itself on the host (``onnx.reference``), on dequantized float values."""
+
+    kind: ClassVar[str] = "onnx"
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class MoveStep(NodeStep):
     """A data-movement operator (Reshape, Transpose, ...) on the int8 values, at one scale in and out.
 
     ``inputs[0]`` is the int8 tensor standing in for the node's first (dequantized) input.
     """
 
     kind: ClassVar[str] = "move"
-
-    node: Any  # onnx.NodeProto
-    opset: int
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -378,5 +380,6 @@ class Network:
 
 
 __all__ = ["HOST", "NPU", "AddStep", "AddTerm", "AvgPoolStep", "ConcatStep", "ConvStep", "GemmStep", "LayerStep",
-           "LutStep", "MaskStep", "MatmulStep", "MaxPoolStep", "MoveStep", "Network", "NonlinearStep", "NormStep",
+           "LutStep", "MaskStep", "MatmulStep", "MaxPoolStep", "MoveStep", "Network", "NodeStep", "NonlinearStep",
+           "NormStep",
            "OnnxStep", "PoolWindow", "QParam", "SoftmaxStep", "Step", "StepError"]
