@@ -381,5 +381,4 @@ class Network:
 
 __all__ = ["HOST", "NPU", "AddStep", "AddTerm", "AvgPoolStep", "ConcatStep", "ConvStep", "GemmStep", "LayerStep",
            "LutStep", "MaskStep", "MatmulStep", "MaxPoolStep", "MoveStep", "Network", "NodeStep", "NonlinearStep",
-           "NormStep",
-           "OnnxStep", "PoolWindow", "QParam", "SoftmaxStep", "Step", "StepError"]
+           "NormStep", "OnnxStep", "PoolWindow", "QParam", "SoftmaxStep", "Step", "StepError"]
