@@ -201,7 +201,8 @@ def _onnx_cases() -> dict[str, tuple[Case, str]]:
         "onnx --compare 1e9": (model(mlp(), "--compare", "1000000000"), "--compare must be"),
         "onnx --seed -1": (model(mlp(), "--seed", "-1"), "--seed must be"),
         "onnx token id 99": (Case("onnx", ("run", "onnx", "m.onnx", "--input", "ids=ids.npy"),
-                                  {"m.onnx": tokens().SerializeToString(), "ids.npy": ids}), "id 99 is outside"),
+                                  {"m.onnx": tokens().SerializeToString(), "ids.npy": ids}),
+                              "holds id 99 at index (0, 2), outside the 32 rows"),
         "onnx -o ''": (Case("onnx", ("compile", "onnx", "m.onnx", "-o", ""), {"m.onnx": mlp().SerializeToString()}),
                        "-o '': give an output folder"),
     }
