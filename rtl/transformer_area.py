@@ -1,6 +1,6 @@
 """The area the transformer instructions add to a synthesized design: their units' total and share.
 
-Issue 26's target is "the area the new operations add to the 16x16 design, in
+The target is "the area the new operations add to the 16x16 design, in
 mm^2 and as a share, printed by ``tinynpu synth``".  The eight instructions
 (docs/transformer_ops.md) add three units of their own to the ALU; this module
 sums their rows of a :class:`~tinynpu.rtl.synth.SynthReport`.  What they add

@@ -174,7 +174,7 @@ def test_no_interface_and_no_dram_figure(tmp_path: Path) -> None:
 ], ids=["unknown-interface", "negative", "not-finite", "no-such-figure"])
 def test_a_bad_figure_on_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str,
                                           words: str) -> None:
-    """Issue 31's bad inputs from the command line: one paragraph naming file:line:col, exit 2, no traceback."""
+    """The bad energy inputs from the command line: one paragraph naming file:line:col, exit 2, no traceback."""
     path = _write(tmp_path, f"name: bad\nbase: default\n{text}\n")
     rc = main(["run", "matmul", "--m", "16", "--n", "16", "--k", "16", "--config", str(path)])
     err = capsys.readouterr().err.strip()

@@ -153,7 +153,7 @@ def test_synth_default_config(capsys: pytest.CaptureFixture[str]) -> None:
     assert acc["area_um2"] == pytest.approx(8 * CFG.scope_bytes("acc") * SRAM_BITCELL_UM2 / SRAM_ARRAY_EFFICIENCY)
     assert out["total"]["area_um2"] == pytest.approx(sum(m["area_um2"] for m in out["modules"]))
     assert not out["extrapolated"]
-    units = out["transformer_units"]  # issue 26: what the transformer instructions' units add
+    units = out["transformer_units"]  # what the transformer instructions' units add
     assert units["modules"] and all(rows[name]["how"] == "synthesized" for name in units["modules"])
     assert units["area_mm2"] * 1e6 == pytest.approx(sum(rows[name]["area_um2"] for name in units["modules"]))
     assert units["share"] == pytest.approx(units["area_mm2"] / out["total"]["area_mm2"])

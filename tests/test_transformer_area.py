@@ -1,4 +1,4 @@
-"""`tinynpu synth`'s summary of the transformer units: their total area and share of the design (issue 26)."""
+"""`tinynpu synth`'s summary of the transformer units: their total area and share of the design."""
 
 from __future__ import annotations
 
