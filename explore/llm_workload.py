@@ -30,7 +30,6 @@ import hashlib
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,7 +57,7 @@ def shape_defaults() -> dict[str, int]:
     """The shape parameters a spec may leave out: the tiny decoder's (``kv_heads`` 0: as many as ``heads``)."""
     from tinynpu.compiler.onnx.llm.decoder import TINY
 
-    return {f.name: int(getattr(TINY, f.name)) for f in fields(TINY)}
+    return {name: int(getattr(TINY, name)) for name in SHAPE_KEYS}
 
 
 def _file_digest(path: Path) -> str:

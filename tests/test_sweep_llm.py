@@ -96,7 +96,7 @@ def test_a_model_file_workload_is_keyed_by_its_contents(tmp_path: Path) -> None:
     spec = load_sweep(_spec(tmp_path, SPEC.replace(TINY_RUN, "{model: tiny.onnx, prompt_tokens: 4, generate: 3}")))
     (workload,) = spec.workloads
     assert workload.model == str(model)
-    assert workload.key.startswith(f"llm model=tiny.onnx@{llm_workload._file_digest(model)} prompt_tokens=4")
+    assert workload.key.startswith(f"llm tiny.onnx sha256={llm_workload._file_digest(model)} prompt_tokens=4")
     assert llm_workload.run_args(workload, tmp_path) == f"{model} --prompt-tokens 4 --generate 3 --batch 1 --seed 0"
 
 
