@@ -171,7 +171,9 @@ def write_decoder(sizes: Mapping[str, int], path: Path) -> Path:
 
     if not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
-        shape = DecoderShape(**{k: sizes[k] for k in SHAPE_KEYS})
+        shape = DecoderShape(layers=sizes["layers"], hidden=sizes["hidden"], heads=sizes["heads"],
+                             kv_heads=sizes["kv_heads"], ffn=sizes["ffn"], vocab=sizes["vocab"],
+                             positions=sizes["positions"])
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         onnx.save(build_decoder(shape), str(tmp))
         os.replace(tmp, path)
