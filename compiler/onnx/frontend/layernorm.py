@@ -55,9 +55,9 @@ def _affine(g: QdqGraph, node: Any, op: str, path: list[Any]) -> tuple[np.ndarra
     return np.asarray(g.consts[name], dtype=np.float64), nxt
 
 
-def decomposed_layernorm_step(g: QdqGraph, div: Any) -> Match | None:
-    """The :class:`~tinynpu.compiler.onnx.ir.NormStep` whose final ``Div`` is ``div``, or None."""
-    path: list[Any] = [div]
+def _centred(g: QdqGraph, div: Any, path: list[Any]) -> tuple[Any, Any, Any, Any, float] | None:
+    """``div``'s numerator and divisor traced to one ``x - ReduceMean(x)`` over the last axis: (the Sub, that
+    ReduceMean, x's int8 source, x's shape, eps), with the nodes added to ``path``; else None."""
     found = _variance(g, div, path)
     if found is None or _producer(g, div.input[0], path) is not found[0]:
         return None
@@ -71,6 +71,23 @@ def decomposed_layernorm_step(g: QdqGraph, div: Any) -> Match | None:
     if _mean_axes(g, mean) not in ([-1], [last]) or _mean_axes(g, var_mean) not in ([-1], [last]):
         return None
     path += [sub, mean]
+    return sub, mean, x, shape, eps
+
+
+def _own_dequantizers(g: QdqGraph, dqs: list[Any], path: list[Any]) -> bool:
+    """Whether x's DequantizeLinear nodes ``dqs`` are read by the norm's nodes (``path``) alone."""
+    taken = {id(n) for n in path} | {id(d) for d in dqs}
+    return all(id(u) in taken for d in dqs for u in g.uses.get(d.output[0], [])) and not any(
+        d.output[0] in g.outputs for d in dqs)
+
+
+def decomposed_layernorm_step(g: QdqGraph, div: Any) -> Match | None:
+    """The :class:`~tinynpu.compiler.onnx.ir.NormStep` whose final ``Div`` is ``div``, or None."""
+    path: list[Any] = [div]
+    centred = _centred(g, div, path)
+    if centred is None:
+        return None
+    sub, mean, x, shape, eps = centred
     gamma, end = _affine(g, div, "Mul", path)
     beta, end = _affine(g, end, "Add", path)
     q = g.output_q(end.output[0])
@@ -79,9 +96,7 @@ def decomposed_layernorm_step(g: QdqGraph, div: Any) -> Match | None:
         return None
     path.append(q)
     dqs = [g.dq_node(t) for t in dict.fromkeys((sub.input[0], mean.input[0]))]
-    taken = {id(n) for n in path} | {id(d) for d in dqs}
-    inner = all(id(u) in taken for d in dqs for u in g.uses.get(d.output[0], [])) and not any(
-        d.output[0] in g.outputs for d in dqs)
+    inner = _own_dequantizers(g, dqs, path)
     if inner:  # x's DequantizeLinear nodes are the norm's alone
         path += dqs
     if not _closed(g, [n for n in path if n not in dqs], q):
