@@ -37,6 +37,9 @@ MIN_COSINE = 0.99
 #: int8 scale per tensor it holds only values in [-8, 12] (cosine 0.987 for that row, 0.9998 for the
 #: others), and the classifier reads that row alone (docs/onnx.md, "The committed exports, measured").
 BELOW_TARGET = {("vit_hf.legacy", "logits"): 0.985}
+#: With the nonlinear layers on the accelerator, the largest difference from onnxruntime's int8 run on any
+#: output, in LSBs of its scale (measured: 3, on llama's logits): bit-equality holds on the host path only.
+NPU_LSB_BOUND = 3
 
 FAST = ["bert_sdpa.op17"]
 #: Every export tinynpu takes with the defaults; gpt2_sdpa.op17 is left out because onnxruntime itself
@@ -67,7 +70,7 @@ def _check_export(name: str, tmp: Path, nonlinear: str) -> None:
     calibrate too.  Check (b) is exact where onnxruntime's int8 run computes what tinynpu does: on the host
     path (``host``: softmax, norms and activations in float on both sides); with them lowered (``npu``) a
     masked softmax's integer exp and division differ from onnxruntime's float softmax in the last bit of a
-    probability, so there (b) is reported and (a) and (c) are checked."""
+    probability, so there (b) is held to :data:`NPU_LSB_BOUND` LSBs on every output."""
     from tinynpu.compiler.onnx.frontend.calibration import CalibrationSource
 
     cn = compile_onnx(_inline(name, tmp), nonlinear=nonlinear,
@@ -79,7 +82,10 @@ def _check_export(name: str, tmp: Path, nonlinear: str) -> None:
         assert o["verified"] is True, o["name"]
         q = o["ort_quantized"]
         if q["on"] == "int8":
-            assert q["equal_fraction"] == 1.0 or nonlinear == "npu", o["name"]
+            if nonlinear == "host":
+                assert q["equal_fraction"] == 1.0, o["name"]
+            else:  # the integer softmax against onnxruntime's float one: a few LSB on an output, never more
+                assert q["max_abs_lsb"] <= NPU_LSB_BOUND, (o["name"], q["max_abs_lsb"])
         else:  # a float operator last (BERT's pooler Tanh): onnxruntime's tanh rounds in the last bits
             assert q["max_abs_difference"] < 1e-5, o["name"]
         floor = BELOW_TARGET.get((name, o["name"]), MIN_COSINE)
