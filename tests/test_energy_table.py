@@ -18,6 +18,7 @@ from tinynpu.isa.energy_model import (
     GIVEN,
     SRAM_ARRAY_EFFICIENCY,
     SRAM_BITCELL_UM2,
+    TABLES_PATH,
     EnergyTable,
     Figure,
     dram_interfaces,
@@ -28,6 +29,14 @@ from tinynpu.rtl import synth
 # docs/energy.md, written out again here: the cited figures and what the formulas make of them.
 HOROWITZ = {"int8": (0.2, 0.03), "int32": (3.1, 0.1), "float32": (3.7, 0.9)}  # (multiply, add) pJ
 PJ_PER_BIT = {"DDR3": 20.3125, "DDR4": 15.0, "GDDR5": 14.0, "HBM2": 3.9, "LPDDR4": 8.0}
+# The DDR4 row's derivation (docs/energy.md, "The DDR4 figure, derived"): Micron MT40A1G8's datasheet currents
+# (mA), times (ns) and supplies (V) as gem5 gives them, and what CACTI 7's DDR4 I/O model printed for a DDR4-3200
+# channel (mW: dynamic + PHY + termination and bias), over the channel's 64 pins x 3.2 Gb/s.
+MT40A1G8 = {"vdd": 1.2, "vpp": 2.5, "tck": 0.833, "idd0": 48.0, "idd2n": 34.0, "idd3n": 43.0, "idd4r": 135.0,
+            "idd4w": 123.0, "ipp0": 3.0, "ipp3n": 3.0, "tras": 32.0, "trp": 14.16}
+CACTI_DDR4_IO_MW = {"read": 630.36 + 390.448 + 856.683, "write": 805.125 + 390.448 + 874.104}
+DDR4_GBIT_PER_S = 64 * 3.2
+DOCS = Path(__file__).resolve().parent.parent / "docs"
 LEAK_MW_PER_UM2 = 0.07786052 / 6351.338  # Aladdin's 32-bit multiplier: leakage / area
 CLOCK_FJ_PER_BIT = 7.936518
 
@@ -104,6 +113,34 @@ def test_every_interface_prices_its_cited_figure(tmp_path: Path, interface: str)
     assert e.dram_pj_per_byte == pytest.approx(8 * PJ_PER_BIT[interface]) and e.dram_interface == interface
     channel = {"DDR3": 12.8, "DDR4": 25.6, "GDDR5": 32.0, "HBM2": 32.0, "LPDDR4": 6.4}[interface]
     assert e.dram_channels == math.ceil(16 / channel)
+
+
+def test_the_ddr4_figure_is_its_documented_derivation() -> None:
+    """TN-40-07's method on the datasheet's currents (mA x ns x V = pJ per device), a page of 128 bursts of 64
+    bits per activation, plus CACTI's I/O power over the channel's bandwidth (mW per Gb/s = pJ/bit); the table
+    gives the mean of read and write to two significant figures, and the docs state each step."""
+    d = MT40A1G8
+    burst_ns, trc = 4 * d["tck"], d["tras"] + d["trp"]
+    act = d["vdd"] * (d["idd0"] * trc - d["idd3n"] * d["tras"] - d["idd2n"] * d["trp"]) \
+        + d["vpp"] * (d["ipp0"] - d["ipp3n"]) * trc
+    burst = {"read": d["vdd"] * (d["idd4r"] - d["idd3n"]) * burst_ns,
+             "write": d["vdd"] * (d["idd4w"] - d["idd3n"]) * burst_ns}
+    core = {k: (pj + act / 128) / 64 for k, pj in burst.items()}
+    io = {k: mw / DDR4_GBIT_PER_S for k, mw in CACTI_DDR4_IO_MW.items()}
+    total = {k: core[k] + io[k] for k in core}
+    mean = (total["read"] + total["write"]) / 2
+    assert (round(burst["read"]), round(burst["write"]), round(act)) == (368, 320, 430)
+    text = (DOCS / "energy.md").read_text(encoding="utf-8")
+    for k in ("read", "write"):
+        assert f"{core[k]:.2f} + {io[k]:.2f} = {total[k]:.2f}" in text, k
+    assert f"{mean:.2f} for the mean" in text
+    assert float(tables()["dram_interfaces"]["DDR4"]["pj_per_bit"]) == PJ_PER_BIT["DDR4"] == float(f"{mean:.2g}")
+
+
+def test_no_figure_is_left_unchecked() -> None:
+    for path in (TABLES_PATH, DOCS / "energy.md"):
+        text = path.read_text(encoding="utf-8").lower()
+        assert "unchecked" not in text and "not a checked figure" not in text, path
 
 
 def test_an_old_complete_energy_table_still_loads_as_given() -> None:
