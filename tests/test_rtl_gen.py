@@ -7,6 +7,7 @@ import re
 
 from tinynpu.isa import Instruction, load_config, load_isa
 from tinynpu.isa.gen_verilog import RTL_HEADER_PATH, generate_verilog
+from tinynpu.isa.gen_verilog_checks import checked_instructions
 
 
 def test_committed_header_is_not_stale() -> None:
@@ -85,3 +86,23 @@ def test_shared_field_positions_the_rtl_relies_on() -> None:
     assert by["store"].field_map["sp_row"] == by["load"].field_map["sp_row"]
     assert by["vadd"].field_map["dst"] == by["load"].field_map["sp_row"]
     assert by["vadd"].field_map["rows"] == by["load"].field_map["rows"]
+
+
+def test_dispatch_checks_cover_every_field_range_access_and_footprint() -> None:
+    """tnpu_checks has one function per load/tensor/store instruction, with a rule for each YAML fact it checks."""
+    isa = load_isa()
+    text = generate_verilog(isa, load_config("default", isa))
+    selector = re.findall(r"return tnpu_(\w+)_checks\(word\);", text)
+    assert selector == [i.mnemonic for i in checked_instructions(isa)] == ["load", "zero", "store", "tmm"]
+    for instr in checked_instructions(isa):
+        body = text.split(f"function automatic logic [2:0] tnpu_{instr.mnemonic}_checks(")[1].split("endfunction")[0]
+        dram, spad, field = body.split("return {", 1)[1].rsplit("}", 1)[0].split(",\n")
+        lows = [f for f in instr.fields if (f.min or 0) > 0]
+        highs = [f for f in instr.fields if f.max_is_tile or (f.max is not None and f.max < (1 << f.width) - 1)]
+        for f in lows + highs:
+            assert f"word[{f.lsb} +: {f.width}]" in field, (instr.mnemonic, f.name)
+        rules = len(lows) + len(highs)
+        assert field.count(" ||") + 1 == rules + sum(not c.integer_only for c in instr.checks), instr.mnemonic
+        assert spad.count(" > ") == sum(not a.dram for a in instr.accesses), instr.mnemonic
+        footprints = sum(a.dram for a in instr.accesses)
+        assert (dram.strip() == "1'b0") == (footprints == 0) and dram.count("% ") == 2 * footprints, instr.mnemonic
