@@ -211,7 +211,7 @@ def to_sv(node: ast.expr, name: Callable[[str], str], call: Callable[[str, ast.e
         if isinstance(n, ast.Name):
             return name(n.id)
         if isinstance(n, ast.Constant):
-            return f"{width}'d{n.value}"
+            return f"{width}'d{n.value!s}"
         if isinstance(n, ast.Call):
             return call(n.func.id, n.args[0])  # type: ignore[attr-defined]
         if isinstance(n, ast.BinOp):
@@ -234,8 +234,9 @@ def upper_bound(node: ast.expr, name: Callable[[str], int], call: Callable[[str,
     def go(n: ast.expr) -> int:
         if isinstance(n, ast.Name):
             return name(n.id)
-        if isinstance(n, ast.Constant):
-            return int(n.value)
+        if isinstance(n, ast.Constant):  # outside a call, parse() admits integer literals only
+            assert isinstance(n.value, int)
+            return n.value
         if isinstance(n, ast.Call):
             return call(n.func.id, n.args[0])  # type: ignore[attr-defined]
         if isinstance(n, ast.BinOp):
