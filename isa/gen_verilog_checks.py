@@ -125,7 +125,7 @@ def _dram_rules(target: _Target, access: Access) -> list[str]:
 
 
 def _join(rules: list[str]) -> str:
-    return " ||\n         ".join(f"({r})" for r in rules) if rules else "1'b0"
+    return " || ".join(f"({r})" for r in rules) if rules else "1'b0"
 
 
 def _instruction_checks(isa: Isa, cfg: ArchConfig, instr: Instruction) -> list[str]:
@@ -138,7 +138,8 @@ def _instruction_checks(isa: Isa, cfg: ArchConfig, instr: Instruction) -> list[s
     name = instr.mnemonic
     return [f"// {name}: {{dram, spad, field}} faults",
             f"function automatic logic [2:0] tnpu_{name}_checks(input logic [{isa.word_bits - 1}:0] word);",
-            f"  return {{{_join(dram)},\n          {_join(spad)},\n          {_join(field)}}};",
+            # one line: the synthesis flow hands Yosys 0.23 a function's single return as one assignment
+            f"  return {{{_join(dram)}, {_join(spad)}, {_join(field)}}};",
             "endfunction"]
 
 

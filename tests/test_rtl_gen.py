@@ -96,13 +96,13 @@ def test_dispatch_checks_cover_every_field_range_access_and_footprint() -> None:
     assert selector == [i.mnemonic for i in checked_instructions(isa)] == ["load", "zero", "store", "tmm"]
     for instr in checked_instructions(isa):
         body = text.split(f"function automatic logic [2:0] tnpu_{instr.mnemonic}_checks(")[1].split("endfunction")[0]
-        dram, spad, field = body.split("return {", 1)[1].rsplit("}", 1)[0].split(",\n")
+        dram, spad, field = body.split("return {", 1)[1].rsplit("}", 1)[0].split(", ")
         lows = [f for f in instr.fields if (f.min or 0) > 0]
         highs = [f for f in instr.fields if f.max_is_tile or (f.max is not None and f.max < (1 << f.width) - 1)]
         for f in lows + highs:
             assert f"word[{f.lsb} +: {f.width}]" in field, (instr.mnemonic, f.name)
         rules = len(lows) + len(highs)
-        assert field.count(" ||") + 1 == rules + sum(not c.integer_only for c in instr.checks), instr.mnemonic
+        assert field.count(" || ") + 1 == rules + sum(not c.integer_only for c in instr.checks), instr.mnemonic
         assert spad.count(" > ") == sum(not a.dram for a in instr.accesses), instr.mnemonic
         footprints = sum(a.dram for a in instr.accesses)
         assert (dram.strip() == "1'b0") == (footprints == 0) and dram.count("% ") == 2 * footprints, instr.mnemonic
