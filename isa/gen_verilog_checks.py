@@ -20,6 +20,7 @@ largest intermediate value (:func:`tinynpu.isa.regions.upper_bound`).
 from __future__ import annotations
 
 import ast
+import copy
 from dataclasses import dataclass
 
 from tinynpu.isa import regions
@@ -104,7 +105,12 @@ def _spad_rule(target: _Target, access: Access) -> str:
 
 
 class _OneColumn(ast.NodeTransformer):
-    """``cols`` set to 1: a footprint's row bytes become its element size."""
+    """``cols`` set to 1: a footprint's row bytes become its element size.
+
+    A transformer rewrites the tree it visits, and :func:`regions.parse` hands every caller the same cached
+    tree, so visit a copy: rewriting the cached one made the simulator and the C header read ``cols`` as 1 in
+    the rest of the process (a store's DRAM overrun by less than its row went unnoticed).
+    """
 
     def visit_Name(self, node: ast.Name) -> ast.expr:
         return ast.Constant(value=1) if node.id == "cols" else node
@@ -114,7 +120,7 @@ def _dram_rules(target: _Target, access: Access) -> list[str]:
     """The footprint inside DRAM, its address and (for two rows or more) its stride aligned."""
     addr, stride, rows, row_bytes = access.bounds
     end = target.parse(f"({addr}) + (({rows}) - 1) * ({stride}) + ({row_bytes})")
-    elem = _OneColumn().visit(target.parse(str(row_bytes)))
+    elem = _OneColumn().visit(copy.deepcopy(target.parse(str(row_bytes))))
     width = target.width(end, elem, at_least=target.cfg.dram_bytes)
     parts = [target.parse(str(x)) for x in (addr, stride, rows)] + [elem]
     narrow = target.width(*parts)  # the alignment's remainders need only the operands' own width

@@ -45,6 +45,9 @@ def parse(text: str | int, operands: tuple[str, ...], scope_operands: tuple[str,
           scopes: tuple[str, ...]) -> ast.expr:
     """Parse and check one expression.
 
+    The tree is cached and shared by every caller (the simulator's decoder, the C and Verilog generators), and
+    compiled code is cached by its identity, so it is read-only: a caller that rewrites it works on a copy.
+
     Args:
         text: the expression (a YAML integer is taken as a literal).
         operands: the instruction's operand names.

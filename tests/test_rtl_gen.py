@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import re
 
-from tinynpu.isa import Instruction, load_config, load_isa
+from tinynpu.isa import Instruction, Isa, load_config, load_isa
 from tinynpu.isa.gen_verilog import RTL_HEADER_PATH, generate_verilog
 from tinynpu.isa.gen_verilog_checks import checked_instructions
 
@@ -15,6 +16,27 @@ def test_committed_header_is_not_stale() -> None:
     expected = generate_verilog(isa, load_config("default", isa))
     assert RTL_HEADER_PATH.read_text(encoding="utf-8") == expected, (
         "rtl/generated/tinynpu_isa.vh is stale: run `python -m tinynpu.isa.gen_verilog`")
+
+
+def _parsed_expressions(isa: Isa) -> dict[tuple[str, str], str]:
+    """Every access bound, ``unless`` and static check of every instruction, as the shared parsed tree reads."""
+    out = {}
+    for instr in isa.instructions:
+        texts = [b for a in instr.accesses for b in (*a.bounds, a.unless) if b is not None]
+        for text in [*texts, *(c.fault for c in instr.checks)]:
+            out[instr.mnemonic, str(text)] = ast.dump(isa.region_expr(instr, str(text)))
+    return out
+
+
+def test_generating_the_checks_leaves_the_shared_expressions_alone() -> None:
+    """The simulator, the C header and the RTL checks read one cached tree per expression; the generator once
+    rewrote a store's row bytes in place (``cols`` as 1), and a process that generated the RTL header then
+    missed a store's DRAM overrun by less than its row."""
+    isa = load_isa()
+    before = _parsed_expressions(isa)
+    for name in ("t8", "default", "t32", "acc2x", "dram_half"):
+        generate_verilog(isa, load_config(name, isa))
+    assert _parsed_expressions(isa) == before
 
 
 def _params(text: str) -> dict[str, str]:
