@@ -19,6 +19,7 @@ from pathlib import Path
 from tinynpu.intmath import ceil_div
 from tinynpu.isa.alu_shapes import ALU_UNIT, ShapeError, alu_ops, alu_shapes
 from tinynpu.isa.config import ArchConfig
+from tinynpu.isa.gen_verilog_checks import checks_lines
 from tinynpu.isa.spec import Isa
 
 RTL_HEADER_PATH = Path(__file__).resolve().parent.parent / "rtl" / "generated" / "tinynpu_isa.vh"
@@ -166,6 +167,7 @@ def generate_verilog(isa: Isa, cfg: ArchConfig) -> str:
     out += _config_params(isa, cfg)
     out += ["", "/* verilator lint_on UNUSEDPARAM */", ""]
     out += _unit_table(isa, unit_bits)
+    out += checks_lines(isa, cfg)
     out += ["", "endpackage", "/* verilator lint_on DECLFILENAME */", "`endif  // TINYNPU_ISA_VH"]
     return "\n".join(out) + "\n"
 

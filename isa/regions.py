@@ -13,7 +13,8 @@ division of non-negative values, such as ``(255 + T) // T``), comparisons,
 ``and``/``or``/``not``, ``a if c else b``, ``elem_bytes(s)``, the element
 size of a scratchpad given by a scope-valued operand or a scope name in
 quotes (``elem_bytes('acc')``), and ``scope_rows(s)``, its number of rows.
-An instruction's static ``checks`` use the same language.
+An instruction's static ``checks`` use the same language, and the RTL dispatcher's range
+checks are generated from both (:func:`to_sv`, :mod:`tinynpu.isa.gen_verilog_checks`).
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ class ExprError(ValueError):
 def parse(text: str | int, operands: tuple[str, ...], scope_operands: tuple[str, ...],
           scopes: tuple[str, ...]) -> ast.expr:
     """Parse and check one expression.
+
+    The tree is cached and shared by every caller (the simulator's decoder, the C and Verilog generators), and
+    compiled code is cached by its identity, so it is read-only: a caller that rewrites it works on a copy.
 
     Args:
         text: the expression (a YAML integer is taken as a literal).
@@ -187,5 +191,72 @@ def to_c(node: ast.expr, scope_ids: Mapping[str, int], name: Callable[[str], str
     return go(node)
 
 
+def to_sv(node: ast.expr, name: Callable[[str], str], call: Callable[[str, ast.expr], str], width: int, *,
+          boolean: bool = False) -> str:
+    """SystemVerilog source for ``node`` in unsigned ``width``-bit arithmetic (with ``boolean``: its truth, 1 bit).
+
+    ``name`` maps an operand or ``T`` to a ``width``-bit expression, ``call`` a call's function name and
+    argument node to one.  The caller picks ``width`` wide enough for every intermediate value (see
+    :func:`upper_bound`); a subtraction below zero wraps, so a rule that subtracts must hold only where
+    the field checks already passed (``rows - 1`` after ``rows >= 1``), as in the YAML.
+    """
+    def truth(n: ast.expr) -> str:
+        if isinstance(n, ast.Compare):
+            return " && ".join(f"({value(a)} {_COMPARE[type(op)]} {value(b)})"
+                               for a, op, b in zip([n.left, *n.comparators[:-1]], n.ops, n.comparators, strict=True))
+        if isinstance(n, ast.BoolOp):
+            return (" && " if isinstance(n.op, ast.And) else " || ").join(f"({truth(v)})" for v in n.values)
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not):
+            return f"!({truth(n.operand)})"
+        return f"{value(n)} != '0"
+
+    def value(n: ast.expr) -> str:
+        if isinstance(n, ast.Name):
+            return name(n.id)
+        if isinstance(n, ast.Constant):
+            return f"{width}'d{n.value!s}"
+        if isinstance(n, ast.Call):
+            return call(n.func.id, n.args[0])  # type: ignore[attr-defined]
+        if isinstance(n, ast.BinOp):
+            op = "/" if isinstance(n.op, ast.FloorDiv) else _BINOPS[type(n.op)]
+            return f"({value(n.left)} {op} {value(n.right)})"
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
+            return f"(-{value(n.operand)})"
+        if isinstance(n, ast.IfExp):
+            return f"(({truth(n.test)}) ? {value(n.body)} : {value(n.orelse)})"
+        return f"{width}'({truth(n)})"  # a comparison or logic as a number: 0 or 1
+
+    return truth(node) if boolean else value(node)
+
+
+def upper_bound(node: ast.expr, name: Callable[[str], int], call: Callable[[str, ast.expr], int]) -> int:
+    """The largest value ``node`` or any part of it takes, given each name's and call's largest value.
+
+    A difference is bounded by its left side (the language's values are non-negative where rules use them).
+    """
+    def go(n: ast.expr) -> int:
+        if isinstance(n, ast.Name):
+            return name(n.id)
+        if isinstance(n, ast.Constant):  # outside a call, parse() admits integer literals only
+            assert isinstance(n.value, int)
+            return n.value
+        if isinstance(n, ast.Call):
+            return call(n.func.id, n.args[0])  # type: ignore[attr-defined]
+        if isinstance(n, ast.BinOp):
+            left, right = go(n.left), go(n.right)
+            value = {ast.Add: left + right, ast.Mult: left * right}.get(type(n.op), left)
+            return max(value, left, right)
+        if isinstance(n, ast.UnaryOp):
+            return max(go(n.operand), 1)
+        if isinstance(n, ast.Compare):
+            return max(go(v) for v in [n.left, *n.comparators])
+        if isinstance(n, ast.BoolOp):
+            return max(go(v) for v in n.values)
+        assert isinstance(n, ast.IfExp)
+        return max(go(n.test), go(n.body), go(n.orelse))
+
+    return go(node)
+
+
 __all__ = ["FUNCTIONS", "TILE", "ExprError", "Scalar", "evaluate", "names", "parse", "scalar_function", "to_c",
-           "to_python"]
+           "to_python", "to_sv", "upper_bound"]

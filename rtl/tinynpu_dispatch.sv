@@ -71,13 +71,9 @@ module tinynpu_dispatch import tinynpu_isa_pkg::*; #(
     return (word & mask) == match;
   endfunction
 
-  logic is_halt, is_sync, is_load, is_zero, is_store, is_tmm, is_alu;
+  logic is_halt, is_sync, is_alu;
   assign is_halt    = word_is(w, TNPU_HALT_MASK, TNPU_HALT_MATCH);
   assign is_sync    = word_is(w, TNPU_SYNC_MASK, TNPU_SYNC_MATCH);
-  assign is_load    = word_is(w, TNPU_LOAD_MASK, TNPU_LOAD_MATCH);
-  assign is_zero    = word_is(w, TNPU_ZERO_MASK, TNPU_ZERO_MATCH);
-  assign is_store   = word_is(w, TNPU_STORE_MASK, TNPU_STORE_MATCH);
-  assign is_tmm     = word_is(w, TNPU_TMM_MASK, TNPU_TMM_MATCH);
   assign is_alu     = decodable && unit == TNPU_UNIT_BITS'(TNPU_UNIT_ALU);
   // An ALU op's source shape comes from its operation number (the generated TNPU_ALU_SRC_* constants),
   // so a new ALU instruction of a known shape needs no line here.
@@ -92,26 +88,14 @@ module tinynpu_dispatch import tinynpu_isa_pkg::*; #(
   assign src_table      = is_alu && TNPU_ALU_SRC_TABLE[alu_op];
   assign src_fixed_rows = 32'(TNPU_ALU_SRC_FIXED_ROWS[2*alu_op +: 2]);
 
-  // ---- operand fields (positions shared by every instruction that has them) ----
-  logic [TNPU_LOAD_SCOPE_W-1:0]  scope;
-  logic [TNPU_LOAD_SP_ROW_W-1:0] sp_row, alu_src;
-  logic [TNPU_LOAD_DRAM_W-1:0]   dram;
-  logic [TNPU_LOAD_STRIDE_W-1:0] stride;
-  logic [TNPU_LOAD_ROWS_W-1:0]   rows;
-  logic [TNPU_LOAD_COLS_W-1:0]   cols;
-  logic [TNPU_STORE_SHIFT_W-1:0] shift;
-  logic                          narrow;
-  logic [N-1:0]                  wait_m, signal_m;
-  logic [TNPU_TMM_ACC_W-1:0]     t_acc, t_a, t_b;
-  logic [TNPU_TMM_M_W-1:0]       m, n, k;
-  assign scope    = w[TNPU_LOAD_SCOPE_LSB +: TNPU_LOAD_SCOPE_W];
-  assign sp_row   = w[TNPU_LOAD_SP_ROW_LSB +: TNPU_LOAD_SP_ROW_W];
-  assign dram     = w[TNPU_LOAD_DRAM_LSB +: TNPU_LOAD_DRAM_W];
-  assign stride   = w[TNPU_LOAD_STRIDE_LSB +: TNPU_LOAD_STRIDE_W];
-  assign rows     = w[TNPU_LOAD_ROWS_LSB +: TNPU_LOAD_ROWS_W];
-  assign cols     = w[TNPU_LOAD_COLS_LSB +: TNPU_LOAD_COLS_W];
-  assign narrow   = w[TNPU_STORE_NARROW_LSB];
-  assign shift    = w[TNPU_STORE_SHIFT_LSB +: TNPU_STORE_SHIFT_W];
+  // ---- the ALU's operand fields (one position in every ALU instruction: isa/gen_verilog.py checks) ----
+  logic [TNPU_VADD_DST_W-1:0]  sp_row, alu_src;
+  logic [TNPU_VADD_ROWS_W-1:0] rows;
+  logic [TNPU_VREDSUM_COLS_W-1:0] cols;
+  logic [N-1:0]                wait_m, signal_m;
+  assign sp_row   = w[TNPU_VADD_DST_LSB +: TNPU_VADD_DST_W];
+  assign rows     = w[TNPU_VADD_ROWS_LSB +: TNPU_VADD_ROWS_W];
+  assign cols     = w[TNPU_VREDSUM_COLS_LSB +: TNPU_VREDSUM_COLS_W];
   assign alu_src  = w[TNPU_VADD_SRC_LSB +: TNPU_VADD_SRC_W];
   logic [TNPU_VREDSUM_N_W-1:0]     segs;       // a reduction's segments (n)
   logic [TNPU_VREDSUM_SHIFT_W-1:0] alu_shift;  // the ALU's 6-bit shift (vrecip, vrsqrt: narrower ranges)
@@ -119,31 +103,17 @@ module tinynpu_dispatch import tinynpu_isa_pkg::*; #(
   assign alu_shift = w[TNPU_VREDSUM_SHIFT_LSB +: TNPU_VREDSUM_SHIFT_W];
   assign wait_m   = w[TNPU_WAIT_LSB +: TNPU_WAIT_W];
   assign signal_m = w[TNPU_SIGNAL_LSB +: TNPU_SIGNAL_W];
-  assign t_acc    = w[TNPU_TMM_ACC_LSB +: TNPU_TMM_ACC_W];
-  assign t_a      = w[TNPU_TMM_A_LSB +: TNPU_TMM_A_W];
-  assign t_b      = w[TNPU_TMM_B_LSB +: TNPU_TMM_B_W];
-  assign m        = w[TNPU_TMM_M_LSB +: TNPU_TMM_M_W];
-  assign n        = w[TNPU_TMM_N_LSB +: TNPU_TMM_N_W];
-  assign k        = w[TNPU_TMM_K_LSB +: TNPU_TMM_K_W];
 
   // ---- checks ------------------------------------------------------------
-  logic [31:0] scope_rows, elem_bytes, out_bytes;
-  logic [39:0] dram_end;  // one past the last byte touched, without overflow
+  // The load, tensor and store units' instructions: their field ranges, static checks and the rows and
+  // DRAM bytes they access, all generated from the YAML (tnpu_checks, isa/gen_verilog_checks.py).
+  logic gen_field, gen_spad, gen_dram;
+  assign {gen_dram, gen_spad, gen_field} = tnpu_checks(w);
   logic bad_field, bad_spad, bad_dram, bad_self;
-  assign scope_rows = (scope == TNPU_LOAD_SCOPE_W'(TNPU_SCOPE_A)) ? TNPU_A_REG_ROWS
-                    : (scope == TNPU_LOAD_SCOPE_W'(TNPU_SCOPE_B)) ? TNPU_B_REG_ROWS : TNPU_ACC_ROWS;
-  assign elem_bytes = (scope == TNPU_LOAD_SCOPE_W'(TNPU_SCOPE_ACC)) ? TNPU_ACC_ELEM_BYTES : TNPU_A_REG_ELEM_BYTES;
-  assign out_bytes  = narrow ? 32'd1 : TNPU_ACC_ELEM_BYTES;
-  assign dram_end   = 40'(dram) + (40'(rows) - 40'd1) * 40'(stride)
-                    + 40'(cols) * (is_store ? 40'(out_bytes) : 40'(elem_bytes));
 
   always_comb begin
-    bad_field = 1'b0;
-    if ((is_load || is_zero || is_store || is_alu) && rows == '0) bad_field = 1'b1;
-    if ((is_load || is_store) && (cols == '0 || int'(cols) > TNPU_TILE)) bad_field = 1'b1;
-    if ((is_load || is_zero) && scope > TNPU_LOAD_SCOPE_W'(TNPU_SCOPE_ACC)) bad_field = 1'b1;
-    if (is_tmm && (m == '0 || n == '0 || k == '0)) bad_field = 1'b1;
-    if (is_store && !narrow && shift != '0) bad_field = 1'b1;
+    bad_field = gen_field;
+    if (is_alu && rows == '0) bad_field = 1'b1;
     // A reduction covers the logical rows of one tile-row: n >= 1, rows <= T, cols in 1..T.
     if (src_segments && (segs == '0 || int'(rows) > TNPU_TILE || cols == '0 || int'(cols) > TNPU_TILE))
       bad_field = 1'b1;
@@ -161,12 +131,8 @@ module tinynpu_dispatch import tinynpu_isa_pkg::*; #(
                   : 32'((TNPU_ALU_LUT_ENTRIES + TNPU_TILE - 1) / TNPU_TILE);
 
   always_comb begin
-    bad_spad = 1'b0;
-    if ((is_load || is_zero) && 32'(sp_row) + 32'(rows) > scope_rows) bad_spad = 1'b1;
-    if ((is_store || is_alu) && 32'(sp_row) + 32'(rows) > TNPU_ACC_ROWS) bad_spad = 1'b1;
-    if (is_tmm && ((32'(t_acc) + 32'(m) * 32'(n)) * TNPU_TILE > TNPU_ACC_ROWS
-                   || (32'(t_a) + 32'(m) * 32'(k)) * TNPU_TILE > TNPU_A_REG_ROWS
-                   || (32'(t_b) + 32'(n) * 32'(k)) * TNPU_TILE > TNPU_B_REG_ROWS)) bad_spad = 1'b1;
+    bad_spad = gen_spad;
+    if (is_alu && 32'(sp_row) + 32'(rows) > TNPU_ACC_ROWS) bad_spad = 1'b1;
     // A walking source (vadd) lies in acc and is identical to the destination rows or disjoint from them.
     if (src_walks && (32'(alu_src) + 32'(rows) > TNPU_ACC_ROWS
                       || (alu_src != sp_row && 32'(alu_src) + 32'(rows) > 32'(sp_row)
@@ -182,14 +148,7 @@ module tinynpu_dispatch import tinynpu_isa_pkg::*; #(
       bad_spad = 1'b1;
   end
 
-  always_comb begin
-    bad_dram = 1'b0;
-    if ((is_load || is_store) && dram_end > 40'(TNPU_DRAM_BYTES)) bad_dram = 1'b1;
-    // Row addresses must be aligned to the element size: the first row's address, and the stride when a
-    // second row uses it (a one-row transfer never adds its stride, as the simulator's rule says).
-    if (is_load && ((dram % elem_bytes) != 0 || (rows > 1 && (32'(stride) % elem_bytes) != 0))) bad_dram = 1'b1;
-    if (is_store && ((dram % out_bytes) != 0 || (rows > 1 && (32'(stride) % out_bytes) != 0))) bad_dram = 1'b1;
-  end
+  assign bad_dram = gen_dram;  // the ALU touches no DRAM
 
   assign bad_self = queued && (wait_m[qunit] || signal_m[qunit]);
 

@@ -175,7 +175,7 @@ def compiled_cases() -> list[tuple[CosimCase, dict[str, np.ndarray]]]:
     from tinynpu.compiler import compile_matmul
     from tinynpu.compiler.conv2d import compile_conv2d
     from tinynpu.compiler.mlp import compile_mlp
-    from tinynpu.compiler.onnx.eltwise import add_compiled, term_scales
+    from tinynpu.compiler.onnx.lower.eltwise import add_compiled, term_scales
 
     scales = term_scales([0.8, 1.7])
     assert scales is not None

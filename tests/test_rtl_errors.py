@@ -46,6 +46,15 @@ CASES: dict[str, tuple[list[int], int, int]] = {
     "misaligned_acc_load": ([enc("load", scope=2, sp_row=0, dram=2, stride=64, rows=1), enc("halt")], 4, 0),
     "misaligned_acc_stride": ([enc("load", scope=2, sp_row=0, dram=0, stride=6, rows=2), enc("halt")], 4, 0),
     "misaligned_raw_store": ([enc("store", sp_row=0, dram=2, stride=64, rows=1), enc("halt")], 4, 0),
+    # the generated checks (isa/gen_verilog_checks.py) of each field range, access and footprint of load, zero,
+    # store and tmm
+    "tmm_k_zero": ([raw_field(enc("tmm", acc=0, a=0, b=0), "tmm", "k", 0), enc("halt")], 2, 0),
+    "store_cols_zero": ([raw_field(enc("store", sp_row=0, dram=0, rows=1), "store", "cols", 0), enc("halt")], 2, 0),
+    "zero_acc_overrun": ([enc("zero", scope=2, sp_row=CFG.rows("acc") - 1, rows=2), enc("halt")], 3, 0),
+    "store_acc_overrun": ([enc("store", sp_row=CFG.rows("acc") - 1, dram=0, rows=2), enc("halt")], 3, 0),
+    "tmm_b_overrun": ([enc("tmm", acc=0, a=0, b=CFG.rows("b_reg") // CFG.tile - 1, n=2), enc("halt")], 3, 0),
+    "store_dram_overrun": ([enc("store", sp_row=0, dram=CFG.dram_bytes - 60, stride=64, rows=1), enc("halt")], 4, 0),
+    "misaligned_raw_store_stride": ([enc("store", sp_row=0, dram=0, stride=62, rows=2), enc("halt")], 4, 0),
     "self_wait": ([raw_field(enc("load", **LOAD), "load", "wait", 1), enc("halt")], 5, 0),
     "no_halt": ([enc("zero", scope=0, sp_row=0, rows=1), enc("sync")], 7, 2),
     "token_overflow": ([enc("zero", scope=0, sp_row=0, rows=1, signal=2)] * (CFG.token_max_count + 1)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import re
 
-from tinynpu.isa import Instruction, load_config, load_isa
+from tinynpu.isa import Instruction, Isa, load_config, load_isa
 from tinynpu.isa.gen_verilog import RTL_HEADER_PATH, generate_verilog
+from tinynpu.isa.gen_verilog_checks import checked_instructions
 
 
 def test_committed_header_is_not_stale() -> None:
@@ -14,6 +16,27 @@ def test_committed_header_is_not_stale() -> None:
     expected = generate_verilog(isa, load_config("default", isa))
     assert RTL_HEADER_PATH.read_text(encoding="utf-8") == expected, (
         "rtl/generated/tinynpu_isa.vh is stale: run `python -m tinynpu.isa.gen_verilog`")
+
+
+def _parsed_expressions(isa: Isa) -> dict[tuple[str, str], str]:
+    """Every access bound, ``unless`` and static check of every instruction, as the shared parsed tree reads."""
+    out = {}
+    for instr in isa.instructions:
+        texts = [b for a in instr.accesses for b in (*a.bounds, a.unless) if b is not None]
+        for text in [*texts, *(c.fault for c in instr.checks)]:
+            out[instr.mnemonic, str(text)] = ast.dump(isa.region_expr(instr, str(text)))
+    return out
+
+
+def test_generating_the_checks_leaves_the_shared_expressions_alone() -> None:
+    """The simulator, the C header and the RTL checks read one cached tree per expression; the generator once
+    rewrote a store's row bytes in place (``cols`` as 1), and a process that generated the RTL header then
+    missed a store's DRAM overrun by less than its row."""
+    isa = load_isa()
+    before = _parsed_expressions(isa)
+    for name in ("t8", "default", "t32", "acc2x", "dram_half"):
+        generate_verilog(isa, load_config(name, isa))
+    assert _parsed_expressions(isa) == before
 
 
 def _params(text: str) -> dict[str, str]:
@@ -85,3 +108,23 @@ def test_shared_field_positions_the_rtl_relies_on() -> None:
     assert by["store"].field_map["sp_row"] == by["load"].field_map["sp_row"]
     assert by["vadd"].field_map["dst"] == by["load"].field_map["sp_row"]
     assert by["vadd"].field_map["rows"] == by["load"].field_map["rows"]
+
+
+def test_dispatch_checks_cover_every_field_range_access_and_footprint() -> None:
+    """tnpu_checks has one function per load/tensor/store instruction, with a rule for each YAML fact it checks."""
+    isa = load_isa()
+    text = generate_verilog(isa, load_config("default", isa))
+    selector = re.findall(r"return tnpu_(\w+)_checks\(word\);", text)
+    assert selector == [i.mnemonic for i in checked_instructions(isa)] == ["load", "zero", "store", "tmm"]
+    for instr in checked_instructions(isa):
+        body = text.split(f"function automatic logic [2:0] tnpu_{instr.mnemonic}_checks(")[1].split("endfunction")[0]
+        dram, spad, field = body.split("return {", 1)[1].rsplit("}", 1)[0].split(", ")
+        lows = [f for f in instr.fields if (f.min or 0) > 0]
+        highs = [f for f in instr.fields if f.max_is_tile or (f.max is not None and f.max < (1 << f.width) - 1)]
+        for f in lows + highs:
+            assert f"word[{f.lsb} +: {f.width}]" in field, (instr.mnemonic, f.name)
+        rules = len(lows) + len(highs)
+        assert field.count(" || ") + 1 == rules + sum(not c.integer_only for c in instr.checks), instr.mnemonic
+        assert spad.count(" > ") == sum(not a.dram for a in instr.accesses), instr.mnemonic
+        footprints = sum(a.dram for a in instr.accesses)
+        assert (dram.strip() == "1'b0") == (footprints == 0) and dram.count("% ") == 2 * footprints, instr.mnemonic

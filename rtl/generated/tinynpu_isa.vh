@@ -499,6 +499,46 @@ function automatic logic [3:0] tnpu_unit_of(input logic [127:0] word);
   return '0;
 endfunction
 
+// The dispatcher's checks of the instructions outside the ALU (isa/gen_verilog_checks.py): each
+// field's min and max, the static checks, the scratchpad rows and DRAM footprint of each access.
+// A scope id beyond the last scope counts as the last (its own field check refuses it).
+/* verilator lint_off UNUSEDSIGNAL */  // a function sees the whole word
+function automatic int tnpu_scope_rows(input int scope);
+  if (scope == 0) return TNPU_A_REG_ROWS;
+  if (scope == 1) return TNPU_B_REG_ROWS;
+  return TNPU_ACC_ROWS;
+endfunction
+function automatic int tnpu_elem_bytes(input int scope);
+  if (scope == 0) return TNPU_A_REG_ELEM_BYTES;
+  if (scope == 1) return TNPU_B_REG_ELEM_BYTES;
+  return TNPU_ACC_ELEM_BYTES;
+endfunction
+// load: {dram, spad, field} faults
+function automatic logic [2:0] tnpu_load_checks(input logic [127:0] word);
+  return {(((40'(word[32 +: 32]) + ((40'(word[88 +: 15]) - 40'd1) * 40'(word[64 +: 24]))) + (40'(word[103 +: 8]) * 40'(tnpu_elem_bytes(int'(word[16 +: 2]))))) > 40'(TNPU_DRAM_BYTES)) || ((32'(word[32 +: 32]) % (32'd1 * 32'(tnpu_elem_bytes(int'(word[16 +: 2]))))) != '0) || ((32'(word[88 +: 15]) > 32'd1 && (32'(word[64 +: 24]) % (32'd1 * 32'(tnpu_elem_bytes(int'(word[16 +: 2]))))) != '0)), ((16'(word[18 +: 14]) + 16'(word[88 +: 15])) > 16'(tnpu_scope_rows(int'(word[16 +: 2])))), (word[16 +: 2] > 2'd2) || (word[88 +: 15] == '0) || (word[103 +: 8] == '0) || (int'(word[103 +: 8]) > TNPU_TILE)};
+endfunction
+// zero: {dram, spad, field} faults
+function automatic logic [2:0] tnpu_zero_checks(input logic [127:0] word);
+  return {1'b0, ((16'(word[18 +: 14]) + 16'(word[88 +: 15])) > 16'(tnpu_scope_rows(int'(word[16 +: 2])))), (word[16 +: 2] > 2'd2) || (word[88 +: 15] == '0)};
+endfunction
+// store: {dram, spad, field} faults
+function automatic logic [2:0] tnpu_store_checks(input logic [127:0] word);
+  return {(((40'(word[32 +: 32]) + ((40'(word[88 +: 15]) - 40'd1) * 40'(word[64 +: 24]))) + (40'(word[103 +: 8]) * ((40'(word[111 +: 1]) != '0) ? 40'd1 : 40'(TNPU_ACC_ELEM_BYTES)))) > 40'(TNPU_DRAM_BYTES)) || ((32'(word[32 +: 32]) % (32'd1 * ((32'(word[111 +: 1]) != '0) ? 32'd1 : 32'(TNPU_ACC_ELEM_BYTES)))) != '0) || ((32'(word[88 +: 15]) > 32'd1 && (32'(word[64 +: 24]) % (32'd1 * ((32'(word[111 +: 1]) != '0) ? 32'd1 : 32'(TNPU_ACC_ELEM_BYTES)))) != '0)), ((16'(word[18 +: 14]) + 16'(word[88 +: 15])) > 16'(TNPU_ACC_ROWS)), (word[88 +: 15] == '0) || (word[103 +: 8] == '0) || (int'(word[103 +: 8]) > TNPU_TILE) || (((5'(word[111 +: 1]) == 5'd0)) && ((5'(word[113 +: 5]) != 5'd0)))};
+endfunction
+// tmm: {dram, spad, field} faults
+function automatic logic [2:0] tnpu_tmm_checks(input logic [127:0] word);
+  return {1'b0, (((19'(word[28 +: 12]) + (19'(word[52 +: 7]) * 19'(word[66 +: 7]))) * 19'(TNPU_TILE)) > 19'(TNPU_A_REG_ROWS)) || (((19'(word[40 +: 12]) + (19'(word[59 +: 7]) * 19'(word[66 +: 7]))) * 19'(TNPU_TILE)) > 19'(TNPU_B_REG_ROWS)) || (((19'(word[16 +: 12]) + (19'(word[52 +: 7]) * 19'(word[59 +: 7]))) * 19'(TNPU_TILE)) > 19'(TNPU_ACC_ROWS)), (word[52 +: 7] == '0) || (word[59 +: 7] == '0) || (word[66 +: 7] == '0)};
+endfunction
+// The checks of the instruction ``word`` decodes as ('0 for the other instructions).
+function automatic logic [2:0] tnpu_checks(input logic [127:0] word);
+  if ((word & TNPU_LOAD_MASK) == TNPU_LOAD_MATCH) return tnpu_load_checks(word);
+  if ((word & TNPU_ZERO_MASK) == TNPU_ZERO_MATCH) return tnpu_zero_checks(word);
+  if ((word & TNPU_STORE_MASK) == TNPU_STORE_MATCH) return tnpu_store_checks(word);
+  if ((word & TNPU_TMM_MASK) == TNPU_TMM_MATCH) return tnpu_tmm_checks(word);
+  return '0;
+endfunction
+/* verilator lint_on UNUSEDSIGNAL */
+
 endpackage
 /* verilator lint_on DECLFILENAME */
 `endif  // TINYNPU_ISA_VH
