@@ -67,28 +67,27 @@ def _read_through(net: Network, producer: dict[str, Step], name: str) -> Operand
     shape, source = _shape(net, name), _shape(net, tensor)
     if not chain or shape is None or source is None:
         return None
-    index = np.arange(int(np.prod(source)), dtype=np.int64).reshape(source)
+    index: np.ndarray | None = np.arange(int(np.prod(source)), dtype=np.int64).reshape(source)
     for s, out in reversed(chain):
-        index = _apply(net, s, index, out)
-        if index is None:
-            return None
-    if index.shape != shape:
+        index = _apply(net, s, index, out) if index is not None else None
+    if index is None or index.shape != shape:
         return None
     return OperandView(tensor, source, shape, np.ascontiguousarray(index), tuple(s.name for s, _ in reversed(chain)))
 
 
-def _written_through(net: Network, steps: list[Step], name: str) -> tuple[OperandView, list[Step]] | None:
+def _written_through(net: Network, steps: list[Step], name: str) -> tuple[OperandView, list[MoveStep]] | None:
     """The view of a matmul's output ``name`` into the tensor the moves after it make (each the one reader
     of the one before, none a graph output), and those moves; None when no move follows."""
-    chain: list[Step] = []
+    chain: list[MoveStep] = []
     tensor = name
     while tensor not in net.outputs:
         readers = [s for s in steps if tensor in s.inputs]
-        if (len(readers) != 1 or not isinstance(readers[0], MoveStep) or readers[0].op not in _PERMUTING
-                or readers[0].inputs[0] != tensor or _shape(net, readers[0].outputs[0]) is None):
+        move = readers[0] if len(readers) == 1 else None
+        if (not isinstance(move, MoveStep) or move.op not in _PERMUTING or move.inputs[0] != tensor
+                or _shape(net, move.outputs[0]) is None):
             break
-        chain.append(readers[0])
-        tensor = readers[0].outputs[0]
+        chain.append(move)
+        tensor = move.outputs[0]
     shape = _shape(net, name)
     if not chain or shape is None:
         return None

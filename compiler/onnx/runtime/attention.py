@@ -14,8 +14,6 @@ the operands are the views' gathers and the numpy reference or a fresh machine c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from tinynpu.compiler.onnx.ir import MatmulStep, OperandView
@@ -25,17 +23,6 @@ from tinynpu.compiler.onnx.runtime.layers import Accelerator, LayerRun, _simulat
 
 #: (address of the block's first byte, bytes between its rows or None when they are back to back)
 Place = tuple[int, int | None]
-
-
-@dataclass(frozen=True)
-class _Blocks:
-    """Where each head's block of one operand is in the image (None: staged by the host)."""
-
-    places: list[Place | None]
-
-    @property
-    def all_in_place(self) -> bool:
-        return all(p is not None for p in self.places)
 
 
 def operand(view: OperandView | None, value: np.ndarray) -> np.ndarray:
@@ -81,32 +68,30 @@ def _in_image(step: MatmulStep, env: dict[str, np.ndarray], npu: Accelerator, im
               run: LayerRun) -> np.ndarray:
     """Each head's program in the image, every operand with a view read (written) in place where it can be."""
     batch, m, n, k = dims
-    heads = xb.shape[0]
     va, vb, vc = step.views
-    a = _blocks(image, env, step.inputs[0], va, (*batch, m, k), transpose=False)
-    b = _blocks(image, env, step.inputs[1], vb, (*batch, k, n), transpose=True)
-    c = _blocks(image, env, step.outputs[0], vc, (*batch, m, n), transpose=False, written=True)
+    blocks = {"A": _blocks(image, env, step.inputs[0], va, (*batch, m, k), transpose=False),
+              "B": _blocks(image, env, step.inputs[1], vb, (*batch, k, n), transpose=True),
+              "C": _blocks(image, env, step.outputs[0], vc, (*batch, m, n), transpose=False, written=True)}
     npu_epi = step.epilogue.channels(n).on_accelerator()
     key, comp = gemm_program(npu.cache, m, n, k, epilogue=npu_epi)
     table = npu_epi.param_table(image.cfg.tile)
+    in_place: dict[str, list[bool]] = {name: [] for name in blocks}
     ys = []
-    for i in range(heads):
+    for i in range(xb.shape[0]):
         bases: dict[str, int] = {}
         pitches: dict[str, int] = {}
         staged: dict[str, np.ndarray] = {"P": table}
         taken: list[tuple[int, int]] = []
-        for name, blocks, value in (("A", a, xb[i]), ("B", b, wb[i].T), ("C", c, None)):
-            place = blocks.places[i] if blocks is not None else None
+        for name, value in (("A", xb[i]), ("B", wb[i].T), ("C", None)):
+            place = blocks[name][i]
             if place is not None:
                 # a program's manifest holds each tensor as its own span of bytes: Q and K read from one fused
                 # projection's output would overlap there, so the second is staged (its B copy, as before)
                 span = (place[0], place[0] + comp.program.tensor(name).nbytes)
-                if any(lo < span[1] and span[0] < hi for lo, hi in taken):
-                    place = None
-                    blocks.places[i] = None
-                else:
-                    taken.append(span)
+                place = None if any(lo < span[1] and span[0] < hi for lo, hi in taken) else place
+            in_place[name].append(place is not None)
             if place is not None:
+                taken.append(span)
                 bases[name] = place[0]
                 if place[1] is not None:
                     pitches[name] = place[1]
@@ -115,28 +100,30 @@ def _in_image(step: MatmulStep, env: dict[str, np.ndarray], npu: Accelerator, im
                 run.host_bytes += 2 * value.nbytes  # the host's gather (B: and transpose) into the staging area
         ys.append(_simulate(npu, comp, staged, "C", npu_epi, run, key=(*key, step.name), bases=bases,
                             pitches=pitches))
-    run.output_in_image = c is not None and c.all_in_place
-    run.note = _note(step, (a, b, c))
+    run.output_in_image = all(in_place["C"])
+    run.note = _note(step, [in_place[name] for name in ("A", "B", "C")])
     return np.stack(ys)
 
 
 def _blocks(image: DramImage, env: dict[str, np.ndarray], tensor: str, view: OperandView | None,
-            shape: tuple[int, ...], *, transpose: bool, written: bool = False) -> _Blocks | None:
+            shape: tuple[int, ...], *, transpose: bool, written: bool = False) -> list[Place | None]:
     """Where each head's block of a viewed operand is: rows ``pitch`` bytes apart in ``tensor``'s place in the
-    image; None without a view, or for the whole operand when ``tensor`` has no plain place there."""
+    image; None for a head whose block is not, and for every head without a view or when ``tensor`` has no
+    plain place there."""
+    heads = int(np.prod(shape[:-2]))
     if view is None or image.slice_of(tensor) is not None or tensor in image.aliases:
-        return None
+        return [None] * heads
     if not written and (tensor not in image.held or np.asarray(env[tensor]).dtype != np.int8):
-        return None  # a constant or a tensor the image does not hold: the host stages it
+        return [None] * heads  # a constant or a tensor the image does not hold: the host stages it
     size = int(np.prod(view.tensor_shape))  # int8: the moves of a view are on int8 values at one scale
     base = image.address(tensor, size)
     if base is None:
-        return None
+        return [None] * heads
     laid = image_layout(np.arange(size, dtype=np.int64).reshape(view.tensor_shape)).reshape(-1)
     at = np.empty(size, dtype=np.int64)
     at[laid] = np.arange(size, dtype=np.int64)  # the image byte of each element of the tensor
     offsets = at[np.broadcast_to(view.index, shape).reshape(-1, *shape[-2:])]
-    return _Blocks([_rows(o.T if transpose else o, base) for o in offsets])
+    return [_rows(o.T if transpose else o, base) for o in offsets]
 
 
 def _rows(offsets: np.ndarray, base: int) -> Place | None:
@@ -152,14 +139,13 @@ def _rows(offsets: np.ndarray, base: int) -> Place | None:
     return base + int(first[0, 0]), (None if pitch == cols else pitch)
 
 
-def _note(step: MatmulStep, blocks: tuple[_Blocks | None, _Blocks | None, _Blocks | None]) -> str:
-    """What the report says of where the operands came from."""
+def _note(step: MatmulStep, in_place: list[list[bool]]) -> str:
+    """What the report says of where the viewed operands came from (went to)."""
     parts = []
-    for label, view, b in zip(("A", "B", "output"), step.views, blocks, strict=True):
+    for label, view, heads in zip(("A", "B", "output"), step.views, in_place, strict=True):
         if view is None:
             continue
-        how = ("strided DMA" if b is not None and b.all_in_place else
-               "host-staged" if b is None or not any(b.places) else "strided DMA for some heads")
+        how = "strided DMA" if all(heads) else "host-staged" if not any(heads) else "strided DMA for some heads"
         parts.append(f"{label} {'into' if label == 'output' else 'from'} {view.tensor} ({how}, "
                      f"replacing {', '.join(view.moves)})")
     return "head split/merge folded: " + "; ".join(parts)
