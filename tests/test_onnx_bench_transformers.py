@@ -62,6 +62,8 @@ def test_section_json_carries_every_figure(capfd: pytest.CaptureFixture[str]) ->
     assert r["models"] == [] and [t["model"] for t in r["transformers"]] == ["block_small", "bert_sdpa.op17"]
     block, bert = r["transformers"]
     assert block["host_compute_steps"] == [] and block["cycles"] > 0
+    assert block["host_move_steps"] == 0  # its head split and merge are folded into the attention matmuls
+    assert bert["host_move_steps"] > 0 and bert["host_bytes"] > 0  # SDPA's scaled Q and K keep theirs
     assert {op["op"] for op in block["operators"]} >= {"Softmax", "LayerNormalization"}
     assert block["loading"]["programs"] > block["loading"]["compiled_programs"] > 0
     assert [o["name"] for o in bert["outputs"]] == ["last_hidden_state", "pooler_output"]

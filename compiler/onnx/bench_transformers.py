@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from tinynpu.compiler.onnx.ir import HOST
 from tinynpu.errors import UsageError
 
 MODELS_DIR = Path(__file__).resolve().parents[2] / "tests" / "models"
@@ -118,6 +119,8 @@ def bench_transformer(case: Case) -> dict[str, Any]:
     return {"model": case.label, "file": str(case.path), "verified": r["verified"],
             "outputs": [_output_row(o) for o in r["outputs"]], "cycles": r["cycles"],
             "npu_layers": r["npu_layers"], "host_compute_steps": steps,
+            "host_move_steps": sum(1 for step in cn.net.steps if step.where == HOST and step.kind == "move"),
+            "host_bytes": r["host_bytes"],
             "nonlinear_host_steps": [st for st in steps if st["op"] in NONLINEAR_OPS],
             "host_share_of_wall_time": (host + load) / (host + sim + load) if host + sim + load else 0.0,
             "host_share_apart_from_loading": r["host_share_of_wall_time"],

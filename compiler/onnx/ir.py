@@ -160,16 +160,45 @@ class GemmStep(LayerStep):
             raise self.fail(f"it reads {len(self.inputs)} tensors, not one.")
 
 
+@dataclass(frozen=True, eq=False)
+class OperandView:
+    """A matmul operand (or its output) that is a layout move of another tensor (attention's head split and
+    merge, folded by :mod:`~tinynpu.compiler.onnx.frontend.heads`): element ``i`` of the operand, of
+    ``shape``, is element ``index.flat[i]`` of ``tensor`` (of ``tensor_shape``, flat, row-major); ``moves``
+    names the move steps it replaces."""
+
+    tensor: str
+    tensor_shape: tuple[int, ...]
+    shape: tuple[int, ...]
+    index: np.ndarray  # int64, of ``shape``
+    moves: tuple[str, ...]
+
+
 @dataclass(frozen=True, kw_only=True, eq=False)
 class MatmulStep(LayerStep):
-    """A (batched) MatMul between two int8 activations (attention)."""
+    """A (batched) MatMul between two int8 activations (attention).
+
+    ``views``: for A, B and the output, None (the tensor named in ``inputs``/``outputs`` as it is), or the
+    :class:`OperandView` through which it is read from (written into) that tensor.
+    """
 
     kind: ClassVar[str] = "matmul"
+
+    views: tuple[OperandView | None, OperandView | None, OperandView | None] = (None, None, None)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if len(self.inputs) != 2:
             raise self.fail(f"it reads {len(self.inputs)} tensors, not two.")
+        for i, view in enumerate(self.views):
+            name = (*self.inputs, self.outputs[0])[i]
+            if view is not None and (view.tensor != name or view.index.shape != view.shape):
+                raise self.fail(f"its view of {name!r} is of {view.tensor!r} with an index of {view.index.shape}.")
+
+    def operand_shapes(self, shapes: dict[str, tuple[int, ...]]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The shapes of A and B as the MatMul sees them."""
+        a, b = (v.shape if v is not None else shapes[name] for v, name in zip(self.views, self.inputs, strict=False))
+        return a, b
 
 
 @dataclass(frozen=True)
@@ -381,4 +410,4 @@ class Network:
 
 __all__ = ["HOST", "NPU", "AddStep", "AddTerm", "AvgPoolStep", "ConcatStep", "ConvStep", "GemmStep", "LayerStep",
            "LutStep", "MaskStep", "MatmulStep", "MaxPoolStep", "MoveStep", "Network", "NodeStep", "NonlinearStep",
-           "NormStep", "OnnxStep", "PoolWindow", "QParam", "SoftmaxStep", "Step", "StepError"]
+           "NormStep", "OnnxStep", "OperandView", "PoolWindow", "QParam", "SoftmaxStep", "Step", "StepError"]

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from tinynpu.compiler.onnx.frontend.calibration import CalibrationSource
+from tinynpu.compiler.onnx.frontend.heads import fold_head_moves
 from tinynpu.compiler.onnx.frontend.hostops import check_supported
 from tinynpu.compiler.onnx.frontend.importer import Imported, import_model, seeded_inputs
 from tinynpu.compiler.onnx.frontend.qdq import build_network
@@ -150,7 +151,7 @@ def compile_onnx(path: str | Path, *, batch: int | None = None, random_weights: 
     import onnx
 
     qmodel = onnx.shape_inference.infer_shapes(qmodel)
-    net = build_network(qmodel, nonlinear=nonlinear)
+    net = fold_head_moves(build_network(qmodel, nonlinear=nonlinear))
     place(net, cfg)
     memory = plan(net, cfg.tile)
     if memory.total_bytes > cfg.dram_bytes:

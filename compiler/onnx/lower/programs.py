@@ -190,7 +190,7 @@ def compile_programs(net: Network, cache: ProgramCache) -> dict[str, tuple[Progr
             out[step.name] = (gemm_program(cache, int(np.prod(shape[:-1])), n_out, shape[-1],
                                            epilogue=step.epilogue.channels(n_out).on_accelerator())[0],)
         elif isinstance(step, MatmulStep):
-            a, b = net.shapes[step.inputs[0]], net.shapes[step.inputs[1]]
+            a, b = step.operand_shapes(net.shapes)
             m, n, k = matmul_dims(cache, a[-2], b[-1], a[-1])
             epilogue = padded_epilogue(step.epilogue, b[-1], n).on_accelerator()
             out[step.name] = (gemm_program(cache, m, n, k, epilogue=epilogue)[0],)

@@ -29,7 +29,7 @@ from tinynpu.compiler.onnx.ir import (
     OnnxStep,
     Step,
 )
-from tinynpu.compiler.onnx.lower.programs import ProgramCache, matmul_dims, padded_epilogue
+from tinynpu.compiler.onnx.lower.programs import ProgramCache
 from tinynpu.compiler.onnx.runtime import host
 from tinynpu.compiler.onnx.runtime.image import DramImage
 from tinynpu.compiler.onnx.runtime.layers import Accelerator, LayerRun, add_layer, conv_layer, gemm_in_place, gemm_layer
@@ -146,20 +146,9 @@ def _gemm(step: GemmStep, env: dict[str, np.ndarray], npu: Accelerator | None, r
 
 
 def _matmul(step: MatmulStep, env: dict[str, np.ndarray], npu: Accelerator | None, run: LayerRun) -> np.ndarray:
-    x, w = env[step.inputs[0]], env[step.inputs[1]]
-    batch = np.broadcast_shapes(x.shape[:-2], w.shape[:-2])
-    xb = np.broadcast_to(x, (*batch, *x.shape[-2:])).reshape(-1, *x.shape[-2:])
-    wb = np.broadcast_to(w, (*batch, *w.shape[-2:])).reshape(-1, *w.shape[-2:])
-    n, epilogue = wb.shape[-1], step.epilogue
-    if npu is not None:  # zero rows and columns up to the shape the program is compiled for (exact: zero points 0)
-        _, n_pad, k_pad = matmul_dims(npu.cache, xb.shape[-2], n, xb.shape[-1])
-        xb = np.pad(xb, ((0, 0), (0, 0), (0, k_pad - xb.shape[-1])))
-        wb = np.pad(wb, ((0, 0), (0, k_pad - wb.shape[-2]), (0, n_pad - n)))
-        epilogue = padded_epilogue(step.epilogue, n, n_pad)
-    y = np.stack([gemm_layer(xb[i], np.ascontiguousarray(wb[i].T), epilogue, npu=npu, run=run)
-                  for i in range(xb.shape[0])])[..., :n]
-    run.host_bytes += 2 * wb.nbytes  # B transposed to N x K on the host
-    return np.ascontiguousarray(y).reshape(*batch, *y.shape[-2:])
+    from tinynpu.compiler.onnx.runtime.attention import matmul_layer
+
+    return matmul_layer(step, env, npu, run)
 
 
 __all__ = ["Execution", "execute", "reference_step"]

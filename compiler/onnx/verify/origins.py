@@ -139,13 +139,20 @@ def _carriers(cn: CompiledNetwork, opt: Any) -> dict[str, tuple[str, int, str, b
             if node is not None:
                 tensor = node.output[0] if node.op_type == "QuantizeLinear" else node.input[0]
                 out[name] = (tensor, zero_point(node, 2), kernel(tensor), channels_last(tensor))
-            elif step.name in kernels and len(step.outputs) == 1:
+            elif step.name in kernels and len(step.outputs) == 1 and not _output_viewed(step):
                 node = kernels[step.name]
                 out[name] = (node.output[0], zero_point(node, _INTEGER_KERNELS[node.op_type]), node.op_type,
                              is_channels_last(node))
             elif (zp := int8_zero_point(name)) is not None:
                 out[name] = (name, zp, kernel(name), channels_last(name))
     return out
+
+
+def _output_viewed(step: Any) -> bool:
+    """Whether the step writes its output through a view (a matmul with the head merge folded in): the
+    kernel named after it makes the tensor before the merge, not the step's output."""
+    views = getattr(step, "views", None)
+    return views is not None and views[2] is not None
 
 
 def _as_ours(theirs: np.ndarray, shape: tuple[int, ...], channels_last: bool, what: str) -> np.ndarray:
