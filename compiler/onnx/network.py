@@ -64,7 +64,7 @@ class CompiledNetwork:
         logits: ``(int8 tensor in the network, float tensor in the float model)`` compared against
             onnxruntime (the input of a final Softmax, else the first output).
         image: The DRAM image: activations planned, every layer's weights placed (written on the first run).
-        timings: Seconds per phase (import, quantize, plan, compile).
+        timings: Seconds per phase (import, quantize, plan, compile, program_decode).
         quantized_here: Whether tinynpu quantized the model (False: it came quantized).
     """
 
@@ -164,6 +164,7 @@ def compile_onnx(path: str | Path, *, batch: int | None = None, random_weights: 
     image = DramImage(cfg, memory)
     reserve_weights(net, programs, cache, image)
     timings["compile"] = cache.compile_seconds
+    timings["program_decode"] = cache.decode_seconds  # each compiled program decoded once (ProgramCache)
     return CompiledNetwork(imported=imported, qmodel=qmodel, net=net, cfg=cfg, cache=cache, programs=programs,
                            memory=memory, logits=logits, timings=timings, quantized_here=quantized_here,
                            image=image)
