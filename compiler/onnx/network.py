@@ -173,7 +173,8 @@ def compile_onnx(path: str | Path, *, batch: int | None = None, random_weights: 
 def _logits(net: Network, qmodel: Any, float_model: Any) -> tuple[str, str]:
     """The int8 tensor compared against onnxruntime and its float-model counterpart."""
     producer = {o: s for s in net.steps for o in s.outputs}
-    softmax = next((s for s in reversed(net.steps) if s.op == "Softmax"), None)
+    quantized = {n.output[0] for n in qmodel.graph.node if n.op_type == "QuantizeLinear"}  # not a float output's
+    softmax = next((s for s in reversed(net.steps) if s.op == "Softmax"), None)                # table codes
     # the last softmax's input, else (a masked softmax on the host reads float scores) the first output
     for target in ([softmax.inputs[0]] if softmax is not None else []) + [net.outputs[0]]:
         # walk back through DequantizeLinear (and an attention mask's select) to the int8 tensor
@@ -181,7 +182,7 @@ def _logits(net: Network, qmodel: Any, float_model: Any) -> tuple[str, str]:
         while s is not None and (s.op in ("DequantizeLinear",) or s.kind == "mask"):
             target = s.inputs[0]
             s = producer.get(target)
-        if target in net.qparams:
+        if target in net.qparams and target in quantized:
             break
     else:
         raise OnnxError(f"the network's output {net.outputs[0]!r} does not come from a quantized tensor; "
