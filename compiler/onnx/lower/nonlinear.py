@@ -77,9 +77,9 @@ def parameter_rows(step: NonlinearStep, shape: RowShape) -> np.ndarray:
 def _body(step: NonlinearStep, tile: int) -> tuple[Body, int, tuple[Any, ...]]:
     """The tile-row's instructions, its blocks, and what of them the parameters do not carry (the key)."""
     if isinstance(step, SoftmaxStep) and step.params is not None:
-        p = step.params
-        mask = () if p.mask is None else (select.blocks(p.mask, tile),)  # the body picks a block per tile-row
-        return softmax.softmax_body(p, tile), 2, (bool(p.zero_point), p.masked, *mask)
+        sp = step.params
+        mask = () if sp.mask is None else (select.blocks(sp.mask, tile),)  # the body picks a block per tile-row
+        return softmax.softmax_body(sp, tile), 2, (bool(sp.zero_point), sp.masked, *mask)
     if isinstance(step, NormStep) and step.params is not None:
         p = step.params
         return norm.norm_body(p), p.blocks, (p.center, bool(p.zero_point_in), p.sq_shift, bool(p.eps_term),
