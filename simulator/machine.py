@@ -40,29 +40,38 @@ class Machine:
     Args:
         cfg: the architecture config.
         isa: the ISA (the built-in one by default).
+        state: scratchpads and DRAM shared with another machine of this ISA and config (a network's
+            programs, each loaded once on its own front end over one image); default: new, all zero.
     """
 
-    def __init__(self, cfg: ArchConfig, isa: Isa | None = None) -> None:
+    def __init__(self, cfg: ArchConfig, isa: Isa | None = None, state: State | None = None) -> None:
         self.cfg = cfg
         self.isa = isa or load_isa()
-        self.state = State(self.isa, cfg)
+        if state is not None and (state.isa is not self.isa or state.cfg != cfg):
+            raise UsageError(f"a machine of config {cfg.name!r} cannot share the state of a machine of config "
+                             f"{state.cfg.name!r} or of another ISA: their scratchpads and DRAM differ.")
+        self.state = state if state is not None else State(self.isa, cfg)
         self.program: Program | None = None
         self._decoded: Decoded | None = None
 
     # --- program and data ---------------------------------------------------------------------------
-    def load(self, program: Program, *, like: Machine | None = None) -> None:
+    def load(self, program: Program, *, like: Machine | Decoded | None = None) -> None:
         """Check ``program`` was built for this ISA and config, and decode it.
 
-        ``like``: a machine with a program of the same length loaded that differs from ``program`` in few
-        words (another relocation of one compiled program): only the differing words are decoded
-        (:func:`~tinynpu.simulator.decode.decode_like`); the result is the same.
+        ``like``: a machine with a program of the same length loaded, or such a program's decoding (for
+        this machine's ISA and config), that differs from ``program`` in few words (another relocation
+        of one compiled program): only the differing words are decoded and checked
+        (:func:`~tinynpu.simulator.decode.decode_like`); the result and every fault are the same.
 
         Raises:
             AsmError: built for another ISA/config.
             SimFault: an undecodable word or a static fault.
         """
         program.check_built_for(self.isa, self.cfg)
-        prior = like._decoded if like is not None and like.isa is self.isa and like.cfg == self.cfg else None
+        if isinstance(like, Machine):
+            prior = like._decoded if like.isa is self.isa and like.cfg == self.cfg else None
+        else:
+            prior = like
         self._decoded = (decode_program(self.isa, self.cfg, program.words) if prior is None
                          else decode_like(self.isa, self.cfg, program.words, prior))
         self.program = program

@@ -94,15 +94,16 @@ def _causal(fill: float) -> np.ndarray:
 
 @pytest.mark.parametrize("fill", [-np.inf, float(np.finfo(np.float32).min), -1e4])
 def test_causal_mask_is_a_select_and_a_masked_softmax(tmp_path: Path, fill: float) -> None:
-    """The mask sets no scale: the scores' scale is the matmul's, the select and the masked softmax run, the
-    run is bit-exact and the output tracks float (a mask in the scale would make every row uniform)."""
+    """The mask sets no scale: the scores' scale is the matmul's, the masked softmax applies the constant mask
+    in its program (tests/test_onnx_mask_select.py), the run is bit-exact and the output tracks float (a mask
+    in the scale would make every row uniform)."""
     from tinynpu.compiler.onnx import compile_onnx, run_network
 
     cn = compile_onnx(_attention(tmp_path / "att.onnx", _causal(fill)))
     kinds = {s.name: (s.kind, s.where) for s in cn.net.steps}
-    assert kinds["mask_add"] == ("mask", "host") and kinds["softmax"] == ("softmax", "npu")
-    select = next(s for s in cn.net.steps if s.kind == "mask")
-    assert cn.net.qparams[select.inputs[0]].s < 1.0  # the scores' own scale, not |mask| / 127
+    assert "mask_add" not in kinds and kinds["softmax"] == ("softmax", "npu")
+    sm = next(s for s in cn.net.steps if s.kind == "softmax")
+    assert sm.params.mask is not None and cn.net.qparams[sm.inputs[0]].s < 1.0  # the scores' own scale
     r = run_network(cn)
     assert r["verified"] is True
     assert r["outputs"][0]["ort_float"]["cosine"] >= 0.99

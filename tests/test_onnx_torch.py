@@ -86,8 +86,11 @@ def _check_export(name: str, tmp: Path, nonlinear: str) -> None:
                 assert q["equal_fraction"] == 1.0, o["name"]
             else:  # the integer softmax against onnxruntime's float one: a few LSB on an output, never more
                 assert q["max_abs_lsb"] <= NPU_LSB_BOUND, (o["name"], q["max_abs_lsb"])
-        else:  # a float operator last (BERT's pooler Tanh): onnxruntime's tanh rounds in the last bits
-            assert q["max_abs_difference"] < 1e-5, o["name"]
+        elif nonlinear == "host":  # a float operator last (BERT's pooler Tanh): onnxruntime's tanh rounds in
+            assert q["max_abs_difference"] < 1e-5, o["name"]  # the last bits
+        else:  # the pooler's Tanh as a table into codes of its own scale: within half a step of onnxruntime's
+            scale = float(cn.net.constants[f"{o['name']}__int8_scale"])
+            assert q["max_abs_difference"] <= scale / 2 + 1e-5, (o["name"], q["max_abs_difference"], scale)
         floor = BELOW_TARGET.get((name, o["name"]), MIN_COSINE)
         assert o["ort_float"]["cosine"] >= floor, (o["name"], o["ort_float"]["cosine"])
         assert ("top1_agree" in o["ort_float"]) == ("logits" in o["name"])

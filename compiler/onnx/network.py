@@ -65,7 +65,7 @@ class CompiledNetwork:
         logits: ``(int8 tensor in the network, float tensor in the float model)`` compared against
             onnxruntime (the input of a final Softmax, else the first output).
         image: The DRAM image: activations planned, every layer's weights placed (written on the first run).
-        timings: Seconds per phase (import, quantize, plan, compile).
+        timings: Seconds per phase (import, quantize, plan, compile, program_decode).
         quantized_here: Whether tinynpu quantized the model (False: it came quantized).
     """
 
@@ -165,6 +165,7 @@ def compile_onnx(path: str | Path, *, batch: int | None = None, random_weights: 
     image = DramImage(cfg, memory)
     reserve_weights(net, programs, cache, image)
     timings["compile"] = cache.compile_seconds
+    timings["program_decode"] = cache.decode_seconds  # each compiled program decoded once (ProgramCache)
     return CompiledNetwork(imported=imported, qmodel=qmodel, net=net, cfg=cfg, cache=cache, programs=programs,
                            memory=memory, logits=logits, timings=timings, quantized_here=quantized_here,
                            image=image)
@@ -173,7 +174,8 @@ def compile_onnx(path: str | Path, *, batch: int | None = None, random_weights: 
 def _logits(net: Network, qmodel: Any, float_model: Any) -> tuple[str, str]:
     """The int8 tensor compared against onnxruntime and its float-model counterpart."""
     producer = {o: s for s in net.steps for o in s.outputs}
-    softmax = next((s for s in reversed(net.steps) if s.op == "Softmax"), None)
+    quantized = {n.output[0] for n in qmodel.graph.node if n.op_type == "QuantizeLinear"}  # not a float output's
+    softmax = next((s for s in reversed(net.steps) if s.op == "Softmax"), None)                # table codes
     # the last softmax's input, else (a masked softmax on the host reads float scores) the first output
     for target in ([softmax.inputs[0]] if softmax is not None else []) + [net.outputs[0]]:
         # walk back through DequantizeLinear (and an attention mask's select) to the int8 tensor
@@ -181,7 +183,7 @@ def _logits(net: Network, qmodel: Any, float_model: Any) -> tuple[str, str]:
         while s is not None and (s.op in ("DequantizeLinear",) or s.kind == "mask"):
             target = s.inputs[0]
             s = producer.get(target)
-        if target in net.qparams:
+        if target in net.qparams and target in quantized:
             break
     else:
         raise OnnxError(f"the network's output {net.outputs[0]!r} does not come from a quantized tensor; "

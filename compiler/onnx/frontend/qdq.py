@@ -261,7 +261,7 @@ def _match_nonlinear(g: QdqGraph, fused: set[int], anchored: dict[int, Step]) ->
     """Softmax, norms, then the unary segments among the nodes no integer pattern took (:mod:`.nonlinear`)."""
     from tinynpu.compiler.onnx.frontend.masks import masked_softmax_at
     from tinynpu.compiler.onnx.frontend.nonlinear import nonlinear_at
-    from tinynpu.compiler.onnx.frontend.segments import segment_step
+    from tinynpu.compiler.onnx.frontend.segments import float_output_segment, segment_step
 
     for node in g.nodes:
         masked = None if id(node) in fused else masked_softmax_at(g, node)
@@ -278,6 +278,12 @@ def _match_nonlinear(g: QdqGraph, fused: set[int], anchored: dict[int, Step]) ->
             found = segment_step(g, node.input[0], fused)
             if found is not None:
                 _take(g, fused, anchored, found[1][0], *found)
+                continue
+            ends_float = float_output_segment(g, node.input[0], fused)
+            if ends_float is not None:  # two steps: the table, and the float output's dequantization
+                absorbed, placed = ends_float
+                _take(g, fused, anchored, absorbed[0], placed[-1][1], absorbed)
+                anchored.update((id(at), step) for at, step in placed)
 
 
 def _onnx_step(node: Any, opset: int, *, reason: str = "") -> OnnxStep:

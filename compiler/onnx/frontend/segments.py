@@ -19,7 +19,7 @@ import numpy as np
 
 from tinynpu.compiler.onnx.frontend.hostops import node_name
 from tinynpu.compiler.onnx.frontend.nonlinear import BINARY, QDQ, UNARY, Match, _host
-from tinynpu.compiler.onnx.ir import NPU, LutStep, Network, OnnxStep
+from tinynpu.compiler.onnx.ir import NPU, LutStep, Network, OnnxStep, QParam, Step
 
 if TYPE_CHECKING:
     from tinynpu.compiler.onnx.frontend.qdq import QdqGraph
@@ -74,8 +74,9 @@ def _leaving(g: QdqGraph, members: dict[int, Any], start_ids: set[int]) -> list[
             del members[id(n)]
 
 
-def grow(g: QdqGraph, x: str, taken: set[int]) -> list[Any] | None:
-    """The segment of int8 tensor ``x`` (its nodes in graph order), or None when it is not one table."""
+def _members(g: QdqGraph, x: str, taken: set[int]) -> list[Any] | None:
+    """The nodes of int8 tensor ``x``'s segment in graph order, when one tensor leaves it, written by its last
+    node, and it holds an operator besides Q/DQ; else None."""
     starts = [n for n in g.uses.get(x, []) if n.op_type == "DequantizeLinear" and id(n) not in taken
               and all(_scalar(g, i) for i in n.input[1:] if i)]
     if not starts:
@@ -84,15 +85,23 @@ def grow(g: QdqGraph, x: str, taken: set[int]) -> list[Any] | None:
     _expand(g, members, taken)
     leaving = _leaving(g, members, {id(n) for n in starts})
     nodes = [n for n in g.nodes if id(n) in members]
-    if (len(leaving) != 1 or all(n.op_type in QDQ for n in nodes) or nodes[-1].op_type != "QuantizeLinear"
-            or nodes[-1].output[0] != leaving[0][1]):
+    if len(leaving) != 1 or all(n.op_type in QDQ for n in nodes) or nodes[-1].output[0] != leaving[0][1]:
         return None
-    qp = g.qparams[leaving[0][1]]
+    return nodes
+
+
+def grow(g: QdqGraph, x: str, taken: set[int]) -> list[Any] | None:
+    """The segment of int8 tensor ``x`` (its nodes in graph order), or None when it is not one table."""
+    nodes = _members(g, x, taken)
+    if nodes is None or nodes[-1].op_type != "QuantizeLinear":
+        return None
+    qp = g.qparams[nodes[-1].output[0]]
     return nodes if qp.per_tensor and qp.zero_point.dtype == np.int8 else None
 
 
-def lut_table(chain: tuple[OnnxStep, ...], x: str, constants: dict[str, np.ndarray], opset: int) -> np.ndarray:
-    """The segment's output code for every input code ``-128..127`` (entry ``i`` for code ``i - 128``)."""
+def lut_values(chain: tuple[OnnxStep, ...], x: str, constants: dict[str, np.ndarray], opset: int) -> np.ndarray:
+    """The chain's last output for every input code ``-128..127`` (entry ``i`` for code ``i - 128``), as the
+    host's evaluator computes it."""
     from tinynpu.compiler.onnx.runtime.host import onnx_operator
 
     net = Network(steps=[], constants=constants, inputs=[], outputs=[], shapes={}, opset=opset, qparams={})
@@ -100,8 +109,12 @@ def lut_table(chain: tuple[OnnxStep, ...], x: str, constants: dict[str, np.ndarr
     env[x] = np.arange(-128, 128, dtype=np.int8)
     for s in chain:
         env.update(zip(s.outputs, onnx_operator(s, env, net), strict=False))
-    out = np.asarray(env[chain[-1].outputs[0]])
-    return out.reshape(-1).astype(np.int64)
+    return np.asarray(env[chain[-1].outputs[0]]).reshape(-1)
+
+
+def lut_table(chain: tuple[OnnxStep, ...], x: str, constants: dict[str, np.ndarray], opset: int) -> np.ndarray:
+    """The segment's output code for every input code ``-128..127`` (entry ``i`` for code ``i - 128``)."""
+    return lut_values(chain, x, constants, opset).astype(np.int64)
 
 
 def segment_step(g: QdqGraph, x: str, taken: set[int]) -> Match | None:
@@ -109,8 +122,11 @@ def segment_step(g: QdqGraph, x: str, taken: set[int]) -> Match | None:
     qp = next((qp for src, qp in g.dq_act.values() if src == x), None)
     ok = qp is not None and qp.per_tensor and qp.zero_point.dtype == np.int8
     nodes = grow(g, x, taken) if ok else None
-    if nodes is None:
-        return None
+    return None if nodes is None else _lut_step(g, x, nodes)
+
+
+def _lut_step(g: QdqGraph, x: str, nodes: list[Any]) -> Match:
+    """The table step of segment ``nodes`` of int8 tensor ``x`` (its last node the QuantizeLinear)."""
     chain = tuple(_host(n, g.opset) for n in nodes)
     ops = [n for n in nodes if n.op_type not in QDQ]
     name = node_name(ops[0])
@@ -122,4 +138,42 @@ def segment_step(g: QdqGraph, x: str, taken: set[int]) -> Match | None:
                    reason=f"{desc}: one vlut, its table the host's float evaluated on the 256 codes"), nodes
 
 
-__all__ = ["grow", "lut_table", "segment_step"]
+def float_output_segment(g: QdqGraph, x: str, taken: set[int]) -> tuple[list[Any], list[tuple[Any, Step]]] | None:
+    """A segment of int8 tensor ``x`` that ends in a float graph output (BERT's pooler ``Tanh``): a table on
+    the accelerator into int8 codes of a scale of its own, then their dequantization on the host (the
+    network output's conversion, as after any int8 output).  None when ``x``'s segment is not one.
+
+    The QDQ model has no scale for a float output, so the scale is the one that spans the segment's values
+    on all 256 input codes (zero point 0, the largest magnitude at code 127): no input saturates, and the
+    error is at most half of it (1/254 for a tanh).  A QuantizeLinear of that scale, added to the chain, makes
+    the table (and the host path) exactly the host evaluator's codes, as for every other segment.
+
+    Returns:
+        The nodes absorbed, and each step with the node it takes its place at: the table at the segment's
+        first node, the dequantization at its last.
+    """
+    from onnx import helper
+
+    qp = next((qp for src, qp in g.dq_act.values() if src == x), None)
+    nodes = _members(g, x, taken) if qp is not None and qp.per_tensor and qp.zero_point.dtype == np.int8 else None
+    if (nodes is None or nodes[-1].op_type in QDQ or nodes[-1].output[0] not in g.outputs
+            or any(n.op_type in QDQ and n.output[0] in g.outputs for n in nodes[:-1])):  # a DQ the user reads
+        return None
+    out = nodes[-1].output[0]
+    codes, scale, zero = f"{out}__int8", f"{out}__int8_scale", f"{out}__int8_zero_point"
+    chain = tuple(_host(n, g.opset) for n in nodes)
+    values = lut_values(chain, x, g.consts, g.opset)
+    if not np.all(np.isfinite(values)):
+        return None
+    g.consts[scale] = np.float32(np.abs(values).max() / 127 if np.abs(values).max() > 0 else 1.0)
+    g.consts[zero] = np.int8(0)
+    g.qparams[codes] = QParam(scale=np.asarray(g.consts[scale]), zero_point=np.asarray(g.consts[zero]), axis=None)
+    if out in g.shapes:
+        g.shapes[codes] = g.shapes[out]
+    q = helper.make_node("QuantizeLinear", [out, scale, zero], [codes], name=f"{node_name(nodes[-1])}_quantize")
+    dq = helper.make_node("DequantizeLinear", [codes, scale, zero], [out], name=f"{node_name(nodes[-1])}_dequantize")
+    step, _ = _lut_step(g, x, [*nodes, q])
+    return nodes, [(nodes[0], step), (nodes[-1], _host(dq, g.opset))]
+
+
+__all__ = ["float_output_segment", "grow", "lut_table", "segment_step"]

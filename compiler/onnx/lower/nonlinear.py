@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tinynpu.compiler.onnx.ir import LutStep, NonlinearStep, NormStep, SoftmaxStep
-from tinynpu.compiler.onnx.lower import lut, norm, softmax
+from tinynpu.compiler.onnx.lower import lut, norm, select, softmax
 from tinynpu.compiler.onnx.lower.rowwise import Body, RowShape, row_compiled
 
 if TYPE_CHECKING:
@@ -65,7 +65,10 @@ def parameter_rows(step: NonlinearStep, shape: RowShape) -> np.ndarray:
     if isinstance(step, LutStep) and step.table is not None:
         return lut.lut_rows(step.table, shape.tile)
     if isinstance(step, SoftmaxStep) and step.params is not None:
-        return softmax.softmax_rows(step.params, shape.tile)
+        rows = softmax.softmax_rows(step.params, shape.tile)
+        if step.params.mask is not None:  # the constant mask's rows last (lower/select.py)
+            rows = np.concatenate([rows, select.mask_rows(step.params.mask, shape)])
+        return rows
     if isinstance(step, NormStep) and step.params is not None:
         return norm.norm_rows(step.params, shape)
     raise RuntimeError(f"step {step.name!r} ({step.kind}) has no integer parameters")
@@ -74,7 +77,9 @@ def parameter_rows(step: NonlinearStep, shape: RowShape) -> np.ndarray:
 def _body(step: NonlinearStep, tile: int) -> tuple[Body, int, tuple[Any, ...]]:
     """The tile-row's instructions, its blocks, and what of them the parameters do not carry (the key)."""
     if isinstance(step, SoftmaxStep) and step.params is not None:
-        return softmax.softmax_body(step.params, tile), 2, (bool(step.params.zero_point), step.params.masked)
+        sp = step.params
+        mask = () if sp.mask is None else (select.blocks(sp.mask, tile),)  # the body picks a block per tile-row
+        return softmax.softmax_body(sp, tile), 2, (bool(sp.zero_point), sp.masked, *mask)
     if isinstance(step, NormStep) and step.params is not None:
         p = step.params
         return norm.norm_body(p), p.blocks, (p.center, bool(p.zero_point_in), p.sq_shift, bool(p.eps_term),

@@ -15,7 +15,19 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tinynpu.compiler.onnx.ir import HOST, NPU, AddStep, ConcatStep, ConvStep, GemmStep, Network, NonlinearStep
+from tinynpu.compiler.onnx.ir import (
+    HOST,
+    NPU,
+    AddStep,
+    ConcatStep,
+    ConvStep,
+    GemmStep,
+    MaskStep,
+    Network,
+    NonlinearStep,
+    SoftmaxStep,
+    Step,
+)
 from tinynpu.compiler.onnx.lower.memory import ALIGN, ChannelSlice, MemoryPlan, plan_memory
 from tinynpu.compiler.onnx.lower.programs import ProgramCache, ProgramKey, conv_programs, groups_per_program
 from tinynpu.intmath import round_up
@@ -26,9 +38,11 @@ if TYPE_CHECKING:
 
 
 def place(net: Network, cfg: ArchConfig) -> None:
-    """Move accelerator steps the lowering cannot take to the host, with the reason."""
+    """Move accelerator steps the lowering cannot take to the host, with the reason; a constant mask's
+    select into the softmax program after it where that program fits (:func:`fuse_constant_masks`)."""
     from tinynpu.compiler.onnx.lower.nonlinear import check_fits
 
+    fuse_constant_masks(net, cfg)
     for i, step in enumerate(net.steps):
         if isinstance(step, (ConvStep, NonlinearStep)) and step.inputs[0] not in net.shapes:
             net.steps[i] = replace(step, where=HOST, reason="input shape unknown")
@@ -36,6 +50,36 @@ def place(net: Network, cfg: ArchConfig) -> None:
             why = check_fits(step, net.shapes[step.inputs[0]], cfg)
             if why:
                 net.steps[i] = replace(step, where=HOST, reason=why)
+
+
+def fuse_constant_masks(net: Network, cfg: ArchConfig) -> None:
+    """Each host select of a constant mask (a :class:`MaskStep` whose mask is a constant) and the accelerator's
+    masked softmax that alone reads its output become that softmax, applying the mask itself
+    (:mod:`.select`), where its program with the mask's rows fits the accumulators; else both stay."""
+    from tinynpu.compiler.onnx.lower import select
+    from tinynpu.compiler.onnx.lower.nonlinear import check_fits
+
+    readers: dict[str, list[Step]] = {}
+    for step in net.steps:
+        for name in step.inputs:
+            readers.setdefault(name, []).append(step)
+    fused: dict[int, Step] = {}
+    for step in net.steps:
+        shape = net.shapes.get(step.inputs[0]) if step.inputs else None
+        sm = readers.get(step.outputs[0], []) if isinstance(step, MaskStep) else []
+        if (not isinstance(step, MaskStep) or step.inputs[1] not in net.constants or shape is None
+                or len(sm) != 1 or not isinstance(sm[0], SoftmaxStep) or sm[0].where != NPU
+                or sm[0].params is None or step.outputs[0] in net.outputs):
+            continue
+        masked = np.broadcast_to(np.asarray(net.constants[step.inputs[1]]) <= step.floor, shape)
+        masked = np.ascontiguousarray(masked).reshape(-1, shape[-1])
+        params = replace(sm[0].params, mask=masked[:select.period(masked)])
+        inline = replace(sm[0], inputs=(step.inputs[0],), params=params,
+                         reason=f"masked softmax on the accelerator, the constant mask {step.inputs[1]!r} applied in "
+                                "its program (vmax, vadd of the mask's rows)")
+        if not check_fits(inline, shape, cfg):
+            fused[id(step)], fused[id(sm[0])] = inline, inline
+    net.steps[:] = [fused.get(id(s), s) for s in net.steps if not (isinstance(s, MaskStep) and id(s) in fused)]
 
 
 def _tensor_bytes(net: Network, name: str) -> int:

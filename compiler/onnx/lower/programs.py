@@ -23,10 +23,12 @@ from typing import Any
 
 import numpy as np
 
+from tinynpu.assembler.image import Program
 from tinynpu.compiler.compiled import Compiled
 from tinynpu.compiler.epilogue import Epilogue as NpuEpilogue
 from tinynpu.compiler.onnx.ir import NPU, AddStep, ConvStep, GemmStep, MatmulStep, Network, NonlinearStep
-from tinynpu.isa import ArchConfig
+from tinynpu.isa import ArchConfig, load_isa
+from tinynpu.simulator.decode import Decoded, decode_program
 
 #: A cached program's key: the workload, its shape and its epilogue form.
 ProgramKey = tuple[Any, ...]
@@ -34,11 +36,20 @@ ProgramKey = tuple[Any, ...]
 
 @dataclass
 class ProgramCache:
-    """Compiled programs by workload key, with the time spent compiling."""
+    """Compiled programs by workload key, each decoded once, with the time spent compiling and decoding.
+
+    The simulator decodes and checks a program's every word when it loads it; the runtime loads
+    one compiled program several times (each relocation into the DRAM image, each image-less
+    run), and relocation changes only its DRAM addresses.  So each compiled program is decoded
+    once here (:attr:`decode_seconds`, reported apart from compiling) and every load of it decodes
+    only the words that differ (:meth:`~tinynpu.simulator.Machine.load`'s ``like``).
+    """
 
     cfg: ArchConfig
     programs: dict[ProgramKey, Compiled] = field(default_factory=dict)
     compile_seconds: float = 0.0
+    decode_seconds: float = 0.0
+    _decoded: dict[int, Decoded] = field(default_factory=dict)  # id of a cached Compiled's program -> its decoding
     #: A matmul between two activations (attention's) has its N and K rounded up to a multiple of this,
     #: its operands zero-padded (both zero points are 0, so the sums are exact): one program then serves
     #: that many lengths of a growing KV cache.  1: every shape its own program.
@@ -51,7 +62,14 @@ class ProgramCache:
             hit = build()
             self.compile_seconds += time.perf_counter() - t0
             self.programs[key] = hit
+            t0 = time.perf_counter()
+            self._decoded[id(hit.program)] = decode_program(load_isa(), self.cfg, hit.program.words)
+            self.decode_seconds += time.perf_counter() - t0
         return hit
+
+    def decoded(self, program: Program) -> Decoded | None:
+        """The decoding of ``program`` if it is one of the cached programs (None: not compiled here)."""
+        return self._decoded.get(id(program))
 
 
 def groups_per_program(groups: int, c_per_group: int, tile: int) -> int:

@@ -46,12 +46,14 @@ class TileRow:
         blocks: First row of each of the body's ``T``-row blocks.
         params: First accumulator row of the parameter rows (loaded once).
         rows: Logical rows of this tile-row (``T``, fewer in the last one).
+        index: Which tile-row (logical rows ``index*T..``): a constant mask's rows depend on it.
     """
 
     data: int
     blocks: tuple[int, ...]
     params: int
     rows: int
+    index: int = 0
 
 
 @dataclass(frozen=True)
@@ -125,7 +127,7 @@ def row_program(cfg: ArchConfig, shape: RowShape, params: np.ndarray, blocks: in
             emit.load("a", a_row + j * t, x.addr + r0 * shape.width + j * t, rows=r, cols=shape.seg_cols(j),
                       stride=shape.width)
         emit.tmm(buf, a_row, 0, m=n, n=1, k=1, accumulate=False, comment="int8 rows into acc (x @ I)")
-        body(emit, TileRow(buf, tuple(buf + (n + b) * t for b in range(blocks)), param_row, r), shape)
+        body(emit, TileRow(buf, tuple(buf + (n + b) * t for b in range(blocks)), param_row, r, index), shape)
         for j in range(n):
             emit.store(buf + j * t, y.addr + r0 * shape.width + j * t, rows=r, cols=shape.seg_cols(j),
                        stride=shape.width, narrow=True)

@@ -45,7 +45,7 @@ import numpy as np
 
 from tinynpu.compiler.emitter import Emitter
 from tinynpu.compiler.epilogue import quantize_multiplier
-from tinynpu.compiler.onnx.lower import fixed
+from tinynpu.compiler.onnx.lower import fixed, select
 from tinynpu.compiler.onnx.lower.rowwise import Body, RowShape, TileRow, alu, broadcast_rows
 from tinynpu.errors import OnnxError, UsageError
 from tinynpu.intmath import ceil_div
@@ -76,6 +76,9 @@ class SoftmaxParams:
     shift: int
     zero_point: int
     masked: bool = False  # the input's code -128 marks a masked entry (see the module docstring)
+    #: A constant mask the program applies itself (:mod:`.select`): bool, its ``period`` rows of the
+    #: ``[rows, width]`` scores, True where masked; None: the scores arrive selected.
+    mask: np.ndarray | None = None
 
 
 def mask_table() -> np.ndarray:
@@ -112,6 +115,8 @@ def softmax_params(s_in: float, s_out: float, zero_point: int, *, what: str, mas
 def softmax_reference(x: np.ndarray, p: SoftmaxParams) -> np.ndarray:
     """The program's arithmetic on int8 rows ``x`` (softmax along the last axis), bit for bit."""
     x2 = np.asarray(x, dtype=np.int64).reshape(-1, x.shape[-1])
+    if p.mask is not None:
+        x2 = select.select_reference(x2, p.mask)
     if p.masked:
         x2 = fixed.lut(x2, mask_table(), CODE_BASE)
     d = x2 - fixed.red_max(x2)
@@ -151,6 +156,10 @@ def softmax_body(p: SoftmaxParams, tile: int) -> Body:
         n, t, cols = shape.segments, shape.tile, shape.last_cols
         whole = n * t
         mx, sm = tr.blocks
+        if p.mask is not None:  # the constant mask's select (see .select), its rows after the other parameters
+            alu(emit, "vmax", tr.data, whole, imm=select.KEPT_FLOOR)
+            block = tr.index % select.blocks(p.mask, t)
+            alu(emit, "vadd", tr.data, whole, src=tr.params + len(softmax_rows(p, t)) + block * whole)
         if p.masked:  # the mask's code -128 far below every kept code (the mask table: the last parameter rows)
             alu(emit, "vlut", tr.data, whole, src=tr.params + table_rows + 2 + bool(p.zero_point), base=CODE_BASE)
         alu(emit, "vredmax", mx, t, src=tr.data, n=n, cols=cols)

@@ -22,75 +22,18 @@ pixel apart (:func:`relocate`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from tinynpu.assembler.image import Program
 from tinynpu.compiler.onnx.lower.memory import ALIGN, ChannelSlice, MemoryPlan
+from tinynpu.compiler.onnx.runtime.relocate import relocate
 from tinynpu.errors import OnnxError
 from tinynpu.intmath import round_up
-from tinynpu.isa import ArchConfig, Isa, load_isa
-from tinynpu.isa.encoding import field_column, field_value, split
-
-_MASK64 = (1 << 64) - 1
-
-
-def relocate(program: Program, isa: Isa, cfg: ArchConfig, bases: dict[str, int],
-             pitches: dict[str, int] | None = None) -> Program:
-    """``program`` with each DRAM tensor named in ``bases`` moved there (its loads and stores re-addressed).
-
-    A tensor named in ``pitches`` is a :class:`~tinynpu.compiler.onnx.lower.memory.ChannelSlice`: its
-    rows (its last dimension) go ``pitches[name]`` bytes apart instead of back to back, so each
-    access to row ``r``, byte ``c`` moves to ``base + r * pitch + c`` and its row stride scales alike.
-
-    Raises:
-        OnnxError: an address outside every tensor of the manifest, or an access to a pitched
-            tensor that is not whole rows apart or crosses a row (compiler bugs).
-    """
-    pitches = pitches or {}
-    # the manifest's tensors do not overlap (Program.build checks it): each address has at most one owner,
-    # found for all of a mnemonic's words at once (a program has thousands of loads and stores)
-    tensors = sorted((t for t in program.tensors if t.nbytes), key=lambda t: t.addr)
-    starts = np.array([t.addr for t in tensors], dtype=np.int64)
-    ends = starts + np.array([t.nbytes for t in tensors], dtype=np.int64)
-    words = list(program.words)
-    lo, hi = split(words)
-    for mnemonic in ("load", "store"):
-        instr = isa.by_mnemonic[mnemonic]
-        f, fs = instr.field_map["dram"], instr.field_map["stride"]
-        sel = np.flatnonzero(((lo & np.uint64(instr.mask & _MASK64)) == np.uint64(instr.match & _MASK64))
-                             & ((hi & np.uint64(instr.mask >> 64)) == np.uint64(instr.match >> 64)))
-        addrs = field_column(lo[sel], hi[sel], f)
-        at = np.searchsorted(starts, addrs, side="right") - 1
-        inside = (at >= 0) & (addrs < ends[np.maximum(at, 0)]) if len(tensors) else np.zeros(len(sel), bool)
-        if not inside.all():
-            k = int(np.flatnonzero(~inside)[0])
-            raise OnnxError(f"instruction {int(sel[k])} ({mnemonic}) addresses DRAM byte {int(addrs[k])}, outside "
-                            "every tensor of its program's manifest.")
-        for i, addr, t in zip(sel.tolist(), addrs.tolist(), at.tolist(), strict=True):
-            word, owner = words[i], tensors[t]
-            base, offset = bases.get(owner.name, owner.addr), addr - owner.addr
-            pitch = pitches.get(owner.name)
-            if pitch is not None:
-                row_bytes = owner.nbytes // int(np.prod(owner.shape[:-1]))
-                row, col = divmod(offset, row_bytes)
-                stride = field_value(word, fs)
-                width = field_value(word, instr.field_map["cols"]) * np.dtype(owner.dtype).itemsize
-                if stride % row_bytes or col + width > row_bytes:
-                    raise OnnxError(f"instruction {i} ({mnemonic}) steps {stride} bytes through tensor "
-                                    f"{owner.name!r} from byte {col} of a row, {width} bytes wide: not whole "
-                                    f"{row_bytes}-byte rows, so it cannot be pitched.")
-                offset = row * pitch + col
-                word = _with_field(word, fs, stride // row_bytes * pitch)
-            words[i] = _with_field(word, f, base + offset)
-    moved = [replace(t, addr=bases.get(t.name, t.addr)) for t in program.tensors]
-    return Program.build(isa, cfg, words, moved)
-
-
-def _with_field(word: int, f: Any, value: int) -> int:
-    return (word & ~(((1 << f.width) - 1) << f.lsb)) | (value << f.lsb)
+from tinynpu.isa import ArchConfig, load_isa
+from tinynpu.simulator.decode import Decoded
 
 
 def read_pitched(machine: Any, addr: int, rows: int, row_bytes: int, pitch: int) -> np.ndarray:
@@ -354,7 +297,7 @@ class DramImage:
             self.origin[id(hit)] = id(program)
         return hit
 
-    def machine_for(self, program: Program) -> Any:
+    def machine_for(self, program: Program, compiled: Decoded | None = None) -> Any:
         """A :class:`~tinynpu.simulator.Machine` with relocated ``program`` (one of :attr:`programs`) loaded,
         over the image's one machine state (its DRAM and scratchpads).
 
@@ -363,16 +306,16 @@ class DramImage:
         per image instead, on its own front end over the shared state, so a run is what running the
         programs one after another on the image's machine is.  A compiled program's later relocations
         (the same projection for Q, K and V; each residual add) differ from its first only in their
-        DRAM addresses: only those words are decoded again (:meth:`Machine.load`'s ``like``).
+        DRAM addresses: only those words are decoded again (:meth:`Machine.load`'s ``like``), against
+        ``compiled``, the compiled program's decoding (made once by the program cache), when given.
         """
         from tinynpu.simulator import Machine
 
         hit = self.loaded.get(id(program))
         if hit is None:
-            hit = Machine(self.cfg)
-            hit.state = self.machine.state
+            hit = Machine(self.cfg, self.machine.isa, self.machine.state)
             origin = self.origin.get(id(program), id(program))
-            hit.load(program, like=self.first_load.get(origin))
+            hit.load(program, like=compiled if compiled is not None else self.first_load.get(origin))
             self.first_load.setdefault(origin, hit)
             self.loaded[id(program)] = hit
         return hit

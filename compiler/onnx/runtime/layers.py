@@ -263,7 +263,7 @@ def _simulate(npu: Accelerator, comp: Compiled, inputs: dict[str, np.ndarray], o
     if image is None:
         machine = Machine(cfg)
         program = comp.program
-        machine.load(program)
+        machine.load(program, like=npu.cache.decoded(program))
         run.load_seconds += time.perf_counter() - t0
         device = comp.to_device(inputs)
         if epi is not None:  # this layer's parameter rows (the program was compiled for the shape)
@@ -275,7 +275,7 @@ def _simulate(npu: Accelerator, comp: Compiled, inputs: dict[str, np.ndarray], o
                 bases[t.name] = image.stage(None, t.nbytes)
         t0 = time.perf_counter()  # relocated and loaded once per program and image: the program's loading
         program = image.program(key, comp.program, bases, pitches)
-        machine = image.machine_for(program)
+        machine = image.machine_for(program, npu.cache.decoded(comp.program) if image.cfg == cfg else None)
         run.load_seconds += time.perf_counter() - t0
         device = inputs
     for name, arr in device.items():

@@ -54,11 +54,13 @@ def graph_outputs(cn: CompiledNetwork) -> list[GraphOutput]:
     """Every output of the network, in the float model's order."""
     producer = {o: s for s in cn.net.steps for o in s.outputs}
     float_producer = {o: n.op_type for n in cn.imported.model.graph.node for o in n.output}
+    q_tensors = {o for n in cn.qmodel.graph.node for o in n.output}  # not the codes of a float output's table
     out = []
     for name in cn.net.outputs:
         step = producer.get(name)
         int8 = None
-        if isinstance(step, OnnxStep) and step.op == "DequantizeLinear" and step.inputs[0] in cn.net.qparams:
+        if (isinstance(step, OnnxStep) and step.op == "DequantizeLinear" and step.inputs[0] in cn.net.qparams
+                and step.inputs[0] in q_tensors):
             int8 = step.inputs[0]
         dist = "logits" in name.lower() or float_producer.get(name) in ("Softmax", "LogSoftmax")
         out.append(GraphOutput(name, int8, dist))

@@ -1,0 +1,69 @@
+"""A constant attention mask applied inside the masked softmax's program, instead of a host select.
+
+The host's select (:func:`~tinynpu.compiler.onnx.runtime.host.mask_select`) gives a kept score
+``max(x, -127)`` and a masked one the code -128, which the masked softmax's first ``vlut`` (base -128)
+sends to ``MASKED_CODE``.  The program does the same with two existing ALU instructions on each
+tile-row it brought into the accumulators: ``vmax`` with -127 (every score), then ``vadd`` of the
+mask's rows, 0 where kept and :data:`MASK_ADD` where masked.  A masked score is then at most
+``127 + MASK_ADD = -129``, which the first ``vlut`` clamps to its entry 0, the entry of the code
+-128: ``MASKED_CODE``; a kept score is unchanged.  So every entry after that ``vlut`` is what the
+host select and the same ``vlut`` give, bit for bit.
+
+The mask is a constant, so its rows are parameter rows (loaded once with the softmax's tables).
+Broadcast to the scores ``[rows, width]`` it repeats every ``period`` rows (a causal mask: the
+sequence length, the same for every head); tile-row ``i`` (rows ``i*T..``) needs rows
+``i*T mod period..``, so the parameter rows hold the mask for ``lcm(period, T)`` rows, as
+``lcm / T`` blocks of a tile-row's layout (segment ``j`` of row ``rr`` at ``j*T + rr``), and
+tile-row ``i`` adds block ``i mod (lcm / T)``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tinynpu.compiler.onnx.lower.rowwise import RowShape
+
+#: Added to a masked score after the clamp to [-127, 127]: at most -129, below the first vlut's base -128.
+MASK_ADD = -256
+#: The largest score ``vmax`` leaves a kept entry at, and the floor it clamps to.
+KEPT_FLOOR = -127
+
+
+def period(masked: np.ndarray) -> int:
+    """The fewest rows ``p`` (a divisor of the row count) after which the ``[rows, width]`` mask repeats."""
+    rows = masked.shape[0]
+    for p in range(1, rows + 1):
+        if rows % p == 0 and np.array_equal(masked.reshape(rows // p, p, -1), np.broadcast_to(
+                masked[:p], (rows // p, p, masked.shape[1]))):
+            return p
+    return rows  # never: p = rows always holds
+
+
+def blocks(mask: np.ndarray, tile: int) -> int:
+    """Tile-row blocks of the parameter rows of ``mask`` (its ``period`` rows): ``lcm(period, T) / T``."""
+    return math.lcm(mask.shape[0], tile) // tile
+
+
+def mask_rows(mask: np.ndarray, shape: RowShape) -> np.ndarray:
+    """The int32 parameter rows of ``mask`` (bool, ``period x width``): :func:`blocks` blocks of ``n*T`` rows."""
+    t, n = shape.tile, shape.segments
+    k = blocks(mask, t)
+    out = np.zeros((k, n, t, n * t), dtype=np.int64)  # block, segment, row in the tile, column (padded)
+    rows = np.arange(k * t) % mask.shape[0]
+    padded = np.zeros((mask.shape[0], n * t), dtype=bool)
+    padded[:, :shape.width] = mask
+    values = np.where(padded[rows], MASK_ADD, 0).reshape(k, t, n, t)  # block, row, segment, column
+    out = values.transpose(0, 2, 1, 3)
+    return out.reshape(k * n * t, t).astype(np.int32)
+
+
+def select_reference(x2: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """The host select on ``[rows, width]`` int scores: masked (``mask``'s row ``r mod period``) to -128, the
+    rest clamped to -127 (what the program's ``vmax``, ``vadd`` and first ``vlut`` leave, before that table)."""
+    full = mask[np.arange(x2.shape[0]) % mask.shape[0]]
+    return np.where(full, -128, np.maximum(x2, KEPT_FLOOR))
+
+
+__all__ = ["KEPT_FLOOR", "MASK_ADD", "blocks", "mask_rows", "period", "select_reference"]
