@@ -20,13 +20,14 @@ Checked, each as it happens (:class:`GenerationMismatch` names the step):
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from tinynpu.compiler.onnx.llm.compile import CompiledDecoder, feeds_for, token_feeds
 from tinynpu.compiler.onnx.llm.image import KEY, VALUE, LlmImage
-from tinynpu.compiler.onnx.llm.steps import StepNetwork, step_shapes
+from tinynpu.compiler.onnx.llm.steps import StepNetwork, StepShape, step_shapes
 from tinynpu.compiler.onnx.runtime.execute import Execution, execute
 from tinynpu.errors import TinyNpuError
 
@@ -104,32 +105,46 @@ def generate(cd: CompiledDecoder, *, between_steps: Callable[[int, LlmImage], No
     Raises:
         GenerationMismatch: see the module docstring.
     """
-    itf, image = cd.itf, cd.image
+    itf = cd.itf
     empty = np.zeros((cd.batch, itf.kv_heads, 0, itf.head_dim), np.int8)
     ref_cache = [(empty, empty)] * itf.layers
     ids = cd.prompt
     out = Generation(tokens=[[] for _ in range(cd.batch)], reference_tokens=[[] for _ in range(cd.batch)])
-    for index, shape in enumerate(step_shapes(cd.prompt.shape[1], cd.generate)):
-        step = cd.step(shape)
-        if between_steps is not None and index:
-            between_steps(index, image)
-        _check_cache(image, ref_cache, index)
-        # the simulator's step is fed the token ids alone: its past is the cache in DRAM (resident aliases)
-        got = execute(step.net, token_feeds(itf, ids, shape.total), cache=cd.cache, image=image.views[shape],
-                      check_races=check_races)
-        want = execute(step.net, feeds_for(itf, ids, _past(step, ref_cache)), cache=None)
-        _check_step(step, got, want, index)
-        ref_cache = [(want.values[k], want.values[v]) for k, v in step.present]
-        tokens = np.argmax(got.values[step.logits][:, -1], axis=-1)
-        reference = np.argmax(want.values[step.logits][:, -1], axis=-1)
-        for b in range(cd.batch):
-            out.tokens[b].append(int(tokens[b]))
-            out.reference_tokens[b].append(int(reference[b]))
-        out.steps.append(StepRecord(index=index, new=shape.new, past=shape.past, tokens=[int(t) for t in tokens],
-                                    execution=got, cache_bytes_written=image.new_rows_bytes[shape],
-                                    cache_bytes_read=cd.batch * itf.cache_bytes(shape.past)))
-        ids = tokens.reshape(-1, 1)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tinynpu-reference") as pool:
+        for index, shape in enumerate(step_shapes(cd.prompt.shape[1], cd.generate)):
+            ref_cache, ids = _step(cd, index, shape, ids, ref_cache, out, pool, between_steps, check_races)
     return out
+
+
+def _step(cd: CompiledDecoder, index: int, shape: StepShape, ids: np.ndarray,
+          ref_cache: list[tuple[np.ndarray, np.ndarray]], out: Generation, pool: ThreadPoolExecutor,
+          between_steps: Callable[[int, LlmImage], None] | None,
+          check_races: bool) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray]:
+    """One step on the simulator and the reference, checked and recorded in ``out``; the reference's cache
+    and the next step's token ids."""
+    itf, image = cd.itf, cd.image
+    step = cd.step(shape)
+    if between_steps is not None and index:
+        between_steps(index, image)
+    _check_cache(image, ref_cache, index)
+    # The reference runs in a second thread while the simulator runs the step: both spend most of their
+    # time outside the interpreter (numpy's BLAS, the native core), so on two cores they overlap.
+    pending = pool.submit(execute, step.net, feeds_for(itf, ids, _past(step, ref_cache)), cache=None)
+    # the simulator's step is fed the token ids alone: its past is the cache in DRAM (resident aliases)
+    got = execute(step.net, token_feeds(itf, ids, shape.total), cache=cd.cache, image=image.views[shape],
+                  check_races=check_races)
+    want = pending.result()
+    _check_step(step, got, want, index)
+    ref_cache = [(want.values[k], want.values[v]) for k, v in step.present]
+    tokens = np.argmax(got.values[step.logits][:, -1], axis=-1)
+    reference = np.argmax(want.values[step.logits][:, -1], axis=-1)
+    for b in range(cd.batch):
+        out.tokens[b].append(int(tokens[b]))
+        out.reference_tokens[b].append(int(reference[b]))
+    out.steps.append(StepRecord(index=index, new=shape.new, past=shape.past, tokens=[int(t) for t in tokens],
+                                execution=got, cache_bytes_written=image.new_rows_bytes[shape],
+                                cache_bytes_read=cd.batch * itf.cache_bytes(shape.past)))
+    return ref_cache, tokens.reshape(-1, 1)
 
 
 __all__ = ["Generation", "GenerationMismatch", "StepRecord", "generate"]

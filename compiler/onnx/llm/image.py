@@ -113,8 +113,11 @@ class LlmImage:
             memory = replace(step.memory, activation_peak_bytes=activations,
                              weight_bytes=self.layout.staging_base - weights_base)
             view = DramImage(cfg, memory, machine=self.machine)
-            # one table of weights and relocated programs for the run: placed and written once
+            # one table of weights and relocated programs for the run: placed and written once; and one
+            # of loaded (decoded) programs, so a later step's program relocated to the same addresses is
+            # not decoded again, and one relocated elsewhere decodes only its differing words
             view.reserved, view.weights, view.programs = ledger.reserved, ledger.weights, ledger.programs
+            view.loaded, view.origin, view.first_load = ledger.loaded, ledger.origin, ledger.first_load
             view.weight_bytes = ledger.weight_bytes
             self.views[step.shape] = view
             self.new_rows_bytes[step.shape] = self.bind(view, step, itf)
