@@ -14,13 +14,13 @@ import random
 import sys
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
 from tinynpu.compiler.bounds import resident_panels
 from tinynpu.compiler.cost import Estimate, estimate
-from tinynpu.compiler.schedule import Tiling, fits, require_a_fit
+from tinynpu.compiler.schedule import STREAM_BUFFERS, Tiling, fits, require_a_fit
 from tinynpu.intmath import ceil_div
 from tinynpu.isa import ArchConfig
 
@@ -92,6 +92,22 @@ def _auto_space(m: int, n: int, k: int, cfg: ArchConfig, *, bias: int) -> Iterab
                 # A whole panel (block x all of K) can stay resident, with one or two panel buffers.
                 for t in chunks:
                     yield from resident_panels(t, cfg, k=k, bias=bias, panel_buffers=(2, 1))
+                # After them (so a tie keeps two buffers): rings of streamed chunks.
+                for t in chunks:
+                    yield from rings(t, cfg, k=k, bias=bias)
+
+
+def rings(t: Tiling, cfg: ArchConfig, *, k: int, bias: int) -> Iterable[Tiling]:
+    """``t`` (and ``t`` with a resident panel) with its streamed chunks in a ring of 3 or 4 buffers, where they fit.
+
+    A ring lets a chunk's loads start a whole chunk earlier than two buffers do: what batch-1
+    GEMVs need, whose chunks take as long to load as to compute.
+    """
+    for base in (t, *resident_panels(t, cfg, k=k, bias=bias, panel_buffers=(2, 1))):
+        for ring in STREAM_BUFFERS[2:]:
+            r = replace(base, stream_buffers=ring)
+            if fits(r, cfg, bias=bias, k=k):
+                yield r
 
 
 def auto_tiling(m: int, n: int, k: int, cfg: ArchConfig, *, in_bytes: int, out_bytes: int,
@@ -123,6 +139,10 @@ def tune_space(m: int, n: int, k: int, cfg: ArchConfig, *, bias: int = 0) -> Ite
                        panel_buffers=pb)
             if fits(t, cfg, bias=bias, k=k):
                 yield t
+            for ring in STREAM_BUFFERS[2:] if db else ():
+                r = replace(t, stream_buffers=ring)
+                if fits(r, cfg, bias=bias, k=k):
+                    yield r
 
 
 def exhaustive(m: int, n: int, k: int, cfg: ArchConfig, *, in_bytes: int, out_bytes: int,
@@ -190,8 +210,10 @@ def tune(m: int, n: int, k: int, cfg: ArchConfig, *, in_bytes: int, out_bytes: i
         bk = sample_perfect_tile(kt, kt, rng)
         order = rng.choice(("mn", "nm"))
         res = ("a" if order == "mn" else "b") if rng.random() < 0.5 else "none"
-        t = Tiling(bm=bm, bn=bn, bk=bk, order=order, double_buffer=rng.random() < 0.75,
-                   acc_buffers=rng.choice((1, 2)), resident=res, panel_buffers=rng.choice((1, 2)))
+        db = rng.random() < 0.75
+        t = Tiling(bm=bm, bn=bn, bk=bk, order=order, double_buffer=db, acc_buffers=rng.choice((1, 2)),
+                   resident=res, panel_buffers=rng.choice((1, 2)),
+                   stream_buffers=rng.choice(STREAM_BUFFERS[1:]) if db else 1)
         if t.key() in seen or not fits(t, cfg, bias=bias, k=k):
             continue
         seen[t.key()] = Ranked(t, estimate(m, n, k, t, cfg, in_bytes=in_bytes, out_bytes=out_bytes,
@@ -242,8 +264,9 @@ def tune_matmul(m: int, n: int, k: int, *, cfg: ArchConfig, dtype: str = "int8",
 
 def _tiling_json(t: Tiling) -> dict[str, Any]:
     return {"bm": t.bm, "bn": t.bn, "bk": t.bk, "order": t.order, "double_buffer": t.double_buffer,
-            "acc_buffers": t.acc_buffers, "resident": t.resident, "panel_buffers": t.panel_buffers}
+            "acc_buffers": t.acc_buffers, "resident": t.resident, "panel_buffers": t.panel_buffers,
+            "stream_buffers": t.stream_buffers}
 
 
-__all__ = ["Ranked", "TuneResult", "auto_tiling", "exhaustive", "pick", "rank", "sample_perfect_tile",
+__all__ = ["Ranked", "TuneResult", "auto_tiling", "exhaustive", "pick", "rank", "rings", "sample_perfect_tile",
            "tile_candidates", "tune", "tune_matmul", "tune_space"]
