@@ -146,7 +146,7 @@ def tune_space(m: int, n: int, k: int, cfg: ArchConfig, *, bias: int = 0) -> Ite
                        panel_buffers=pb)
             if fits(t, cfg, bias=bias, k=k):
                 yield t
-            for ring in STREAM_BUFFERS[2:] if db else ():
+            for ring in STREAM_BUFFERS[2:] if db and mt == 1 else ():  # rings for one row of tiles, as auto
                 r = replace(t, stream_buffers=ring)
                 if fits(r, cfg, bias=bias, k=k):
                     yield r
@@ -220,7 +220,7 @@ def tune(m: int, n: int, k: int, cfg: ArchConfig, *, in_bytes: int, out_bytes: i
         db = rng.random() < 0.75
         t = Tiling(bm=bm, bn=bn, bk=bk, order=order, double_buffer=db, acc_buffers=rng.choice((1, 2)),
                    resident=res, panel_buffers=rng.choice((1, 2)),
-                   stream_buffers=rng.choice(STREAM_BUFFERS[1:]) if db else 1)
+                   stream_buffers=rng.choice(STREAM_BUFFERS[1:]) if db and mt == 1 else 0)
         if t.key() in seen or not fits(t, cfg, bias=bias, k=k):
             continue
         seen[t.key()] = Ranked(t, estimate(m, n, k, t, cfg, in_bytes=in_bytes, out_bytes=out_bytes,
