@@ -169,9 +169,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def format_tiling(tiling: dict[str, Any], tile: int) -> str:
     """A tiling in elements and in tiles, with its buffering spelled out (the JSON keeps tiles)."""
     bm, bn, bk = tiling["bm"], tiling["bn"], tiling["bk"]
+    buffering = (f"streamed through a ring of {tiling['stream_buffers']} buffers"
+                 if tiling.get("stream_buffers", 0) > 2 else
+                 f"{'double' if tiling['double_buffer'] else 'single'}-buffered")
     text = (f"block {bm * tile}x{bn * tile}x{bk * tile} elements (bm={bm}, bn={bn}, bk={bk} tiles of {tile}), "
-            f"order {tiling['order']}, inputs {'double' if tiling['double_buffer'] else 'single'}-buffered, "
-            f"{tiling['acc_buffers']} acc block(s)")
+            f"order {tiling['order']}, inputs {buffering}, {tiling['acc_buffers']} acc block(s)")
     if tiling.get("resident", "none") != "none":
         text += f", {tiling['resident'].upper()} panel resident in {tiling['panel_buffers']} buffer(s)"
     return text

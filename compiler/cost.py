@@ -94,10 +94,13 @@ def estimate(m: int, n: int, k: int, t: Tiling, cfg: ArchConfig, *, in_bytes: in
         load_full, load_last = chunk_load(0), chunk_load(last_k0)
         comp_full, comp_last = ni * nj * min(t.bk, kt) * interval, ni * nj * (kt - last_k0) * interval
         if t.double_buffer:
+            ring = t.stream_buffers
+
             def period(comp: int, nxt: int) -> int:
-                # Two buffers: chunk g+1's loads start when chunk g-1's tmm ends and must land (plus
-                # DRAM latency) before chunk g+1 computes, so one period spans two chunks.
-                return max(comp, nxt, (comp + nxt + lat + cfg.tmm_latency_cycles + 1) // 2)
+                # R buffers: chunk g+R-1's loads start when chunk g-1's tmm ends and must land (plus
+                # DRAM latency) before chunk g+R-1 computes, so R periods span a chunk's tmm, its
+                # loads and the latency (two buffers: one period spans two chunks).
+                return max(comp, nxt, (comp + nxt + lat + cfg.tmm_latency_cycles + 1) // ring)
 
             if chunks == 1:
                 cycles = period(comp_last, load_last)

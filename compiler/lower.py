@@ -83,7 +83,7 @@ def chunks(m: int, n: int, k: int, t: Tiling, tile: int) -> list[_Chunk]:
              [(ib, jb) for jb in jblocks for ib in iblocks]
     out = []
     g = 0
-    nbuf = 2 if t.double_buffer else 1
+    nbuf = t.stream_buffers
     prev: tuple[int, int] | None = None
     panel = -1  # index of the resident panel (outer block), for its buffer parity
     for b, ((i0, ni), (j0, nj)) in enumerate(blocks):
@@ -142,16 +142,40 @@ def lower_gemm_by_calls(emit: Emitter, *, m: int, n: int, k: int, a: OperandA, b
     plan = chunks(m, n, k, t, emit.cfg.tile)
     _zero_edge_rows(emit, m, plan, lambda ch, kk: low.sub(ch, "a", kk), "a", is_a=True)
     _zero_edge_rows(emit, n, plan, lambda ch, kk: low.sub(ch, "b", kk), "b", is_a=False)
-    if t.double_buffer and plan:  # prologue: the first chunk; later ones are prefetched
+    if t.double_buffer and plan:  # prologue: the first chunk, and a ring's next streamed chunks
         _issue(emit, low.loads(plan[0]))
+        for ahead in plan[1:t.stream_buffers - 1]:
+            _issue(emit, low.loads(ahead, t.streamed))
     issued = 0
     for idx, ch in enumerate(plan):
         if ch.first:
             low.start_block(ch)
         if not t.double_buffer:  # single buffers: load right before use, as the seed loop does
             _issue(emit, low.loads(ch))
-        issued += low.compute(ch, plan[idx + 1] if idx + 1 < len(plan) else None)
+        issued += low.compute(ch, *_prefetched(low, plan, idx))
     return issued
+
+
+def _prefetched(low: _ByCalls, plan: list[_Chunk], idx: int) -> tuple[list[_Load], list[_Load]]:
+    """The loads chunk ``idx`` issues for later chunks: (spread over its tmm loop, after it).
+
+    Two buffers: the next chunk's loads; those into rows this chunk still reads (a single panel
+    buffer reloaded at the same reduction tiles) wait for the whole tmm loop.  A ring of more
+    buffers: the resident panel's loads of the next chunk as with two, the streamed operands' loads
+    of chunk ``idx + stream_buffers - 1``, into the ring slot of chunk ``idx - 1`` (already read).
+    """
+    t = low.t
+    if not t.double_buffer or idx + 1 >= len(plan):
+        return [], []
+    ch, nxt = plan[idx], plan[idx + 1]
+    reuse = {"a": low.overlaps(ch, nxt, "a", t.bm), "b": low.overlaps(ch, nxt, "b", t.bn)}
+    near = "ab" if t.stream_buffers == 2 else "ab".replace(t.streamed, "")
+    spread = low.loads(nxt, "".join(x for x in near if not reuse[x]))
+    after = low.loads(nxt, "".join(x for x in near if reuse[x]))
+    far = idx + t.stream_buffers - 1
+    if t.stream_buffers > 2 and far < len(plan):
+        spread += low.loads(plan[far], t.streamed)
+    return spread, after
 
 
 class _ByCalls:
@@ -236,21 +260,11 @@ class _ByCalls:
                               epilogue.addr + j * per_tile * table_row, rows=nj * per_tile, cols=cols,
                               stride=table_row, comment=f"epilogue rows of column tiles {j}..{j + nj - 1}")
 
-    def compute(self, ch: _Chunk, nxt: _Chunk | None) -> int:
-        """The chunk's tmm loop (with its block's stores when it is the last chunk), the next chunk's loads
-        spread over it; the MACs it issues."""
+    def compute(self, ch: _Chunk, prefetch: list[_Load], after: list[_Load]) -> int:
+        """The chunk's tmm loop (with its block's stores when it is the last chunk), the ``prefetch``
+        loads of later chunks spread over it and the ``after`` loads behind it; the MACs it issues."""
         emit, e, t, sub = self.emit, self.e, self.t, self.sub
         acc0 = ch.acc * self.acc_buf
-        # Prefetch into the other buffer while this chunk computes; an operand whose next chunk
-        # reuses this chunk's buffer (a single-buffered resident panel) loads after the tmm loop.
-        prefetch: list[_Load] = []
-        after: list[_Load] = []
-        if nxt is not None and t.double_buffer:
-            # Rows the next chunk writes that this chunk still reads (a single panel buffer
-            # reloaded at the same reduction tiles) must wait for the whole tmm loop.
-            reuse = {"a": self.overlaps(ch, nxt, "a", t.bm), "b": self.overlaps(ch, nxt, "b", t.bn)}
-            prefetch = self.loads(nxt, "".join(x for x in "ab" if not reuse[x]))
-            after = self.loads(nxt, "".join(x for x in "ab" if reuse[x]))
         issued = 0
         done = 0
         for j in range(ch.nj):

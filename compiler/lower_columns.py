@@ -70,7 +70,7 @@ class _Plan:
         self.nk = np.minimum(t.bk, kt - self.k0)
         self.first = self.k0 == 0
         self.last = self.k0 + self.nk >= kt
-        stream = np.arange(len(block), dtype=np.int64) % (2 if t.double_buffer else 1)
+        stream = np.arange(len(block), dtype=np.int64) % t.stream_buffers
         resident_buf = panel[block] % t.panel_buffers if t.resident != "none" else stream
         self.abuf = resident_buf if t.resident == "a" else stream
         self.bbuf = resident_buf if t.resident == "b" else stream
@@ -108,7 +108,8 @@ def lower_gemm_columns(emit: Emitter, *, m: int, n: int, k: int, a: DenseOperand
     # Sort keys: (issuing chunk + 1) * span + place within the chunk; chunk -1 is the prologue.
     pf = 2 * t.bk  # the most loads of one chunk
     group = t.bk + 1 + pf  # one output column: its tmm, its store, its slice of the prefetch
-    base_loads, base_cols = 1, 1 + pf
+    ring = t.stream_buffers
+    base_loads, base_cols = 1, 1 + max(1, ring - 1) * pf  # the prologue loads chunk 0 and a ring's next ones
     base_after = base_cols + t.bn * group
     span = base_after + pf
 
@@ -131,19 +132,8 @@ def lower_gemm_columns(emit: Emitter, *, m: int, n: int, k: int, a: DenseOperand
     if not t.double_buffer:  # loaded by its own chunk, before its tmm
         load_key = (ch + 1) * span + base_loads + kk * per_kk[ch] + x * need[ch, 0]
     else:
-        issuer = ch - 1  # the prologue (-1) loads chunk 0; chunk c prefetches c + 1
-        late = reuse[ch, x] == 1
-        kinds = need * (reuse == 1)  # per chunk: loads that go after the previous chunk's tmm
-        early = need * (reuse == 0)
-        in_after = kk * kinds.sum(axis=1)[ch] + x * kinds[ch, 0]
-        in_pref = kk * early.sum(axis=1)[ch] + x * early[ch, 0]
-        total_pref = p.nk[ch] * early.sum(axis=1)[ch]
-        prev = np.maximum(issuer, 0)
-        j = np.where(total_pref > 0, in_pref * p.nj[prev] // np.maximum(total_pref, 1), 0)
-        pref_key = base_cols + j * group + t.bk + 1 + in_pref
-        place = np.where(late, base_after + in_after, pref_key)
-        prologue = issuer < 0
-        load_key = (issuer + 1) * span + np.where(prologue, base_loads + kk * per_kk[ch] + x * need[ch, 0], place)
+        load_key = _prefetch_keys(p, t, need, reuse, ch, x, kk, span=span, group=group, base_loads=base_loads,
+                                  base_cols=base_cols, base_after=base_after)
 
     # -- tmm: per chunk, output column j, reduction tile kk
     cj, jj = _expand(p.nj)
@@ -213,6 +203,42 @@ def lower_gemm_columns(emit: Emitter, *, m: int, n: int, k: int, a: DenseOperand
                                comment_args=(s_row0, s_row0 + s_rows, s_col0, s_col0 + s_cols)))
     emit.extend(columns)
     return int((p.nj * p.ni * p.nk).sum()) * e ** 3
+
+
+def _prefetch_keys(p: _Plan, t: Tiling, need: np.ndarray, reuse: np.ndarray, ch: np.ndarray, x: np.ndarray,
+                   kk: np.ndarray, *, span: int, group: int, base_loads: int, base_cols: int,
+                   base_after: int) -> np.ndarray:
+    """Sort keys of double-buffered loads (``_prefetched`` of :mod:`tinynpu.compiler.lower`, vectorized).
+
+    Chunk ``c`` is loaded by chunk ``c - 1`` (the prologue, -1, loads chunk 0), spread over its
+    tmm loop or, into rows it still reads, after it; a ring's streamed operands are loaded
+    ``stream_buffers - 1`` chunks ahead, behind the issuing chunk's share of the next panel.
+    """
+    pf = 2 * t.bk
+    ring = t.stream_buffers
+    far_op = np.array([ring > 2 and op in t.streamed for op in "ab"])  # per operand: loaded ring - 1 ahead
+    ns = int(far_op.sum())
+    far = far_op[x]
+    issuer = ch - np.where(far, ring - 1, 1)
+    near_need = need * ~far_op  # per chunk and operand: loads its previous chunk issues
+    kinds = near_need * (reuse == 1)  # ... after that chunk's tmm loop
+    early = near_need * (reuse == 0)  # ... spread over it
+    n_early = p.nk * early.sum(axis=1)  # per chunk: the spread loads its previous chunk issues for it
+    n_far = p.nk * ns  # per chunk: its streamed loads of a ring
+    in_after = kk * kinds.sum(axis=1)[ch] + x * kinds[ch, 0]
+    in_far = kk * ns + (x if ns == 2 else 0)
+    issuing = np.maximum(issuer, 0)
+    first_near = np.minimum(issuing + 1, p.size - 1)
+    far_of = issuing + ring - 1  # the chunk whose streamed loads the issuing chunk issues
+    # Index of each load in its issuing chunk's spread list, and that list's length.
+    in_pref = np.where(far, n_early[first_near] + in_far, kk * early.sum(axis=1)[ch] + x * early[ch, 0])
+    total_pref = n_early[first_near] + np.where((ns > 0) & (far_of < p.size), n_far[np.minimum(far_of, p.size - 1)], 0)
+    j = np.where(total_pref > 0, in_pref * p.nj[issuing] // np.maximum(total_pref, 1), 0)
+    pref_key = base_cols + j * group + t.bk + 1 + in_pref
+    place = np.where((reuse[ch, x] == 1) & ~far, base_after + in_after, pref_key)
+    per_kk = need.sum(axis=1)
+    prologue_key = base_loads + np.where(ch == 0, kk * per_kk[ch] + x * need[ch, 0], ch * pf + in_far)
+    return (np.maximum(issuer, -1) + 1) * span + np.where(issuer < 0, prologue_key, place)
 
 
 def _zero_edge_rows(emit: Emitter, total: int, p: _Plan, every: np.ndarray,

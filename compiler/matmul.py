@@ -169,7 +169,7 @@ def compile_matmul(m: int, n: int, k: int, *, dtype: str = "int8", schedule: str
                   "tiling": {"bm": tiling.bm, "bn": tiling.bn, "bk": tiling.bk, "order": tiling.order,
                              "double_buffer": tiling.double_buffer, "acc_buffers": tiling.acc_buffers,
                              "init": tiling.init, "resident": tiling.resident,
-                             "panel_buffers": tiling.panel_buffers}},
+                             "panel_buffers": tiling.panel_buffers, "stream_buffers": tiling.stream_buffers}},
         trace=tuple(dict(s) for s in sched.steps), bounds=bounds, host_traffic_bytes=host,
         make_inputs=make_inputs, reference=reference, to_device=to_device, outputs=("C",),
         exact=not fp, compile_seconds=time.perf_counter() - t_start, model=dict(model),

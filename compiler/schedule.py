@@ -12,6 +12,8 @@ elements.  A schedule is a list of steps, each a JSON object with an ``op``:
 ``decompose_reduction``   ``{"op": "decompose_reduction", "loop": "k0", "init": "fill_zero" | "fold"}``
 ``tensorize``             ``{"op": "tensorize", "loop": "i1", "intrinsic": "tmm16"}`` (``tmm<T>`` for tile edge T)
 ``double_buffer``         ``{"op": "double_buffer", "stage": "A_reg" | "B_reg" | "acc"}``
+``multi_buffer``          ``{"op": "multi_buffer", "stage": "A_reg" | "B_reg", "buffers": 3}`` (a ring of
+                          streamed chunks: loads run ``buffers - 1`` chunks ahead of ``tmm``)
 
 Replaying a trace against a workload (:func:`apply`) yields a :class:`Tiling`,
 the handful of numbers the lowering needs, after checking every step applies
@@ -41,6 +43,10 @@ Step = dict[str, Any]
 ORDERS = ("mn", "nm")
 INITS = ("fold", "fill_zero")
 RESIDENTS = ("none", "a", "b")
+#: Buffers a streamed operand may rotate through: 1 (single), 2 (double) or a ring of 3 or 4 chunks,
+#: which lets a chunk's loads start while the chunk before the current one is still read when
+#: loading a chunk takes about as long as computing one (batch-1 GEMVs: one weight tile per ``tmm``).
+STREAM_BUFFERS = (1, 2, 3, 4)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,6 +71,8 @@ class Tiling:
         panel_buffers: Buffers of the resident panel (2: the next panel loads while the current
             one is used); ``double_buffer`` then applies to the streamed operand only.  0 (the
             default) means as ``double_buffer``; without a resident panel it always does.
+        stream_buffers: Buffers the streamed operands' chunks rotate through (:data:`STREAM_BUFFERS`);
+            3 or 4 need ``double_buffer``.  0 (the default) means as ``double_buffer`` (2 or 1).
     """
 
     bm: int
@@ -76,6 +84,7 @@ class Tiling:
     init: str = "fold"
     resident: str = "none"
     panel_buffers: int = 0
+    stream_buffers: int = 0
 
     def __post_init__(self) -> None:
         for name in ("bm", "bn", "bk"):
@@ -93,18 +102,32 @@ class Tiling:
             if not isinstance(value, int) or isinstance(value, bool) or value not in allowed_n:
                 raise UsageError(f"tiling: {name} must be one of {', '.join(map(str, allowed_n))}, "
                                  f"not {value!r}.")
+        sb = self.stream_buffers
+        if not isinstance(sb, int) or isinstance(sb, bool) or sb not in (0, *STREAM_BUFFERS):
+            raise UsageError(f"tiling: stream_buffers must be one of {', '.join(map(str, (0, *STREAM_BUFFERS)))}, "
+                             f"not {sb!r}.")
+        if sb and (sb > 1) != self.double_buffer:
+            raise UsageError(f"tiling: stream_buffers={sb} contradicts double_buffer={self.double_buffer} "
+                             "(1 buffer is single, 2 or more double buffering).")
         if self.panel_buffers == 0 or self.resident == "none":  # one canonical form per tiling
             object.__setattr__(self, "panel_buffers", 2 if self.double_buffer else 1)
+        if sb == 0:
+            object.__setattr__(self, "stream_buffers", 2 if self.double_buffer else 1)
 
-    def key(self) -> tuple[int, int, int, str, bool, int, str, str, int]:
+    def key(self) -> tuple[int, int, int, str, bool, int, str, str, int, int]:
         return (self.bm, self.bn, self.bk, self.order, self.double_buffer, self.acc_buffers, self.init,
-                self.resident, self.panel_buffers)
+                self.resident, self.panel_buffers, self.stream_buffers)
+
+    @property
+    def streamed(self) -> str:
+        """The operands whose chunks stream through :attr:`stream_buffers` ("ab", "b" or "a")."""
+        return {"none": "ab", "a": "b", "b": "a"}[self.resident]
 
     def buffers(self, operand: str) -> int:
         """Buffers of ``operand`` ("a" or "b") in its scope."""
         if self.resident == operand:
             return self.panel_buffers
-        return 2 if self.double_buffer else 1
+        return self.stream_buffers
 
 
 @dataclass(frozen=True)
@@ -177,6 +200,8 @@ def from_tiling(t: Tiling, cfg: ArchConfig, name: str = "auto") -> Schedule:
     ]
     steps += [{"op": "double_buffer", "stage": stage} for stage, op in (("A_reg", "a"), ("B_reg", "b"))
               if t.buffers(op) == 2]
+    steps += [{"op": "multi_buffer", "stage": stage, "buffers": t.buffers(op)}
+              for stage, op in (("A_reg", "a"), ("B_reg", "b")) if t.buffers(op) > 2]
     if t.acc_buffers == 2:
         steps.append({"op": "double_buffer", "stage": "acc"})
     return Schedule(name=name, steps=tuple(steps))
@@ -227,6 +252,7 @@ class _Replay:
         self.init: str | None = None
         self.tensorized = False
         self.double: set[str] = set()
+        self.multi: dict[str, int] = {}  # stage -> buffers given by multi_buffer
 
     def split(self, i: int, s: Step) -> None:
         e = self.cfg.tile
@@ -305,6 +331,15 @@ class _Replay:
             raise _bad(i, s, "stage must be A_reg, B_reg or acc.")
         self.double.add(s["stage"])
 
+    def multi_buffer(self, i: int, s: Step) -> None:
+        buffers = s.get("buffers")
+        if s.get("stage") not in ("A_reg", "B_reg"):
+            raise _bad(i, s, "stage must be A_reg or B_reg (a ring of streamed chunks).")
+        if not isinstance(buffers, int) or isinstance(buffers, bool) or buffers not in STREAM_BUFFERS[1:]:
+            raise _bad(i, s, f"buffers must be one of {', '.join(map(str, STREAM_BUFFERS[1:]))}.")
+        self.double.add(s["stage"])
+        self.multi[s["stage"]] = buffers
+
     def tiling(self, schedule: Schedule) -> Tiling:
         """The tiling the replayed steps describe, once they are complete and consistent."""
         missing = [x for x in "ijk" if x not in self.inner]
@@ -322,11 +357,25 @@ class _Replay:
                              "(unless one of them is a resident panel).")
         streamed = "B_reg" if resident == "a" else "A_reg"
         panel = "A_reg" if resident == "a" else "B_reg"
+        ring = self._ring(schedule, resident, streamed, panel)
         return Tiling(bm=self.inner["i"], bn=self.inner["j"], bk=self.inner["k"],
                       order="mn" if order[0] == "i0" else "nm", double_buffer=streamed in double,
                       acc_buffers=2 if "acc" in double else 1, init=self.init or "fold", resident=resident,
                       panel_buffers=((2 if panel in double else 1) if resident != "none"
-                                     else (2 if streamed in double else 1)))
+                                     else (2 if streamed in double else 1)),
+                      stream_buffers=ring)
+
+    def _ring(self, schedule: Schedule, resident: str, streamed: str, panel: str) -> int:
+        """The streamed operands' buffers, once multi_buffer names only streamed stages, alike."""
+        multi, double = self.multi, self.double
+        if resident != "none" and multi.get(panel, 2) > 2:
+            raise UsageError(f"schedule {schedule.name!r}: multi_buffer applies to streamed stages; {panel} holds the "
+                             "resident panel (double_buffer gives it two buffers).")
+        if resident == "none" and multi.get("A_reg", 2) != multi.get("B_reg", 2):
+            raise UsageError(f"schedule {schedule.name!r}: multi_buffer A_reg and B_reg with the same buffers "
+                             f"(they stream in the same chunks), not {multi.get('A_reg', 2)} and "
+                             f"{multi.get('B_reg', 2)}.")
+        return multi.get(streamed, 2 if streamed in double else 1)
 
 
 #: The primitives a schedule step may name, each checking its step against the replay so far.
@@ -339,6 +388,7 @@ _PRIMITIVES: dict[str, Callable[[_Replay, int, Step], None]] = {
     "decompose_reduction": _Replay.decompose_reduction,
     "tensorize": _Replay.tensorize,
     "double_buffer": _Replay.double_buffer,
+    "multi_buffer": _Replay.multi_buffer,
 }
 
 
@@ -379,7 +429,7 @@ def check_fits(t: Tiling, cfg: ArchConfig, *, bias: int = 0, k: int | None = Non
             per_row = cfg.tile * cfg.elem_bytes(key)
             raise UsageError(
                 f"the schedule's tiles do not fit scope {key!r}: tiling bm={t.bm}, bn={t.bn}, bk={t.bk} "
-                f"tiles (double_buffer={t.double_buffer}, acc_buffers={t.acc_buffers}, resident={t.resident}) "
+                f"tiles (stream_buffers={t.stream_buffers}, acc_buffers={t.acc_buffers}, resident={t.resident}) "
                 f"needs {rows * per_row} bytes ({rows} rows) but {key} has {have * per_row} bytes ({have} rows) "
                 f"in config {cfg.name!r}."
             )
@@ -402,5 +452,5 @@ def require_a_fit(cfg: ArchConfig, *, bias: int = 0) -> None:
                              f"{what} of edge {cfg.tile} need {rows}.")
 
 
-__all__ = ["Schedule", "Step", "Tiling", "apply", "buffer_rows", "check_fits", "fits", "from_tiling", "intrinsic",
-           "max_block_tiles", "naive", "require_a_fit"]
+__all__ = ["STREAM_BUFFERS", "Schedule", "Step", "Tiling", "apply", "buffer_rows", "check_fits", "fits", "from_tiling",
+           "intrinsic", "max_block_tiles", "naive", "require_a_fit"]

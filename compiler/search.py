@@ -14,17 +14,18 @@ import random
 import sys
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
 from tinynpu.compiler.bounds import resident_panels
 from tinynpu.compiler.cost import Estimate, estimate
-from tinynpu.compiler.schedule import Tiling, fits, require_a_fit
+from tinynpu.compiler.schedule import STREAM_BUFFERS, Tiling, fits, require_a_fit
 from tinynpu.intmath import ceil_div
 from tinynpu.isa import ArchConfig
 
 _CYCLE_SLACK = 1.03  # the model is within a few percent of the simulator on the GEMM suite
+_RING_MIN_LATENCIES = 10  # rings are ranked when the weights stream for at least this many DRAM latencies
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,11 @@ def _auto_space(m: int, n: int, k: int, cfg: ArchConfig, *, bias: int) -> Iterab
     e = cfg.tile
     mt, nt, kt = ceil_div(m, e), ceil_div(n, e), ceil_div(k, e)
     acc_tiles = cfg.rows("acc") // e
+    # One row of tiles whose weights take many DRAM latencies to stream: a ring's steady state
+    # dominates; below that, the model's per-chunk view misses the per-block costs a ring adds
+    # (measured: the 1 x 48 x 64 attention matmuls ran 7-16% slower with a ring).
+    weight_beats = nt * kt * ceil_div(e * e, cfg.dram_bytes_per_cycle)
+    streams = mt == 1 and weight_beats >= _RING_MIN_LATENCIES * cfg.dram_latency_cycles
     for accb in (1, 2):
         for bm in balanced(mt, acc_tiles):
             for bn in balanced(nt, acc_tiles // bm):
@@ -92,6 +98,23 @@ def _auto_space(m: int, n: int, k: int, cfg: ArchConfig, *, bias: int) -> Iterab
                 # A whole panel (block x all of K) can stay resident, with one or two panel buffers.
                 for t in chunks:
                     yield from resident_panels(t, cfg, k=k, bias=bias, panel_buffers=(2, 1))
+                # After them (so a tie keeps two buffers): rings of streamed chunks, for the rows of
+                # at most one tile (batch-1 decode and small batches) where loads match compute.
+                for t in chunks if streams else ():
+                    yield from rings(t, cfg, k=k, bias=bias)
+
+
+def rings(t: Tiling, cfg: ArchConfig, *, k: int, bias: int) -> Iterable[Tiling]:
+    """``t`` (and ``t`` with a resident panel) with its streamed chunks in a ring of 3 or 4 buffers, where they fit.
+
+    A ring lets a chunk's loads start a whole chunk earlier than two buffers do: what batch-1
+    GEMVs need, whose chunks take as long to load as to compute.
+    """
+    for base in (t, *resident_panels(t, cfg, k=k, bias=bias, panel_buffers=(2, 1))):
+        for ring in STREAM_BUFFERS[2:]:
+            r = replace(base, stream_buffers=ring)
+            if fits(r, cfg, bias=bias, k=k):
+                yield r
 
 
 def auto_tiling(m: int, n: int, k: int, cfg: ArchConfig, *, in_bytes: int, out_bytes: int,
@@ -123,6 +146,10 @@ def tune_space(m: int, n: int, k: int, cfg: ArchConfig, *, bias: int = 0) -> Ite
                        panel_buffers=pb)
             if fits(t, cfg, bias=bias, k=k):
                 yield t
+            for ring in STREAM_BUFFERS[2:] if db and mt == 1 else ():  # rings for one row of tiles, as auto
+                r = replace(t, stream_buffers=ring)
+                if fits(r, cfg, bias=bias, k=k):
+                    yield r
 
 
 def exhaustive(m: int, n: int, k: int, cfg: ArchConfig, *, in_bytes: int, out_bytes: int,
@@ -190,8 +217,10 @@ def tune(m: int, n: int, k: int, cfg: ArchConfig, *, in_bytes: int, out_bytes: i
         bk = sample_perfect_tile(kt, kt, rng)
         order = rng.choice(("mn", "nm"))
         res = ("a" if order == "mn" else "b") if rng.random() < 0.5 else "none"
-        t = Tiling(bm=bm, bn=bn, bk=bk, order=order, double_buffer=rng.random() < 0.75,
-                   acc_buffers=rng.choice((1, 2)), resident=res, panel_buffers=rng.choice((1, 2)))
+        db = rng.random() < 0.75
+        t = Tiling(bm=bm, bn=bn, bk=bk, order=order, double_buffer=db, acc_buffers=rng.choice((1, 2)),
+                   resident=res, panel_buffers=rng.choice((1, 2)),
+                   stream_buffers=rng.choice(STREAM_BUFFERS[1:]) if db and mt == 1 else 0)
         if t.key() in seen or not fits(t, cfg, bias=bias, k=k):
             continue
         seen[t.key()] = Ranked(t, estimate(m, n, k, t, cfg, in_bytes=in_bytes, out_bytes=out_bytes,
@@ -242,8 +271,9 @@ def tune_matmul(m: int, n: int, k: int, *, cfg: ArchConfig, dtype: str = "int8",
 
 def _tiling_json(t: Tiling) -> dict[str, Any]:
     return {"bm": t.bm, "bn": t.bn, "bk": t.bk, "order": t.order, "double_buffer": t.double_buffer,
-            "acc_buffers": t.acc_buffers, "resident": t.resident, "panel_buffers": t.panel_buffers}
+            "acc_buffers": t.acc_buffers, "resident": t.resident, "panel_buffers": t.panel_buffers,
+            "stream_buffers": t.stream_buffers}
 
 
-__all__ = ["Ranked", "TuneResult", "auto_tiling", "exhaustive", "pick", "rank", "sample_perfect_tile",
+__all__ = ["Ranked", "TuneResult", "auto_tiling", "exhaustive", "pick", "rank", "rings", "sample_perfect_tile",
            "tile_candidates", "tune", "tune_matmul", "tune_space"]

@@ -43,6 +43,12 @@ def _tilings() -> list[Tiling]:
 
 ALL = _tilings()
 SAMPLE = random.Random(13).sample(ALL, 24)
+#: Rings of streamed chunks (3 or 4 buffers), with and without a resident panel.
+RINGS = sorted({Tiling(bm=bm, bn=bn, bk=bk, order=order, acc_buffers=accb, resident=resident, panel_buffers=panels,
+                       stream_buffers=ring)
+                for bm, bn, bk, order, accb, resident, panels, ring in itertools.product(
+                    (1, 2), (1, 3), (1, 2), ("mn", "nm"), (1, 2), ("none", "a", "b"), (1, 2), (3, 4))},
+               key=Tiling.key)
 
 
 def _both(cfg_name: str, m: int, n: int, k: int, t: Tiling, *, narrow: bool) -> tuple[object, object]:
@@ -74,13 +80,23 @@ def test_columns_match_calls(cfg_name: str, t: Tiling) -> None:
     assert columns == calls
 
 
+@pytest.mark.parametrize("t", random.Random(5).sample(RINGS, 12), ids=lambda t: "-".join(map(str, t.key())))
+def test_columns_match_calls_with_a_ring(t: Tiling) -> None:
+    cfg = load_config("default")
+    e = cfg.tile
+    for m, n, k in ((3 * e + 5, 4 * e - 3, 5 * e + 1), (1, 5 * e + 3, 7 * e)):  # and a batch-1 GEMV
+        if fits(t, cfg, k=k):
+            columns, calls = _both("default", m, n, k, t, narrow=True)
+            assert columns == calls, (m, n, k)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("cfg_name", CONFIGS)
 def test_columns_match_calls_every_tiling(cfg_name: str) -> None:
     cfg = load_config(cfg_name)
     e = cfg.tile
     for m, n, k in ((3 * e + 5, 4 * e - 3, 5 * e + 1), (2 * e, e, 3 * e), (1, 1, 1)):
-        for t in ALL:
+        for t in ALL + RINGS:
             if fits(t, cfg, k=k):
                 columns, calls = _both(cfg_name, m, n, k, t, narrow=True)
                 assert columns == calls, t

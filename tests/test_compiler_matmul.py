@@ -17,7 +17,7 @@ from tinynpu.compiler.bounds import best_tiling_bytes, matmul_io_lower_bound, ti
 from tinynpu.compiler.emitter import Emitter
 from tinynpu.compiler.lower import Bias, lower_gemm
 from tinynpu.compiler.operands import DenseOperand, DenseOutput
-from tinynpu.compiler.schedule import apply, fits, from_tiling, naive
+from tinynpu.compiler.schedule import STREAM_BUFFERS, apply, fits, from_tiling, naive
 from tinynpu.errors import TinyNpuError, UsageError
 from tinynpu.intmath import ceil_div
 from tinynpu.isa import ArchConfig, load_config, load_isa
@@ -57,6 +57,8 @@ def tilings(draw: st.DrawFn) -> tuple[int, int, int, Tiling, ArchConfig]:
     if draw(st.booleans()):  # a resident panel: the whole K in one chunk, matching order
         t = replace(t, bk=ceil_div(k, e), resident="a" if t.order == "mn" else "b",
                     panel_buffers=draw(st.sampled_from([1, 2])))
+    if t.double_buffer:  # two buffers or a ring of streamed chunks
+        t = replace(t, stream_buffers=draw(st.sampled_from(STREAM_BUFFERS[1:])))
     assume(fits(t, cfg))
     return m, n, k, t, cfg
 
@@ -113,7 +115,10 @@ def test_every_tiling_replays_from_its_trace() -> None:
     for t in (Tiling(bm=2, bn=3, bk=4),
               Tiling(bm=1, bn=1, bk=1, order="nm", double_buffer=False, acc_buffers=2, init="fill_zero"),
               Tiling(bm=2, bn=2, bk=5, resident="a", panel_buffers=1),
-              Tiling(bm=3, bn=1, bk=5, order="nm", double_buffer=False, resident="b", panel_buffers=2)):
+              Tiling(bm=3, bn=1, bk=5, order="nm", double_buffer=False, resident="b", panel_buffers=2),
+              Tiling(bm=1, bn=2, bk=1, stream_buffers=3),
+              Tiling(bm=1, bn=2, bk=2, resident="a", panel_buffers=1, stream_buffers=4),
+              Tiling(bm=2, bn=1, bk=1, order="nm", resident="b", stream_buffers=3)):
         assert apply(from_tiling(t, CFG), m=64, n=64, k=80, cfg=CFG) == t
 
 
@@ -243,6 +248,36 @@ def test_trace_that_does_not_apply_names_the_step(tmp_path: Path) -> None:
         compile_matmul(16, 16, 16, schedule=str(bad))
     with pytest.raises(UsageError, match="naive, auto or a schedule JSON file"):
         compile_matmul(16, 16, 16, schedule="fastest")
+
+
+def _ring_trace(tiling: Tiling, *extra: dict[str, object]) -> Schedule:
+    return Schedule("ring", (*from_tiling(tiling, CFG).steps, *extra))
+
+
+@pytest.mark.parametrize(("tiling", "step", "message"), [
+    (Tiling(bm=1, bn=1, bk=1), {"op": "multi_buffer", "stage": "acc", "buffers": 3},
+     r"schedule step 14 .*stage must be A_reg or B_reg \(a ring of streamed chunks\)"),
+    (Tiling(bm=1, bn=1, bk=1), {"op": "multi_buffer", "stage": "A_reg", "buffers": 9},
+     r"schedule step 14 .*buffers must be one of 2, 3, 4"),
+    (Tiling(bm=1, bn=1, bk=1), {"op": "multi_buffer", "stage": "A_reg", "buffers": 3},
+     r"schedule 'ring': multi_buffer A_reg and B_reg with the same buffers .* not 3 and 2"),
+    (Tiling(bm=1, bn=1, bk=4, resident="a"), {"op": "multi_buffer", "stage": "A_reg", "buffers": 3},
+     r"schedule 'ring': multi_buffer applies to streamed stages; A_reg holds the resident panel"),
+])
+def test_multi_buffer_step_that_does_not_apply_names_it(tiling: Tiling, step: dict[str, object],
+                                                          message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        apply(_ring_trace(tiling, step), m=64, n=64, k=64, cfg=CFG)
+
+
+def test_a_ring_is_chosen_for_a_batch1_gemv_and_streams_at_the_port_rate() -> None:
+    # K=3072: A's whole row does not fit a_reg as a resident panel; with two buffers a chunk's
+    # weights load as long as it computes, so only a ring keeps the DRAM port busy.
+    c = compile_matmul(1, 768, 3072, out_dtype="int8")
+    assert any(s["op"] == "multi_buffer" for s in c.trace)
+    report = run_compiled(c, check_races=False)
+    floor = report["dram_bytes"] / CFG.dram_bytes_per_cycle
+    assert report["cycles"] <= 1.02 * floor, report["cycles"] / floor
 
 
 def test_every_error_is_a_tinynpu_error() -> None:

@@ -31,6 +31,9 @@ CFG = load_config("default")
     ({"double_buffer": 1}, "tiling: double_buffer must be true or false, not 1."),
     ({"acc_buffers": 3}, "tiling: acc_buffers must be one of 1, 2, not 3."),
     ({"panel_buffers": 4, "resident": "a"}, "tiling: panel_buffers must be one of 0, 1, 2, not 4."),
+    ({"stream_buffers": 5}, "tiling: stream_buffers must be one of 0, 1, 2, 3, 4, not 5."),
+    ({"stream_buffers": 3, "double_buffer": False},
+     "tiling: stream_buffers=3 contradicts double_buffer=False (1 buffer is single, 2 or more double buffering)."),
 ])
 def test_tiling_refuses_bad_fields_naming_them(kwargs: dict[str, object], message: str) -> None:
     fields: dict[str, object] = {"bm": 1, "bn": 1, "bk": 1, **kwargs}
@@ -44,6 +47,9 @@ def test_tiling_is_keyword_only_and_canonical() -> None:
         Tiling(1, 1, 1)  # type: ignore[misc]
     assert Tiling(bm=1, bn=1, bk=1, double_buffer=False).panel_buffers == 1
     assert Tiling(bm=1, bn=1, bk=1, resident="a", panel_buffers=1).panel_buffers == 1
+    assert Tiling(bm=1, bn=1, bk=1).stream_buffers == 2
+    assert Tiling(bm=1, bn=1, bk=1, double_buffer=False).stream_buffers == 1
+    assert Tiling(bm=1, bn=1, bk=1, stream_buffers=2) == Tiling(bm=1, bn=1, bk=1)
 
 
 @settings(max_examples=25, deadline=None)
