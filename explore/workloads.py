@@ -121,7 +121,7 @@ def read_onnx_network(path: Path) -> list[Layer]:
     Raises:
         SpecError: the model cannot be imported (not ONNX, truncated, shapes unknown), naming the file.
     """
-    from tinynpu.compiler.onnx.importer import import_model
+    from tinynpu.compiler.onnx.frontend.importer import import_model
     from tinynpu.fsio import read_bytes
 
     try:

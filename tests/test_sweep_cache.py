@@ -102,7 +102,7 @@ def test_a_cached_point_is_recomputed_after_a_simulator_edit(tmp_path: Path, cod
 
 @pytest.mark.parametrize("edited", [
     "tinynpu.simulator/core.c", "tinynpu.simulator/generated/tinynpu_core.h", "tinynpu.simulator/energy.py",
-    "tinynpu.simulator/timing.py", "tinynpu.compiler/matmul.py", "tinynpu.compiler/onnx/importer.py",
+    "tinynpu.simulator/timing.py", "tinynpu.compiler/matmul.py", "tinynpu.compiler/onnx/frontend/importer.py",
     "tinynpu.isa/isa.yaml", "tinynpu.isa/configs/default.yaml", "tinynpu.isa/config.py",
     "tinynpu.assembler/image.py", "tinynpu/intmath.py", "tinynpu/__init__.py", "tinynpu.explore/task.py",
     "tinynpu.explore/llm_workload.py",
