@@ -251,3 +251,27 @@ def test_softmax_guard_is_a_table(tmp_path: Path) -> None:
     assert host_compute_steps(cn.net) == []
     feeds = cn.make_inputs(0)  # (run_network would compare the softmax's input: the network's last softmax)
     verify_exact(cn.net, execute(cn.net, feeds, cache=cn.cache, image=cn.image), execute(cn.net, feeds, cache=None))
+
+
+@pytest.mark.parametrize("bias_first", [False, True])
+def test_bias_add_folds_in_either_operand_order(tmp_path: Path, bias_first: bool) -> None:
+    """``Add(MatMul, bias)`` and ``Add(bias, MatMul)`` (TorchScript's order for a Linear) and a scaling
+    ``Mul(c, x)`` all fold into the matmul's epilogue: no host step besides the input and output conversions."""
+    from onnx import helper, numpy_helper
+
+    from tinynpu.compiler.onnx import compile_onnx, run_network
+
+    rng = np.random.default_rng(5)
+    inits = [numpy_helper.from_array(rng.normal(size=(24, 40)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.normal(size=40).astype(np.float32), "bias"),
+             numpy_helper.from_array(np.float32(0.25), "c")]
+    mk = helper.make_node
+    add_in, mul_in = (["bias", "mm"], ["c", "biased"]) if bias_first else (["mm", "bias"], ["biased", "c"])
+    nodes = [mk("MatMul", ["x", "w"], ["mm"], name="proj"), mk("Add", add_in, ["biased"], name="bias_add"),
+             mk("Mul", mul_in, ["y"], name="scale")]
+    cn = compile_onnx(_model(tmp_path / "lin.onnx", nodes, [1, 12, 24], inits, y_shape=[1, 12, 40]))
+    proj = _steps(cn)["proj"]
+    assert proj.where == "npu" and "'bias_add' folded" in proj.reason and "'scale' folded" in proj.reason
+    assert [s.op for s in cn.net.steps if s.where == "host"] == ["QuantizeLinear", "DequantizeLinear"]
+    r = run_network(cn)
+    assert r["verified"] is True and r["ort_float"]["cosine"] >= 0.99

@@ -85,14 +85,16 @@ def _fold_once(g: QdqGraph, step: GemmStep | MatmulStep, q: Any) -> tuple[Step, 
     dq = g._only_reader(q.output[0], ("DequantizeLinear",))
     op = None if dq is None else g._only_reader(dq.output[0], ("Add", "Sub", "Mul", "Div"))
     q2 = None if op is None else g.output_q(op.output[0])
-    if (dq is None or op is None or q2 is None or op.input[0] != dq.output[0] or op.input[1] not in g.consts
-            or epi.lo != -128 or epi.hi != 127):
+    if dq is None or op is None or q2 is None or epi.lo != -128 or epi.hi != 127:
+        return None
+    const = _constant_operand(g, op, dq.output[0])
+    if const is None:
         return None
     out = g.qparams[q2.output[0]]
     if not out.per_tensor or out.zero_point.dtype != np.int8 or not g.qparams[q.output[0]].per_tensor:
         return None
     n = epi.scale.size if epi.bias is None else epi.bias.size
-    c = np.asarray(g.consts[op.input[1]], dtype=np.float64)
+    c = np.asarray(g.consts[const], dtype=np.float64)
     shape = g.shapes.get(op.output[0])
     if shape is None or not (c.size == 1 or (c.shape and c.shape[-1] == c.size and c.size == shape[-1])):
         return None
@@ -115,6 +117,17 @@ def _fold_once(g: QdqGraph, step: GemmStep | MatmulStep, q: Any) -> tuple[Step, 
     reason = f"{op.op_type} {node_name(op)!r} folded into the epilogue"
     return replace(step, epilogue=new, outputs=(q2.output[0],),
                    reason=(step.reason + "; " if step.reason else "") + reason), [dq, op, q2]
+
+
+def _constant_operand(g: QdqGraph, op: Any, x: str) -> str | None:
+    """The constant ``op`` applies to ``x``: its second input, or for ``Add``/``Mul`` either one (the
+    TorchScript exporter writes a Linear's bias first, ``Add(bias, MatMul)``); None when there is none."""
+    first, second = op.input
+    if first == x and second in g.consts:
+        return str(second)
+    if second == x and first in g.consts and op.op_type in ("Add", "Mul"):
+        return str(first)
+    return None
 
 
 def nonlinear_at(g: QdqGraph, node: Any) -> Match | None:
