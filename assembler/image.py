@@ -19,6 +19,7 @@ simulator and the co-simulation bench can load inputs and read outputs by name.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import struct
@@ -32,6 +33,7 @@ from tinynpu import fsio
 from tinynpu.errors import AsmError
 from tinynpu.isa import ArchConfig, Isa, build_hash, load_config
 from tinynpu.isa.config import CONFIG_DIR
+from tinynpu.isa.encoding import split, to_ints
 
 MAGIC = b"TNPU"
 FORMAT_VERSION = 1
@@ -87,6 +89,25 @@ class Program:
         tensors = tuple(tensors)
         check_manifest(tensors, cfg)
         return cls(words=tuple(words), tensors=tensors, config_name=cfg.name, build_hash=build_hash(isa, cfg))
+
+    @classmethod
+    def from_columns(cls, isa: Isa, cfg: ArchConfig, lo: np.ndarray, hi: np.ndarray,
+                     tensors: list[Tensor] | tuple[Tensor, ...] = ()) -> Program:
+        """:meth:`build` from the words' low and high 64-bit columns, which it keeps as :attr:`columns`."""
+        program = cls.build(isa, cfg, to_ints(lo, hi), tensors)
+        lo, hi = np.array(lo, dtype=np.uint64), np.array(hi, dtype=np.uint64)
+        lo.flags.writeable = hi.flags.writeable = False
+        program.__dict__["columns"] = (lo, hi)  # what split(words) gives
+        return program
+
+    @functools.cached_property
+    def columns(self) -> tuple[np.ndarray, np.ndarray]:
+        """The words' low and high 64-bit columns (read-only), split once per program: the simulator decodes
+        from them, and a relocation rewrites them (splitting every word again took a network's first run a
+        third of its program loading)."""
+        lo, hi = split(self.words)
+        lo.flags.writeable = hi.flags.writeable = False
+        return lo, hi
 
     def tensor(self, name: str) -> Tensor:
         for t in self.tensors:

@@ -58,6 +58,11 @@ class Isa:
     source: Path
     digest: str  # sha256 of the canonical JSON of the YAML's data
 
+    def __hash__(self) -> int:
+        # equal ISAs have equal digests; the generated hash walked every instruction (0.2 ms), and the
+        # simulator hashes the ISA per program run (functools caches keyed on it)
+        return hash(self.digest)
+
     @functools.cached_property
     def by_mnemonic(self) -> dict[str, Instruction]:
         return {i.mnemonic: i for i in self.instructions}

@@ -11,6 +11,7 @@ they are decoded but not checked).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -88,19 +89,52 @@ def _ceil_div(a: np.ndarray, b: int) -> np.ndarray:
 _DECODE_CHUNK = 1 << 14  # instructions decoded per numpy pass: small temporaries keep the heap compact
 
 
-def decode_program(isa: Isa, cfg: ArchConfig, words: Sequence[int]) -> Decoded:
-    """Decode ``words`` and check them statically, in chunks so temporaries stay small.
+@dataclass(frozen=True)
+class _IsaTables:
+    """What decoding needs of an ISA that no program changes (built once per ISA, not per program: a
+    relocated program's few changed words are decoded per load, and these were most of that)."""
+
+    opcode: np.ndarray  # the low byte of a word -> its instruction's index (-1: none)
+    unit_of: np.ndarray  # instruction index -> unit id
+    halt: int
+    plan: tuple[tuple[int, tuple[tuple[int, Field], ...]], ...]
+
+
+@functools.cache
+def _tables(isa: Isa) -> _IsaTables:
+    """``isa``'s decoding tables.
 
     Raises:
-        SimFault: an undecodable word, or an instruction whose operands are out
-            of range, misaligned or not allowed in this config.
+        SpecError: an instruction of a queued unit has no semantics in the simulator.
     """
     units = {u.name: u for u in isa.units}
     missing = [i.mnemonic for i in isa.instructions if units[i.unit].queue and i.mnemonic not in SEMANTICS]
     if missing:
         raise SpecError(f"{isa.source}: the simulator has no semantics for instruction(s) {', '.join(missing)} "
                         "(a @semantics method of simulator/semantics.py's State).")
-    n = len(words)
+    opcode = np.full(256, -1, dtype=np.int64)
+    for instr in isa.instructions:
+        opcode[instr.match & 0xFF] = instr.index
+    plan = tuple((ins.index, tuple((ins.operands.index(f.name), f) for f in ins.fields if f.name in ins.operands))
+                 for ins in isa.instructions)
+    return _IsaTables(opcode=opcode, unit_of=np.array([isa.unit_ids[i.unit] for i in isa.instructions],
+                                                      dtype=np.int64),
+                      halt=isa.by_mnemonic["halt"].index, plan=plan)
+
+
+def decode_program(isa: Isa, cfg: ArchConfig, words: Sequence[int],
+                   columns: tuple[np.ndarray, np.ndarray] | None = None) -> Decoded:
+    """Decode ``words`` and check them statically, in chunks so temporaries stay small.
+
+    ``columns``: the words' low and high 64-bit columns (:attr:`Program.columns
+    <tinynpu.assembler.image.Program.columns>`), when the caller has them: then ``words`` is not read.
+
+    Raises:
+        SimFault: an undecodable word, or an instruction whose operands are out
+            of range, misaligned or not allowed in this config.
+    """
+    tables = _tables(isa)
+    n = len(columns[0]) if columns is not None else len(words)
     # Narrow columns keep a 786K-instruction program small (occupancy <= latency, checked below to
     # fit int32); sums are taken in int64 by numpy.
     out: dict[str, np.ndarray] = {
@@ -111,26 +145,26 @@ def decode_program(isa: Isa, cfg: ArchConfig, words: Sequence[int]) -> Decoded:
     }
     n_exec = n
     for base in range(0, n, _DECODE_CHUNK):
-        chunk = words[base:base + _DECODE_CHUNK]
+        end = min(base + _DECODE_CHUNK, n)
+        lo, hi = (columns[0][base:end], columns[1][base:end]) if columns is not None else split(words[base:end])
         checked = n_exec == n  # chunks after the first halt are never dispatched: not checked
-        part, halt_at = _decode_chunk(isa, cfg, chunk, base, checked)
-        if len(chunk) and int(part["lat"].max()) > np.iinfo(out["lat"].dtype).max:
+        part, halt_at = _decode_chunk(isa, cfg, tables, lo, hi, base, checked)
+        if end > base and int(part["lat"].max()) > np.iinfo(out["lat"].dtype).max:
             raise SpecError(f"{isa.source}: config {cfg.name!r} gives an instruction of this program a latency "
                             f"of {int(part['lat'].max())} cycles, beyond the simulator's int32 columns.")
         for key, arr in part.items():
-            out[key][base:base + len(chunk)] = arr
+            out[key][base:end] = arr
         if checked and halt_at >= 0:
             n_exec = base + halt_at + 1
-    plan = tuple((ins.index, tuple((ins.operands.index(f.name), f) for f in ins.fields if f.name in ins.operands))
-                 for ins in isa.instructions)
-    return Decoded(n=n, n_exec=n_exec, plan=plan, width=isa.max_operands, **out)
+    return Decoded(n=n, n_exec=n_exec, plan=tables.plan, width=isa.max_operands, **out)
 
 
 #: The per-instruction columns of :class:`Decoded` (the rest describes the whole program).
 _COLUMNS = ("op", "unit", "wait", "signal", "lo", "hi", "occ", "lat", "beats", "dram_read", "dram_write")
 
 
-def decode_like(isa: Isa, cfg: ArchConfig, words: Sequence[int], prior: Decoded) -> Decoded:
+def decode_like(isa: Isa, cfg: ArchConfig, words: Sequence[int], prior: Decoded,
+                columns: tuple[np.ndarray, np.ndarray] | None = None) -> Decoded:
     """:func:`decode_program` of ``words``, computed from ``prior``, the decoding of a program of the same
     length that differs from ``words`` in few words (a copy relocated to other DRAM addresses).
 
@@ -138,21 +172,21 @@ def decode_like(isa: Isa, cfg: ArchConfig, words: Sequence[int], prior: Decoded)
     word's decoding alone determines.  Where that does not hold (a changed word is or was a ``halt``, which
     moves the end of the checked instructions) or a changed word faults (the fault's index and whether it is
     reached need the whole program), the whole program is decoded, so the result and every fault are exactly
-    :func:`decode_program`'s.
+    :func:`decode_program`'s.  ``columns``: as :func:`decode_program`'s.
     """
-    lo, hi = split(words)
+    lo, hi = columns if columns is not None else split(words)
     if len(lo) != prior.n:
-        return decode_program(isa, cfg, words)
+        return decode_program(isa, cfg, words, (lo, hi))
     changed = np.flatnonzero((lo != prior.lo) | (hi != prior.hi))
     if not len(changed):
         return prior
-    halt = isa.by_mnemonic["halt"].index
+    halt = _tables(isa).halt
     try:
-        part = decode_program(isa, cfg, [words[int(i)] for i in changed])
+        part = decode_program(isa, cfg, (), (lo[changed], hi[changed]))
     except SimFault:
-        return decode_program(isa, cfg, words)
+        return decode_program(isa, cfg, words, (lo, hi))
     if bool((part.op == halt).any()) or bool((prior.op[changed] == halt).any()):
-        return decode_program(isa, cfg, words)
+        return decode_program(isa, cfg, words, (lo, hi))
     columns = {name: getattr(prior, name).copy() for name in _COLUMNS}
     for name, column in columns.items():
         column[changed] = getattr(part, name)
@@ -167,16 +201,13 @@ def _present(isa: Isa, op: np.ndarray) -> list[Instruction]:
     return [isa.instructions[int(i)] for i in np.flatnonzero(counts)]  # imports numpy.ma, 50 ms, on first use
 
 
-def _decode_chunk(isa: Isa, cfg: ArchConfig, words: Sequence[int], base: int,
+def _decode_chunk(isa: Isa, cfg: ArchConfig, tables: _IsaTables, lo: np.ndarray, hi: np.ndarray, base: int,
                   checked: bool) -> tuple[dict[str, np.ndarray], int]:
-    """Columns of one chunk and the chunk-local index of its first halt (-1 if none)."""
-    n = len(words)
+    """Columns of one chunk (its words' low and high halves) and the chunk-local index of its first halt
+    (-1 if none)."""
+    n = len(lo)
     wb = isa.word_bytes
-    lo, hi = split(words)
-    table = np.full(256, -1, dtype=np.int64)
-    for instr in isa.instructions:
-        table[instr.match & 0xFF] = instr.index
-    op = table[(lo & np.uint64(0xFF)).astype(np.int64)]
+    op = tables.opcode[(lo & np.uint64(0xFF)).astype(np.int64)]
     ok = op >= 0
     present = _present(isa, op)
     for instr in present:
@@ -184,7 +215,7 @@ def _decode_chunk(isa: Isa, cfg: ArchConfig, words: Sequence[int], base: int,
         mlo, mhi = np.uint64(instr.mask & _MASK64), np.uint64(instr.mask >> 64)
         tlo, thi = np.uint64(instr.match & _MASK64), np.uint64(instr.match >> 64)
         ok &= ~sel | (((lo & mlo) == tlo) & ((hi & mhi) == thi))
-    halts = np.flatnonzero(op == isa.by_mnemonic["halt"].index)
+    halts = np.flatnonzero(op == tables.halt)
     halt_at = int(halts[0]) if len(halts) else -1
     n_check = (halt_at + 1 if halt_at >= 0 else n) if checked else 0
     operands = np.zeros((n, isa.max_operands), dtype=np.int64)
@@ -205,7 +236,7 @@ def _decode_chunk(isa: Isa, cfg: ArchConfig, words: Sequence[int], base: int,
     if len(bad):
         i = int(bad[0])
         try:
-            instr, values = isa.decode(words[i])
+            instr, values = isa.decode((int(hi[i]) << 64) | int(lo[i]))
             reason = "the word does not decode"
             for field in instr.fields:
                 if values[field.name] > field.hi_at(cfg.tile):
@@ -215,8 +246,7 @@ def _decode_chunk(isa: Isa, cfg: ArchConfig, words: Sequence[int], base: int,
             reason = exc.message
         raise SimFault(f"instruction {base + i} (pc 0x{(base + i) * wb:x}): undecodable word: {reason}",
                        index=base + i)
-    unit_of = np.array([isa.unit_ids[i.unit] for i in isa.instructions], dtype=np.int64)
-    unit = unit_of[np.maximum(op, 0)]
+    unit = tables.unit_of[np.maximum(op, 0)]
     cols = _Columns(isa, cfg, op, operands, n)
     _static_checks(isa, cfg, cols, unit, wait, signal, n_check, base)
     part = {"op": op, "unit": unit, "wait": wait, "signal": signal, "lo": lo, "hi": hi,

@@ -72,8 +72,9 @@ class Machine:
             prior = like._decoded if like.isa is self.isa and like.cfg == self.cfg else None
         else:
             prior = like
-        self._decoded = (decode_program(self.isa, self.cfg, program.words) if prior is None
-                         else decode_like(self.isa, self.cfg, program.words, prior))
+        columns = program.columns  # split once per program (a relocation builds them directly)
+        self._decoded = (decode_program(self.isa, self.cfg, program.words, columns) if prior is None
+                         else decode_like(self.isa, self.cfg, program.words, prior, columns))
         self.program = program
 
     def _program(self) -> Program:

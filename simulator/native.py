@@ -102,11 +102,21 @@ def library() -> ctypes.CDLL:
     Raises:
         NativeUnavailable: turned off, no C compiler, or the build failed.
     """
-    flags = PORTABLE_FLAGS if os.environ.get("TINYNPU_NATIVE_PORTABLE") == "1" else FLAGS
-    result = _load(os.environ.get("TINYNPU_NATIVE", "1"), os.environ.get("CC"), str(_cache_dir()), flags)
+    env = os.environ
+    result = _library_for(env.get("TINYNPU_NATIVE_PORTABLE"), env.get("TINYNPU_NATIVE", "1"), env.get("CC"),
+                          env.get("TINYNPU_CACHE"), env.get("XDG_CACHE_HOME"), env.get("HOME"))
     if isinstance(result, NativeUnavailable):
         raise result
     return result
+
+
+@functools.cache
+def _library_for(portable: str | None, enabled: str, cc: str | None, *cache_settings: str | None
+                 ) -> ctypes.CDLL | NativeUnavailable:
+    """:func:`_load` for these settings (``cache_settings``: what :func:`cache_root` reads).  Every program
+    run asks for the library twice; resolving the cache path each time took 0.4 ms of a run."""
+    flags = PORTABLE_FLAGS if portable == "1" else FLAGS
+    return _load(enabled, cc, str(_cache_dir()), flags)
 
 
 @functools.cache

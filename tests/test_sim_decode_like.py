@@ -73,3 +73,30 @@ def test_machine_load_like_runs_the_same() -> None:
         moved.write_dram(bases[name], arr)
     assert moved.run().cycles == base.run().cycles
     assert np.array_equal(moved.read_tensor("C"), comp.reference(inputs)["C"])
+
+
+def test_a_relocated_program_s_columns_are_its_words() -> None:
+    """A relocation builds the program from its columns and keeps them: they must be what splitting its
+    words gives, read-only, and decode exactly as the words do."""
+    from tinynpu.isa.encoding import split
+
+    isa, cfg = load_isa(), load_config("default")
+    program = compile_matmul(20, 24, 40).program
+    moved = relocate(program, isa, cfg, {"A": 1 << 20, "B": 3 << 20, "C": 5 << 20})
+    lo, hi = moved.columns
+    want_lo, want_hi = split(moved.words)
+    assert np.array_equal(lo, want_lo) and np.array_equal(hi, want_hi) and lo.dtype == np.uint64
+    assert not lo.flags.writeable and not hi.flags.writeable and not program.columns[0].flags.writeable
+    assert moved.words != program.words
+    _same(decode_program(isa, cfg, moved.words, moved.columns), decode_program(isa, cfg, list(moved.words)))
+    # a program rebuilt with other words never keeps another's columns
+    rebuilt = dataclasses.replace(moved, words=program.words)
+    assert np.array_equal(rebuilt.columns[0], split(program.words)[0])
+
+
+def test_an_isa_hashes_by_its_content() -> None:
+    """The ISA's hash (the simulator's caches key on it per program run) agrees with its equality."""
+    a, b = load_isa(), load_isa()
+    assert a == b and hash(a) == hash(b)
+    other = dataclasses.replace(a, name=a.name + "x", digest=a.digest + "x")
+    assert other != a and hash(other) != hash(a)

@@ -63,7 +63,7 @@ class ProgramCache:
             self.compile_seconds += time.perf_counter() - t0
             self.programs[key] = hit
             t0 = time.perf_counter()
-            self._decoded[id(hit.program)] = decode_program(load_isa(), self.cfg, hit.program.words)
+            self._decoded[id(hit.program)] = decode_program(load_isa(), self.cfg, hit.program.words, hit.program.columns)
             self.decode_seconds += time.perf_counter() - t0
         return hit
 

@@ -15,7 +15,7 @@ import numpy as np
 from tinynpu.assembler.image import Program
 from tinynpu.errors import OnnxError
 from tinynpu.isa import ArchConfig, Isa
-from tinynpu.isa.encoding import field_column, split, to_ints
+from tinynpu.isa.encoding import field_column
 from tinynpu.isa.spec import Field
 
 _MASK64 = (1 << 64) - 1
@@ -43,7 +43,7 @@ def relocate(program: Program, isa: Isa, cfg: ArchConfig, bases: dict[str, int],
     pitch = np.array([pitches.get(t.name, 0) for t in tensors], dtype=np.int64)  # 0: rows back to back
     row_bytes = np.array([t.nbytes // max(int(np.prod(t.shape[:-1])), 1) for t in tensors], dtype=np.int64)
     itemsize = np.array([np.dtype(t.dtype).itemsize for t in tensors], dtype=np.int64)
-    lo, hi = split(program.words)
+    lo, hi = program.columns
     for mnemonic in ("load", "store"):
         instr = isa.by_mnemonic[mnemonic]
         f, fs = instr.field_map["dram"], instr.field_map["stride"]
@@ -73,7 +73,7 @@ def relocate(program: Program, isa: Isa, cfg: ArchConfig, bases: dict[str, int],
             lo, hi = _with_column(lo, hi, sel[pitched], fs, (stride // rb * pitch[at])[pitched], mnemonic)
         lo, hi = _with_column(lo, hi, sel, f, new_base[at] + offset, mnemonic)
     moved = [replace(t, addr=bases.get(t.name, t.addr)) for t in program.tensors]
-    return Program.build(isa, cfg, to_ints(lo, hi), moved)
+    return Program.from_columns(isa, cfg, lo, hi, moved)
 
 
 def _with_column(lo: np.ndarray, hi: np.ndarray, sel: np.ndarray, f: Field, values: np.ndarray,
