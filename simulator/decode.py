@@ -12,7 +12,7 @@ they are decoded but not checked).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -98,6 +98,9 @@ class _IsaTables:
     unit_of: np.ndarray  # instruction index -> unit id
     halt: int
     plan: tuple[tuple[int, tuple[tuple[int, Field], ...]], ...]
+    #: per instruction index, the operands each of its ``checks`` and each of its ``accesses`` reads
+    rule_operands: tuple[tuple[frozenset[str], ...], ...]
+    access_operands: tuple[tuple[frozenset[str], ...], ...]
 
 
 @functools.cache
@@ -117,17 +120,31 @@ def _tables(isa: Isa) -> _IsaTables:
         opcode[instr.match & 0xFF] = instr.index
     plan = tuple((ins.index, tuple((ins.operands.index(f.name), f) for f in ins.fields if f.name in ins.operands))
                  for ins in isa.instructions)
+
+    def reads(ins: Instruction, texts: Sequence[str]) -> frozenset[str]:
+        return frozenset(name for text in texts for name in regions.names(isa.region_expr(ins, text)))
+
+    rules = tuple(tuple(reads(ins, (rule.fault,)) for rule in ins.checks) for ins in isa.instructions)
+    accesses = tuple(tuple(reads(ins, a.bounds) | ({a.space} if a.space_operand else frozenset())
+                           for a in ins.accesses) for ins in isa.instructions)
     return _IsaTables(opcode=opcode, unit_of=np.array([isa.unit_ids[i.unit] for i in isa.instructions],
                                                       dtype=np.int64),
-                      halt=isa.by_mnemonic["halt"].index, plan=plan)
+                      halt=isa.by_mnemonic["halt"].index, plan=plan, rule_operands=rules, access_operands=accesses)
+
+
+#: Per instruction index, the fields that may differ from a decoding whose checks they passed (see
+#: :func:`decode_like`); None: every field is new.
+ChangedFields = dict[int, frozenset[str]] | None
 
 
 def decode_program(isa: Isa, cfg: ArchConfig, words: Sequence[int],
-                   columns: tuple[np.ndarray, np.ndarray] | None = None) -> Decoded:
+                   columns: tuple[np.ndarray, np.ndarray] | None = None, changed: ChangedFields = None) -> Decoded:
     """Decode ``words`` and check them statically, in chunks so temporaries stay small.
 
     ``columns``: the words' low and high 64-bit columns (:attr:`Program.columns
     <tinynpu.assembler.image.Program.columns>`), when the caller has them: then ``words`` is not read.
+    ``changed``: only these fields of each instruction are range-checked, and only the static checks that
+    read one of them are evaluated (the others passed before, on the same values: :func:`decode_like`).
 
     Raises:
         SimFault: an undecodable word, or an instruction whose operands are out
@@ -148,7 +165,7 @@ def decode_program(isa: Isa, cfg: ArchConfig, words: Sequence[int],
         end = min(base + _DECODE_CHUNK, n)
         lo, hi = (columns[0][base:end], columns[1][base:end]) if columns is not None else split(words[base:end])
         checked = n_exec == n  # chunks after the first halt are never dispatched: not checked
-        part, halt_at = _decode_chunk(isa, cfg, tables, lo, hi, base, checked)
+        part, halt_at = _decode_chunk(isa, cfg, tables, lo, hi, base, checked, changed)
         if end > base and int(part["lat"].max()) > np.iinfo(out["lat"].dtype).max:
             raise SpecError(f"{isa.source}: config {cfg.name!r} gives an instruction of this program a latency "
                             f"of {int(part['lat'].max())} cycles, beyond the simulator's int32 columns.")
@@ -180,9 +197,12 @@ def decode_like(isa: Isa, cfg: ArchConfig, words: Sequence[int], prior: Decoded,
     changed = np.flatnonzero((lo != prior.lo) | (hi != prior.hi))
     if not len(changed):
         return prior
-    halt = _tables(isa).halt
+    tables = _tables(isa)
+    halt = tables.halt
+    clo, chi = lo[changed], hi[changed]
+    fields = _changed_fields(isa, tables, clo, chi, prior.op[changed], prior.lo[changed], prior.hi[changed])
     try:
-        part = decode_program(isa, cfg, (), (lo[changed], hi[changed]))
+        part = decode_program(isa, cfg, (), (clo, chi), fields)
     except SimFault:
         return decode_program(isa, cfg, words, (lo, hi))
     if bool((part.op == halt).any()) or bool((prior.op[changed] == halt).any()):
@@ -191,6 +211,27 @@ def decode_like(isa: Isa, cfg: ArchConfig, words: Sequence[int], prior: Decoded,
     for name, column in columns.items():
         column[changed] = getattr(part, name)
     return replace(prior, **columns)
+
+
+def _changed_fields(isa: Isa, tables: _IsaTables, lo: np.ndarray, hi: np.ndarray, prior_op: np.ndarray,
+                    prior_lo: np.ndarray, prior_hi: np.ndarray) -> ChangedFields:
+    """Per instruction, the fields whose bits differ in some of words ``lo``/``hi`` from their prior
+    versions; None where a word's opcode changed (it is decoded as new).
+
+    A word whose opcode is the same keeps every other field's value, and the prior decoding checked
+    those values (the same ISA and config): a relocation changes a load's or store's address and stride,
+    so only the static checks that read them are evaluated again, not every access and rule of the opcode.
+    """
+    op = tables.opcode[(lo & np.uint64(0xFF)).astype(np.int64)]
+    if not np.array_equal(op, prior_op):
+        return None
+    out: dict[int, frozenset[str]] = {}
+    for instr in _present(isa, op):
+        sel = op == instr.index
+        bits = (int(np.bitwise_or.reduce(hi[sel] ^ prior_hi[sel])) << 64) | int(
+            np.bitwise_or.reduce(lo[sel] ^ prior_lo[sel]))
+        out[instr.index] = frozenset(f.name for f in instr.fields if bits >> f.lsb & ((1 << f.width) - 1))
+    return out
 
 
 def _present(isa: Isa, op: np.ndarray) -> list[Instruction]:
@@ -202,7 +243,7 @@ def _present(isa: Isa, op: np.ndarray) -> list[Instruction]:
 
 
 def _decode_chunk(isa: Isa, cfg: ArchConfig, tables: _IsaTables, lo: np.ndarray, hi: np.ndarray, base: int,
-                  checked: bool) -> tuple[dict[str, np.ndarray], int]:
+                  checked: bool, changed: ChangedFields) -> tuple[dict[str, np.ndarray], int]:
     """Columns of one chunk (its words' low and high halves) and the chunk-local index of its first halt
     (-1 if none)."""
     n = len(lo)
@@ -223,9 +264,11 @@ def _decode_chunk(isa: Isa, cfg: ArchConfig, tables: _IsaTables, lo: np.ndarray,
     signal = np.zeros(n, dtype=np.int64)
     for instr in present:
         sel = np.flatnonzero(op == instr.index)
+        new = changed[instr.index] if changed is not None else None
         for field in instr.fields:
             vals = field_column(lo[sel], hi[sel], field)
-            ok[sel] &= (vals >= field.lo) & (vals <= field.hi_at(cfg.tile))
+            if new is None or field.name in new:
+                ok[sel] &= (vals >= field.lo) & (vals <= field.hi_at(cfg.tile))
             if field.name == "wait":
                 wait[sel] = vals
             elif field.name == "signal":
@@ -248,7 +291,7 @@ def _decode_chunk(isa: Isa, cfg: ArchConfig, tables: _IsaTables, lo: np.ndarray,
                        index=base + i)
     unit = tables.unit_of[np.maximum(op, 0)]
     cols = _Columns(isa, cfg, op, operands, n)
-    _static_checks(isa, cfg, cols, unit, wait, signal, n_check, base)
+    _static_checks(isa, cfg, cols, unit, wait, signal, n_check, base, (tables, changed))
     part = {"op": op, "unit": unit, "wait": wait, "signal": signal, "lo": lo, "hi": hi,
             "occ": cols.occ, "lat": cols.lat, "beats": cols.beats, "dram_read": cols.dram_read,
             "dram_write": cols.dram_write}
@@ -318,11 +361,14 @@ class _Columns:
 
 
 def _static_checks(isa: Isa, cfg: ArchConfig, cols: _Columns, unit: np.ndarray, wait: np.ndarray,
-                   signal: np.ndarray, n_exec: int, base: int) -> None:
+                   signal: np.ndarray, n_exec: int, base: int, known: tuple[_IsaTables, ChangedFields]) -> None:
     """Raise the fault of the lowest-index instruction (below ``n_exec``) that breaks a static rule.
 
-    Indices are chunk-local; ``base`` turns them into program indices for the message.
+    Indices are chunk-local; ``base`` turns them into program indices for the message.  ``known``: the
+    ISA's tables and the fields that changed since a checked decoding (None: all), so a rule or access
+    that reads none of them is not evaluated again.
     """
+    tables, changed = known
     first: list[tuple[int, str]] = []
     tile = cfg.tile
 
@@ -342,17 +388,22 @@ def _static_checks(isa: Isa, cfg: ArchConfig, cols: _Columns, unit: np.ndarray, 
     for instr in _present(isa, cols.op[:n_exec]):
         idx = np.flatnonzero(cols.op[:n_exec] == instr.index)
         v = {name: x[idx, j] for j, name in enumerate(instr.operands)}
-        if "wait" in instr.field_map:
+        new = changed[instr.index] if changed is not None else None
+
+        def fresh(names: Iterable[str], _new: frozenset[str] | None = new) -> bool:
+            return _new is None or not _new.isdisjoint(names)
+
+        if "wait" in instr.field_map and fresh(("wait", "signal")):
             me = 1 << unit[idx]
             check(idx, ((wait[idx] | signal[idx]) & me) != 0,
                   lambda i: f"a unit may neither wait on nor signal itself (wait=0b{int(wait[i]):b}, "
                             f"signal=0b{int(signal[i]):b}, unit {isa.units[int(unit[i])].name})")
-        if instr.integer_only and not cfg.is_integer:
+        if instr.integer_only and not cfg.is_integer and new is None:
             check(idx, np.ones(len(idx), dtype=bool),
                   lambda i: f"{isa.instructions[int(cols.op[i])].mnemonic} is for integer configs only "
                             f"(config {cfg.name!r} is {cfg.acc_dtype})")
-        for rule in instr.checks:  # isa.yaml `checks`
-            if rule.integer_only and cfg.is_integer:
+        for rule, reads in zip(instr.checks, tables.rule_operands[instr.index], strict=True):  # isa.yaml `checks`
+            if (rule.integer_only and cfg.is_integer) or not fresh(reads):
                 continue
 
             def message(i: int, _rule: Check = rule, _ins: Instruction = instr) -> str:
@@ -361,7 +412,10 @@ def _static_checks(isa: Isa, cfg: ArchConfig, cols: _Columns, unit: np.ndarray, 
                                      acc_dtype=cfg.acc_dtype)
 
             check(idx, np.asarray(expr(instr, rule.fault, v, vector=True), dtype=bool), message)
-        for access in instr.accesses:  # isa.yaml `accesses`: each region lies inside its scratchpad or DRAM
+        # isa.yaml `accesses`: each region lies inside its scratchpad or DRAM
+        for access, reads in zip(instr.accesses, tables.access_operands[instr.index], strict=True):
+            if not fresh(reads):
+                continue
             bounds = [np.broadcast_to(np.asarray(expr(instr, b, v, vector=True), dtype=np.int64), idx.shape)
                       for b in access.bounds]
             if access.dram:  # a row of one element (cols=1) is the element size
