@@ -100,3 +100,24 @@ def test_an_isa_hashes_by_its_content() -> None:
     assert a == b and hash(a) == hash(b)
     other = dataclasses.replace(a, name=a.name + "x", digest=a.digest + "x")
     assert other != a and hash(other) != hash(a)
+
+
+@pytest.mark.parametrize("field", ["sp_row", "dram"])
+def test_a_changed_field_is_checked_by_every_access_that_reads_it(field: str) -> None:
+    """decode_like evaluates again only the accesses that read a changed field: a load moved past the end
+    of its scratchpad (``sp_row``, read by the scratchpad access alone) or of DRAM (``dram``) faults exactly
+    as the whole decode does, while its other, unchanged access is not the one that fails."""
+    isa, cfg = load_isa(), load_config("default")
+    words = list(compile_matmul(20, 24, 40).program.words)
+    prior = decode_program(isa, cfg, words)
+    load = isa.by_mnemonic["load"]
+    f = load.field_map[field]
+    at = [i for i, w in enumerate(words) if w & load.mask == load.match][0]
+    value = (1 << f.width) - 1 if field == "sp_row" else cfg.dram_bytes - 4
+    words[at] = (words[at] & ~(((1 << f.width) - 1) << f.lsb)) | (value << f.lsb)
+    with pytest.raises(SimFault) as whole:
+        decode_program(isa, cfg, words)
+    with pytest.raises(SimFault) as like:
+        decode_like(isa, cfg, words, prior)
+    assert str(like.value) == str(whole.value) and like.value.index == whole.value.index == at
+    assert ("out of range" if field == "sp_row" else "beyond the") in str(like.value)
