@@ -27,7 +27,7 @@ from tinynpu.simulator.faults import SimFault, where
 from tinynpu.simulator.hazards import DRAM, RaceChecker, access_functions, resource_users
 from tinynpu.simulator.native import NativeUnavailable, library, native_schedule, unsupported
 from tinynpu.simulator.semantics import State
-from tinynpu.simulator.stats import Stats, build_stats
+from tinynpu.simulator.stats import Counts, Stats, build_stats, count_program
 from tinynpu.simulator.timing import Entry, schedule
 from tinynpu.simulator.trace import write_log, write_trace
 
@@ -53,6 +53,7 @@ class Machine:
         self.state = state if state is not None else State(self.isa, cfg)
         self.program: Program | None = None
         self._decoded: Decoded | None = None
+        self._counts: Counts | None = None  # the loaded program's run-independent stats, from its first run
 
     # --- program and data ---------------------------------------------------------------------------
     def load(self, program: Program, *, like: Machine | Decoded | None = None) -> None:
@@ -76,6 +77,7 @@ class Machine:
         self._decoded = (decode_program(self.isa, self.cfg, program.words, columns) if prior is None
                          else decode_like(self.isa, self.cfg, program.words, prior, columns))
         self.program = program
+        self._counts = None
 
     def _program(self) -> Program:
         if self.program is None:
@@ -158,10 +160,12 @@ class Machine:
             result = schedule(isa, cfg, dec, self.state, timing=timing, limit=limit, races=races,
                               accesses=_accesses(isa, cfg))
         wall = time.perf_counter() - t0
+        if self._counts is None or self._counts.executed != result.executed:
+            self._counts = count_program(isa, cfg, program, dec, result.executed)
         stats = build_stats(isa, cfg, program, dec, executed=result.executed, cycles=result.cycles,
                             stalls=result.stalls, timing=timing, races=check_races, wall=wall,
                             engine="native" if use_native else "python",
-                            dispatch=result.dispatch, start=result.start, end=result.end)
+                            dispatch=result.dispatch, start=result.start, end=result.end, counts=self._counts)
         if trace_path is not None:
             write_trace(Path(trace_path), isa, dec, stats)
         if log is not None:

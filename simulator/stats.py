@@ -99,11 +99,31 @@ class Stats:
 _STATS_CHUNK = 1 << 16
 
 
-def build_stats(isa: Isa, cfg: ArchConfig, program: Program, dec: Decoded, *, executed: int, cycles: int,
-                stalls: dict[str, dict[str, int]], timing: bool, races: bool, wall: float, engine: str,
-                dispatch: array.array, start: array.array, end: array.array) -> Stats:
+@dataclass(frozen=True)
+class Counts:
+    """What a run's stats take from the instructions it executed alone, not from their schedule: the same on
+    every run of one loaded program (its instruction mix, bytes, busy cycles, MACs and ALU elements), so a
+    machine computes them once per program (:meth:`Machine.run
+    <tinynpu.simulator.machine.Machine.run>`); the dicts are copied into each run's :class:`Stats`."""
+
+    executed: int
+    by_mnemonic: dict[str, int]
+    busy_cycles: dict[str, int]
+    dram_read_bytes: int
+    dram_write_bytes: int
+    tensor_traffic: dict[str, dict[str, int]]
+    scratchpad_read: dict[str, int]  # by scope name
+    scratchpad_write: dict[str, int]
+    macs: int
+    alu_elements: dict[str, int]  # by pricing class: an ALU timing class, or requantize (a store's)
+    array_busy_cycles: int
+
+
+def count_program(isa: Isa, cfg: ArchConfig, program: Program, dec: Decoded, executed: int) -> Counts:
+    """The :class:`Counts` of a run of ``program`` (decoded ``dec``) that executed its first ``executed``
+    instructions."""
     sl = slice(0, executed)
-    op, unit = dec.op[sl], dec.unit[sl]
+    op = dec.op[sl]
     mnems = tuple(i.mnemonic for i in isa.instructions)
     counts = np.bincount(op, minlength=len(mnems))
     units = tuple(u.name for u in sorted(isa.units, key=lambda u: u.id))
@@ -113,7 +133,7 @@ def build_stats(isa: Isa, cfg: ArchConfig, program: Program, dec: Decoded, *, ex
     starts = np.array([t.addr for t in ts], dtype=np.int64)
     ends = np.array([t.addr + t.nbytes for t in ts], dtype=np.int64)
     macs = 0  # every tmm step is a tile x tile x tile MAC block
-    alu_elements: dict[str, int] = {}  # by pricing class: an ALU timing class, or requantize (a store's)
+    alu_elements: dict[str, int] = {}
     rd = {sc.id: 0 for sc in isa.scopes}
     wr = dict(rd)
     plan = dict(dec.plan)
@@ -146,26 +166,42 @@ def build_stats(isa: Isa, cfg: ArchConfig, program: Program, dec: Decoded, *, ex
                 macs += int((v["m"] * v["n"] * v["k"]).sum()) * cfg.tile**3
             _count_alu(alu_elements, ins, _scratchpad(isa, cfg, ins, v, rd, wr))
     names = {sc.id: sc.name for sc in isa.scopes}
-    sp_rd = {names[sid]: value for sid, value in rd.items()}
-    sp_wr = {names[sid]: value for sid, value in wr.items()}
-    dram_read = int(dec.dram_read[sl].sum(dtype=np.int64))
-    dram_write = int(dec.dram_write[sl].sum(dtype=np.int64))
+    return Counts(executed=executed,
+                  by_mnemonic={m: int(c) for m, c in zip(mnems, counts.tolist(), strict=False) if c},
+                  busy_cycles={u: int(b) for u, b in zip(units, busy.tolist(), strict=False)},
+                  dram_read_bytes=int(dec.dram_read[sl].sum(dtype=np.int64)),
+                  dram_write_bytes=int(dec.dram_write[sl].sum(dtype=np.int64)), tensor_traffic=traffic,
+                  scratchpad_read={names[sid]: value for sid, value in rd.items()},
+                  scratchpad_write={names[sid]: value for sid, value in wr.items()}, macs=macs,
+                  alu_elements=alu_elements, array_busy_cycles=_array_busy(isa, units, busy))
+
+
+def build_stats(isa: Isa, cfg: ArchConfig, program: Program, dec: Decoded, *, executed: int, cycles: int,
+                stalls: dict[str, dict[str, int]], timing: bool, races: bool, wall: float, engine: str,
+                dispatch: array.array, start: array.array, end: array.array, counts: Counts | None = None) -> Stats:
+    """A run's :class:`Stats`; ``counts``: this program's :func:`count_program` for ``executed``, when the
+    caller kept it from an earlier run (else counted here)."""
+    if counts is None or counts.executed != executed:
+        counts = count_program(isa, cfg, program, dec, executed)
+    sl = slice(0, executed)
     key = {s.name: s.config_key for s in isa.scopes}
-    events = Events(macs=macs, alu_elements=alu_elements, dram_bytes=dram_read + dram_write, cycles=cycles,
-                    array_busy_cycles=_array_busy(isa, units, busy),
-                    scratchpad_read_bytes={key[n]: v for n, v in sp_rd.items()},
-                    scratchpad_write_bytes={key[n]: v for n, v in sp_wr.items()})
+    events = Events(macs=counts.macs, alu_elements=dict(counts.alu_elements),
+                    dram_bytes=counts.dram_read_bytes + counts.dram_write_bytes, cycles=cycles,
+                    array_busy_cycles=counts.array_busy_cycles,
+                    scratchpad_read_bytes={key[n]: v for n, v in counts.scratchpad_read.items()},
+                    scratchpad_write_bytes={key[n]: v for n, v in counts.scratchpad_write.items()})
     return Stats(
         cycles=cycles,
         instructions_total=executed,
-        by_mnemonic={m: int(c) for m, c in zip(mnems, counts.tolist(), strict=False) if c},
-        busy_cycles={u: int(b) for u, b in zip(units, busy.tolist(), strict=False)},
+        by_mnemonic=dict(counts.by_mnemonic),
+        busy_cycles=dict(counts.busy_cycles),
         stall_cycles=stalls,
-        dram_read_bytes=dram_read,
-        dram_write_bytes=dram_write,
-        tensor_traffic=traffic,
-        scratchpad={name: {"read_bytes": sp_rd[name], "write_bytes": sp_wr[name]} for name in sp_rd},
-        macs=macs,
+        dram_read_bytes=counts.dram_read_bytes,
+        dram_write_bytes=counts.dram_write_bytes,
+        tensor_traffic={name: dict(t) for name, t in counts.tensor_traffic.items()},
+        scratchpad={name: {"read_bytes": counts.scratchpad_read[name], "write_bytes": counts.scratchpad_write[name]}
+                    for name in counts.scratchpad_read},
+        macs=counts.macs,
         macs_per_cycle=cfg.macs_per_cycle,
         config=cfg.name,
         timing=timing,
@@ -173,10 +209,10 @@ def build_stats(isa: Isa, cfg: ArchConfig, program: Program, dec: Decoded, *, ex
         wall_seconds=wall,
         energy=energy_of(cfg, events),
         engine=engine,
-        _mnemonics=mnems,
-        _units=units,
-        _op=op,
-        _unit=unit,
+        _mnemonics=tuple(i.mnemonic for i in isa.instructions),
+        _units=tuple(u.name for u in sorted(isa.units, key=lambda u: u.id)),
+        _op=dec.op[sl],
+        _unit=dec.unit[sl],
         _dispatch=dispatch,
         _start=start,
         _end=end,
@@ -253,4 +289,4 @@ def _scratchpad(isa: Isa, cfg: ArchConfig, ins: Instruction, v: dict[str, np.nda
     return 0
 
 
-__all__ = ["Stats", "build_stats"]
+__all__ = ["Counts", "Stats", "build_stats", "count_program"]
