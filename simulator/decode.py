@@ -28,6 +28,10 @@ from tinynpu.simulator.semantics import SEMANTICS
 _MASK64 = (1 << 64) - 1
 
 
+#: Per opcode index, the ``(operand column, field)`` of each operand field.
+Plan = tuple[tuple[int, tuple[tuple[int, Field], ...]], ...]
+
+
 @dataclass(frozen=True)
 class Decoded:
     """Per-instruction columns (numpy arrays of length ``n``).
@@ -60,7 +64,7 @@ class Decoded:
     beats: np.ndarray
     dram_read: np.ndarray
     dram_write: np.ndarray
-    plan: tuple[tuple[int, tuple[tuple[int, Field], ...]], ...]
+    plan: Plan
     width: int
 
     def values(self, sl: slice) -> np.ndarray:
@@ -97,7 +101,7 @@ class _IsaTables:
     opcode: np.ndarray  # the low byte of a word -> its instruction's index (-1: none)
     unit_of: np.ndarray  # instruction index -> unit id
     halt: int
-    plan: tuple[tuple[int, tuple[tuple[int, Field], ...]], ...]
+    plan: Plan
     #: per instruction index, the operands each of its ``checks`` and each of its ``accesses`` reads
     rule_operands: tuple[tuple[frozenset[str], ...], ...]
     access_operands: tuple[tuple[frozenset[str], ...], ...]
@@ -130,6 +134,11 @@ def _tables(isa: Isa) -> _IsaTables:
     return _IsaTables(opcode=opcode, unit_of=np.array([isa.unit_ids[i.unit] for i in isa.instructions],
                                                       dtype=np.int64),
                       halt=isa.by_mnemonic["halt"].index, plan=plan, rule_operands=rules, access_operands=accesses)
+
+
+def operand_plan(isa: Isa) -> Plan:
+    """``isa``'s :attr:`Decoded.plan` (one object per ISA: every decoding of its programs shares it)."""
+    return _tables(isa).plan
 
 
 #: Per instruction index, the fields that may differ from a decoding whose checks they passed (see
@@ -470,4 +479,4 @@ def _dram_checks(check: Callable[..., None], cfg: ArchConfig, idx: np.ndarray, b
                     f"beyond the {cfg.dram_bytes} bytes of DRAM")
 
 
-__all__ = ["Decoded", "decode_like", "decode_program"]
+__all__ = ["Decoded", "Plan", "decode_like", "decode_program", "operand_plan"]

@@ -34,7 +34,7 @@ from tinynpu.cache import cache_root
 from tinynpu.errors import UsageError
 from tinynpu.isa import ArchConfig, Isa
 from tinynpu.isa.gen_c import CORE_HEADER_PATH, generate_core_header
-from tinynpu.simulator.decode import Decoded
+from tinynpu.simulator.decode import Decoded, Plan, operand_plan
 from tinynpu.simulator.faults import SimFault
 from tinynpu.simulator.hazards import DRAM, RaceChecker, race_fault
 from tinynpu.simulator.messages import Messages
@@ -253,6 +253,32 @@ def _address(arr: np.ndarray) -> int:
     return arr.ctypes.data
 
 
+#: Decoded's columns core.c reads, with the dtypes of its pointers
+_COLUMNS = (("op", np.int16), ("unit", np.int8), ("wait", np.int8), ("signal", np.int8), ("occ", np.int32),
+            ("lat", np.int32), ("beats", np.int32), ("lo", np.uint64), ("hi", np.uint64))
+
+
+@functools.cache
+def _template(isa: Isa, cfg: ArchConfig) -> bytes:
+    """The fields of core.c's ``Run`` that no program or state changes (the ISA's opcodes and operand
+    fields, the config's queues and tile), as bytes to copy: setting them field by field through ctypes took
+    half a millisecond of every program run."""
+    r = _Run()
+    for ins in isa.instructions:
+        r.waits_prev[ins.index] = ins.timing == "dma_zero"
+    _set_plan(r, operand_plan(isa))
+    r.nq, r.depth, r.max_tok, r.tile = len(isa.queued_units), cfg.queue_depth, cfg.token_max_count, cfg.tile
+    r.scope_a, r.scope_b, r.scope_acc = (isa.scope_by_name[s].id for s in ("a", "b", "acc"))
+    return bytes(r)
+
+
+def _set_plan(r: _Run, plan: Plan) -> None:
+    for index, fields in plan:
+        for col, field in fields:
+            r.field_lsb[index][col], r.field_width[index][col] = field.lsb, field.width
+            r.field_signed[index][col] = field.signed
+
+
 def native_schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, limit: int,
                     races: RaceChecker | None) -> RunResult:
     """:func:`timing.schedule` with timing on, run by ``core.c``.
@@ -267,22 +293,15 @@ def native_schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, li
     lib = library()
     nq = len(isa.queued_units)
     n = dec.n_exec
-    r = _Run()
-    r.n = n
+    r = _Run.from_buffer_copy(_template(isa, cfg))
+    if dec.plan is not operand_plan(isa):  # a decoding not made by decode_program (its plan is the ISA's)
+        _set_plan(r, dec.plan)
+    r.n, r.limit = n, limit
     # decode.Decoded's column dtypes are core.c's pointer types
-    for name, dtype in (("op", np.int16), ("unit", np.int8), ("wait", np.int8), ("signal", np.int8),
-                        ("occ", np.int32), ("lat", np.int32), ("beats", np.int32), ("lo", np.uint64),
-                        ("hi", np.uint64)):
+    for name, dtype in _COLUMNS:
         column = getattr(dec, name)
         assert column.dtype == dtype, (name, column.dtype)
         setattr(r, name, _address(column))
-    for ins in isa.instructions:
-        r.waits_prev[ins.index] = ins.timing == "dma_zero"
-    for index, fields in dec.plan:
-        for col, field in fields:
-            r.field_lsb[index][col], r.field_width[index][col] = field.lsb, field.width
-            r.field_signed[index][col] = field.signed
-    r.nq, r.depth, r.max_tok, r.tile, r.limit = nq, cfg.queue_depth, cfg.token_max_count, cfg.tile, limit
     port_units, free_units = unit_roles(dec, nq)
     r.port_units = sum(1 << u for u in port_units)
     r.free_units = sum(1 << u for u in free_units)
@@ -291,7 +310,6 @@ def native_schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, li
         r.sp[sid] = _address(sp)
         r.sp_rows[sid] = sp.shape[0]
         r.elem_bytes[sid] = sp.itemsize
-    r.scope_a, r.scope_b, r.scope_acc = (isa.scope_by_name[s].id for s in ("a", "b", "acc"))
     r.n_scopes = n_scopes = len(state.sp)
     if races is not None:
         r.races = 1
