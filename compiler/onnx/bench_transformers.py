@@ -145,15 +145,15 @@ def loading_ratio(cn: Any) -> dict[str, Any]:
     compiled = {id(c.program): c.program for c in cn.cache.programs.values()}
     t0 = time.thread_time()
     for p in programs:
-        decode_program(isa, cfg, p.words)
+        decode_program(isa, cfg, p.words, p.columns)
     whole = time.thread_time() - t0
     t0 = time.thread_time()
     origins = {image.origin[id(p)] for p in programs}
-    first = {origin: decode_program(isa, cfg, compiled[origin].words) for origin in origins}
+    first = {origin: decode_program(isa, cfg, compiled[origin].words, compiled[origin].columns) for origin in origins}
     at_compile = time.thread_time() - t0
     t0 = time.thread_time()
     for p in programs:
-        decode_like(isa, cfg, p.words, first[image.origin[id(p)]])
+        decode_like(isa, cfg, p.words, first[image.origin[id(p)]], p.columns)
     per_run = time.thread_time() - t0
     return {"programs": len(programs), "compiled_programs": len(first), "decode_every_load_cpu_seconds": whole,
             "decode_once_cpu_seconds": per_run, "compile_decode_cpu_seconds": at_compile,

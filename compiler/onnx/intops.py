@@ -21,9 +21,30 @@ def wrap_int32(x: np.ndarray) -> np.ndarray:
     return np.asarray(x, dtype=np.int64).astype(np.uint32).view(np.int32)
 
 
+#: Integers up to this magnitude are exact in binary32 (24-bit significand).
+_FLOAT32_EXACT = 1 << 24
+
+
+def _magnitude(dtype: np.dtype) -> float:
+    """The largest magnitude a value of ``dtype`` has (infinite for a non-integer dtype)."""
+    if dtype.kind not in "iub":
+        return float("inf")
+    info = np.iinfo(dtype) if dtype.kind != "b" else np.iinfo(np.uint8)
+    return float(max(-int(info.min), int(info.max)))
+
+
 def gemm_int32(a: np.ndarray, b_nk: np.ndarray) -> np.ndarray:
-    """``a @ b_nk.T`` of int8 operands, summed exactly, wrapped to int32."""
-    prod = a.astype(np.float64) @ b_nk.astype(np.float64).T
+    """``a @ b_nk.T`` of int8 operands, summed exactly, wrapped to int32.
+
+    Through BLAS in floating point: every product and partial sum is an integer no larger in magnitude
+    than K times the largest product, so where that stays below 2**24 (int8 operands up to K = 1024:
+    GPT-2's projections and LM head) binary32 holds every one exactly, whatever order BLAS sums in, and
+    the GEMM runs in float32 (half the bytes of float64 converted and streamed: the reference of a decode
+    step converts every weight of the model once); beyond it, float64 (exact below 2**53).
+    """
+    bound = a.shape[-1] * _magnitude(np.dtype(a.dtype)) * _magnitude(np.dtype(b_nk.dtype))
+    dtype = np.float32 if bound < _FLOAT32_EXACT else np.float64
+    prod = a.astype(dtype) @ b_nk.astype(dtype).T
     return wrap_int32(np.rint(prod).astype(np.int64))
 
 

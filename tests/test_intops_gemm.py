@@ -1,0 +1,39 @@
+"""The integer reference's GEMM is exact in whichever float it runs (float32 up to K = 1024 of int8)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tinynpu.compiler.onnx.intops import gemm_int32
+
+
+def _exact(a: np.ndarray, b_nk: np.ndarray) -> np.ndarray:
+    """Python integers: no float anywhere."""
+    out = [[sum(int(x) * int(y) for x, y in zip(row, col, strict=True)) for col in b_nk.tolist()]
+           for row in a.tolist()]
+    return (np.array(out, dtype=np.int64) & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
+
+
+@pytest.mark.parametrize("k", [1, 1023, 1024, 1025, 3072])
+def test_extreme_products_sum_exactly(k: int) -> None:
+    """All -128 times -128 (the largest product) and mixed extremes: K = 1024 is the last float32 K, and one
+    more step, or GPT-2's fc2 (3072), takes float64; every result equals the sum in Python integers."""
+    rng = np.random.default_rng(k)
+    a = np.full((4, k), -128, np.int8)
+    a[1] = rng.choice(np.array([-128, 127], np.int8), k)
+    a[2] = rng.integers(-128, 128, k)
+    # odd positive products: partial sums pass 2**24 (K = 3072), where float32 would round odd ones
+    a[3] = rng.choice(np.array([125, 127], np.int8), k)
+    b = np.full((4, k), -128, np.int8)
+    b[1] = 127
+    b[2] = rng.choice(np.array([-128, 127], np.int8), k)
+    b[3] = rng.choice(np.array([123, 127], np.int8), k)
+    assert np.array_equal(gemm_int32(a, b), _exact(a, b))
+
+
+def test_wider_operands_wrap_like_int32() -> None:
+    """int32 operands (beyond binary32's exact range: float64) wrap to int32 as the accumulators do."""
+    a = np.array([[2**20, -(2**20)]], np.int32)
+    b = np.array([[2**12, 2**12 - 1]], np.int32)
+    assert np.array_equal(gemm_int32(a, b), _exact(a, b))
