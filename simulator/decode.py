@@ -216,10 +216,10 @@ def decode_like(isa: Isa, cfg: ArchConfig, words: Sequence[int], prior: Decoded,
         return decode_program(isa, cfg, words, (lo, hi))
     if bool((part.op == halt).any()) or bool((prior.op[changed] == halt).any()):
         return decode_program(isa, cfg, words, (lo, hi))
-    columns = {name: getattr(prior, name).copy() for name in _COLUMNS}
-    for name, column in columns.items():
+    merged = {name: getattr(prior, name).copy() for name in _COLUMNS}
+    for name, column in merged.items():
         column[changed] = getattr(part, name)
-    return replace(prior, **columns)
+    return replace(prior, **merged)
 
 
 def _changed_fields(isa: Isa, tables: _IsaTables, lo: np.ndarray, hi: np.ndarray, prior_op: np.ndarray,

@@ -63,7 +63,8 @@ class ProgramCache:
             self.compile_seconds += time.perf_counter() - t0
             self.programs[key] = hit
             t0 = time.perf_counter()
-            self._decoded[id(hit.program)] = decode_program(load_isa(), self.cfg, hit.program.words, hit.program.columns)
+            program = hit.program
+            self._decoded[id(program)] = decode_program(load_isa(), self.cfg, program.words, program.columns)
             self.decode_seconds += time.perf_counter() - t0
         return hit
 
