@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tinynpu.compiler.onnx.ir import LutStep, NonlinearStep, NormStep, SoftmaxStep
-from tinynpu.compiler.onnx.lower import lut, norm, select, softmax
+from tinynpu.compiler.onnx.ir import LutStep, NonlinearStep, NormStep, RotaryStep, SoftmaxStep
+from tinynpu.compiler.onnx.lower import lut, norm, rotary, select, softmax
 from tinynpu.compiler.onnx.lower.rowwise import Body, RowShape, row_compiled
 
 if TYPE_CHECKING:
@@ -57,6 +57,8 @@ def reference(step: NonlinearStep, x: np.ndarray) -> np.ndarray:
         return softmax.softmax_reference(x, step.params)
     if isinstance(step, NormStep) and step.params is not None:
         return norm.norm_reference(x, step.params)
+    if isinstance(step, RotaryStep) and step.params is not None:
+        return rotary.rotary_reference(x, step.params)
     raise RuntimeError(f"step {step.name!r} ({step.kind}) has no integer parameters")  # never: ir checks it
 
 
@@ -71,11 +73,22 @@ def parameter_rows(step: NonlinearStep, shape: RowShape) -> np.ndarray:
         return rows
     if isinstance(step, NormStep) and step.params is not None:
         return norm.norm_rows(step.params, shape)
+    if isinstance(step, RotaryStep) and step.params is not None:
+        return rotary.rotary_rows(step.params, shape)
     raise RuntimeError(f"step {step.name!r} ({step.kind}) has no integer parameters")
 
 
-def _body(step: NonlinearStep, tile: int) -> tuple[Body, int, tuple[Any, ...]]:
+def b_rows(step: NonlinearStep, shape: RowShape) -> np.ndarray:
+    """The int8 tiles the program loads into ``b`` (its ``I`` tensor): the identity tile, then a rotary
+    embedding's rotation tiles."""
+    if isinstance(step, RotaryStep) and step.params is not None:
+        return rotary.rotation_tiles(step.params, shape)[0]
+    return np.eye(shape.tile, dtype=np.int8)
+
+
+def _body(step: NonlinearStep, shape: RowShape) -> tuple[Body, int, tuple[Any, ...]]:
     """The tile-row's instructions, its blocks, and what of them the parameters do not carry (the key)."""
+    tile = shape.tile
     if isinstance(step, SoftmaxStep) and step.params is not None:
         sp = step.params
         mask = () if sp.mask is None else (select.blocks(sp.mask, tile),)  # the body picks a block per tile-row
@@ -84,19 +97,22 @@ def _body(step: NonlinearStep, tile: int) -> tuple[Body, int, tuple[Any, ...]]:
         p = step.params
         return norm.norm_body(p), p.blocks, (p.center, bool(p.zero_point_in), p.sq_shift, bool(p.eps_term),
                                              p.mul_shift, bool(p.bias.any()), bool(p.offset.any()))
+    if isinstance(step, RotaryStep) and step.params is not None:  # the tiles it multiplies by shape the program
+        tiles = rotary.rotation_tiles(step.params, shape)[1]
+        return rotary.rotary_body(step.params, shape), shape.segments, (tiles, rotary.table_blocks(step.params, tile))
     return lut.lut_body(), 0, ()
 
 
 def program_key(cache: ProgramCache, step: NonlinearStep, shape: tuple[int, ...]) -> ProgramKey:
     """The cached program of ``step`` on its input of ``shape`` (compiled the first time)."""
     rs = row_shape(step, shape, cache.cfg.tile)
-    body, blocks, form = _body(step, cache.cfg.tile)
+    body, blocks, form = _body(step, rs)
     params = parameter_rows(step, rs)
     key = (step.kind, rs.rows, rs.width, params.shape[0], *form)
     what = f"{step.op} {step.name!r}"
     cache.get(key, lambda: row_compiled(cache.cfg, rs, params, blocks, body,
                                         lambda x: reference(step, x.reshape(rs.rows, rs.width)), kind=step.kind,
-                                        what=what))
+                                        what=what, b_rows=b_rows(step, rs)))
     return key
 
 
@@ -106,12 +122,17 @@ def check_fits(step: NonlinearStep, shape: tuple[int, ...], cfg: Any) -> str:
     from tinynpu.errors import OnnxError
 
     rs = row_shape(step, shape, cfg.tile)
-    _, blocks, _ = _body(step, cfg.tile)
+    _, blocks, _ = _body(step, rs)
+    what = f"{step.op} {step.name!r}"
+    tiles = b_rows(step, rs).shape[0]
+    if tiles > cfg.rows("b_reg"):
+        return (f"{what}: its {tiles // cfg.tile} constant tiles of b need {tiles} rows (config {cfg.name!r} has "
+                f"{cfg.rows('b_reg')}): too large for the accelerator, so it cannot be lowered.")
     try:
-        acc_plan(cfg, rs, blocks, parameter_rows(step, rs).shape[0], what=f"{step.op} {step.name!r}")
+        acc_plan(cfg, rs, blocks, parameter_rows(step, rs).shape[0], what=what)
     except OnnxError as exc:
         return str(exc)
     return ""
 
 
-__all__ = ["check_fits", "in_place", "parameter_rows", "program_key", "reference", "row_shape"]
+__all__ = ["b_rows", "check_fits", "in_place", "parameter_rows", "program_key", "reference", "row_shape"]
