@@ -11,6 +11,7 @@ one tile-row, and the numpy reference the run is compared with bit for bit.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -18,6 +19,7 @@ import numpy as np
 from tinynpu.compiler.onnx.ir import LutStep, NonlinearStep, NormStep, RotaryStep, SoftmaxStep
 from tinynpu.compiler.onnx.lower import lut, norm, rotary, select, softmax
 from tinynpu.compiler.onnx.lower.rowwise import Body, RowShape, row_compiled
+from tinynpu.isa import ArchConfig
 
 if TYPE_CHECKING:
     from tinynpu.compiler.onnx.lower.programs import ProgramCache, ProgramKey
@@ -86,53 +88,66 @@ def b_rows(step: NonlinearStep, shape: RowShape) -> np.ndarray:
     return np.eye(shape.tile, dtype=np.int8)
 
 
-def _body(step: NonlinearStep, shape: RowShape) -> tuple[Body, int, tuple[Any, ...]]:
-    """The tile-row's instructions, its blocks, and what of them the parameters do not carry (the key)."""
+@dataclass(frozen=True)
+class BodyPlan:
+    """A kind's tile-row: its instructions, its ``T``-row blocks, what of it the parameter rows do not carry
+    (part of the program's key), and the parameter rows loaded once (None: all of them)."""
+
+    body: Body
+    blocks: int
+    form: tuple[Any, ...]
+    resident: int | None = None
+
+
+def _body(step: NonlinearStep, shape: RowShape, cfg: ArchConfig) -> BodyPlan:
     tile = shape.tile
     if isinstance(step, SoftmaxStep) and step.params is not None:
         sp = step.params
         mask = () if sp.mask is None else (select.blocks(sp.mask, tile),)  # the body picks a block per tile-row
-        return softmax.softmax_body(sp, tile), 2, (bool(sp.zero_point), sp.masked, *mask)
+        return BodyPlan(softmax.softmax_body(sp, tile), 2, (bool(sp.zero_point), sp.masked, *mask))
     if isinstance(step, NormStep) and step.params is not None:
         p = step.params
-        return norm.norm_body(p), p.blocks, (p.center, bool(p.zero_point_in), p.sq_shift, bool(p.eps_term),
-                                             p.mul_shift, bool(p.bias.any()), bool(p.offset.any()))
+        return BodyPlan(norm.norm_body(p), p.blocks, (p.center, bool(p.zero_point_in), p.sq_shift, bool(p.eps_term),
+                                                      p.mul_shift, bool(p.bias.any()), bool(p.offset.any())))
     if isinstance(step, RotaryStep) and step.params is not None:  # the tiles it multiplies by shape the program
-        tiles = rotary.rotation_tiles(step.params, shape)[1]
-        return rotary.rotary_body(step.params, shape), shape.segments, (tiles, rotary.table_blocks(step.params, tile))
-    return lut.lut_body(), 0, ()
+        rp = step.params
+        resident = rotary.resident_rows(rp, shape, cfg)
+        return BodyPlan(rotary.rotary_body(rp, shape, cfg), rotary.body_blocks(rp, shape, cfg),
+                        (rotary.rotation_tiles(rp, shape)[1], rotary.table_blocks(rp, tile), resident), resident)
+    return BodyPlan(lut.lut_body(), 0, ())
 
 
 def program_key(cache: ProgramCache, step: NonlinearStep, shape: tuple[int, ...]) -> ProgramKey:
     """The cached program of ``step`` on its input of ``shape`` (compiled the first time)."""
     rs = row_shape(step, shape, cache.cfg.tile)
-    body, blocks, form = _body(step, rs)
+    bp = _body(step, rs, cache.cfg)
     params = parameter_rows(step, rs)
-    key = (step.kind, rs.rows, rs.width, params.shape[0], *form)
+    key = (step.kind, rs.rows, rs.width, params.shape[0], *bp.form)
     what = f"{step.op} {step.name!r}"
-    cache.get(key, lambda: row_compiled(cache.cfg, rs, params, blocks, body,
+    cache.get(key, lambda: row_compiled(cache.cfg, rs, params, bp.blocks, bp.body,
                                         lambda x: reference(step, x.reshape(rs.rows, rs.width)), kind=step.kind,
-                                        what=what, b_rows=b_rows(step, rs)))
+                                        what=what, b_rows=b_rows(step, rs), resident=bp.resident))
     return key
 
 
-def check_fits(step: NonlinearStep, shape: tuple[int, ...], cfg: Any) -> str:
+def check_fits(step: NonlinearStep, shape: tuple[int, ...], cfg: ArchConfig) -> str:
     """Why the step's program cannot be built for ``cfg`` (a one-paragraph message), or ``""``."""
     from tinynpu.compiler.onnx.lower.rowwise import acc_plan
     from tinynpu.errors import OnnxError
 
     rs = row_shape(step, shape, cfg.tile)
-    _, blocks, _ = _body(step, rs)
+    bp = _body(step, rs, cfg)
     what = f"{step.op} {step.name!r}"
     tiles = b_rows(step, rs).shape[0]
     if tiles > cfg.rows("b_reg"):
         return (f"{what}: its {tiles // cfg.tile} constant tiles of b need {tiles} rows (config {cfg.name!r} has "
                 f"{cfg.rows('b_reg')}): too large for the accelerator, so it cannot be lowered.")
     try:
-        acc_plan(cfg, rs, blocks, parameter_rows(step, rs).shape[0], what=what)
+        acc_plan(cfg, rs, bp.blocks, parameter_rows(step, rs).shape[0] if bp.resident is None else bp.resident,
+                 what=what)
     except OnnxError as exc:
         return str(exc)
     return ""
 
 
-__all__ = ["b_rows", "check_fits", "in_place", "parameter_rows", "program_key", "reference", "row_shape"]
+__all__ = ["BodyPlan", "b_rows", "check_fits", "in_place", "parameter_rows", "program_key", "reference", "row_shape"]

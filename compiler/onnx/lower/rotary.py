@@ -42,6 +42,7 @@ from tinynpu.compiler.emitter import Emitter
 from tinynpu.compiler.epilogue import quantize_multiplier
 from tinynpu.compiler.onnx.lower.rowwise import Body, RowShape, TileRow, alu, broadcast_rows
 from tinynpu.errors import OnnxError, UsageError
+from tinynpu.isa import ArchConfig
 from tinynpu.simulator.semantics import requantize
 
 #: Fraction bits of the cos/sin tables for values within [-1, 1] (one bit fewer per doubling beyond).
@@ -158,30 +159,53 @@ def rotation_tiles(p: RotaryParams, shape: RowShape) -> tuple[np.ndarray, tuple[
     return np.concatenate(tiles), tuple(where)
 
 
-def rotary_body(p: RotaryParams, shape: RowShape) -> Body:
-    """The instructions of one tile-row (``n`` blocks: the rotated rows)."""
+def streamed(p: RotaryParams, shape: RowShape, cfg: ArchConfig) -> bool:
+    """Whether the tables stay in DRAM, each tile-row loading its own blocks: when holding every block (two
+    tile-row buffers of ``2n`` blocks beside them) would not fit the accumulators."""
+    whole = 2 + 2 * table_blocks(p, shape.tile) * shape.segments * shape.tile
+    return whole + 2 * 2 * shape.segments * shape.tile > cfg.rows("acc")
+
+
+def resident_rows(p: RotaryParams, shape: RowShape, cfg: ArchConfig) -> int:
+    """The parameter rows loaded once: all, or the requantization's two when the tables are streamed."""
+    return 2 if streamed(p, shape, cfg) else int(rotary_rows(p, shape).shape[0])
+
+
+def body_blocks(p: RotaryParams, shape: RowShape, cfg: ArchConfig) -> int:
+    """The tile-row's blocks: the rotated rows (``n``), and the cos and sin blocks when streamed (``2n``)."""
+    return shape.segments * (3 if streamed(p, shape, cfg) else 1)
+
+
+def rotary_body(p: RotaryParams, shape: RowShape, cfg: ArchConfig) -> Body:
+    """The instructions of one tile-row (:func:`body_blocks` blocks)."""
     _, where = rotation_tiles(p, shape)
     k = table_blocks(p, shape.tile)
+    stream = streamed(p, shape, cfg)
 
     def body(emit: Emitter, tr: TileRow, rs: RowShape) -> None:
         n, t = rs.segments, rs.tile
         rot = tr.blocks[0]
+        block = tr.index % k
+        cos0, sin0 = tr.params + 2 + block * n * t, tr.params + 2 + (k + block) * n * t
+        if stream:  # this tile-row's cos and sin blocks from DRAM into its own blocks
+            for table, dst in ((0, tr.blocks[n]), (1, tr.blocks[2 * n])):
+                row = 2 + (table * k + block) * n * t
+                emit.load("acc", dst, tr.p_addr + row * 4 * t, rows=n * t, cols=t, stride=4 * t,
+                          comment="the tile-row's " + ("cos" if table == 0 else "sin") + " blocks")
+            cos0, sin0 = tr.blocks[n], tr.blocks[2 * n]
         started: set[int] = set()
         for b, (j, kk) in enumerate(where, start=1):  # r = x @ M, a tile per (output, source) segment pair
             emit.tmm(rot + j * t, tr.a + kk * t, b * t, m=1, n=1, k=1, accumulate=j in started,
                      comment="rotate_half: x @ M (signed permutation)")
             started.add(j)
-        cos0 = tr.params + 2
-        sin0 = cos0 + k * n * t
-        block = tr.index % k
         for j in range(n):
-            alu(emit, "vmulb", tr.data + j * t, t, src=cos0 + (block * n + j) * t, shift=0)
-            alu(emit, "vmulb", rot + j * t, t, src=sin0 + (block * n + j) * t, shift=0)
+            alu(emit, "vmulb", tr.data + j * t, t, src=cos0 + j * t, shift=0)
+            alu(emit, "vmulb", rot + j * t, t, src=sin0 + j * t, shift=0)
         alu(emit, "vadd", tr.data, n * t, src=rot)
         alu(emit, "vrequant", tr.data, n * t, src=tr.params)
 
     return body
 
 
-__all__ = ["TABLE_BITS", "RotaryParams", "rotary_body", "rotary_params", "rotary_reference", "rotary_rows",
-           "rotation_tiles", "table_blocks", "table_period"]
+__all__ = ["TABLE_BITS", "RotaryParams", "body_blocks", "resident_rows", "rotary_body", "rotary_params",
+           "rotary_reference", "rotary_rows", "rotation_tiles", "streamed", "table_blocks", "table_period"]
