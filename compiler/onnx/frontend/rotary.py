@@ -21,6 +21,7 @@ proves it is the same for every row.  A chain that mixes rows, or is no signed p
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -161,17 +162,25 @@ def rotation_matrix(g: QdqGraph, nodes: list[Any], sources: list[str], shape: tu
     return m.astype(np.int8)
 
 
-def rotary_step(g: QdqGraph, add: Any) -> tuple[RotaryStep, list[Any]] | None:
-    """At an ``Add``: the rotary embedding ending at its QuantizeLinear (``(step, absorbed nodes)``), or None."""
-    from tinynpu.compiler.onnx.frontend.nonlinear import _host
-    from tinynpu.compiler.onnx.lower.rotary import rotary_params
+@dataclass(frozen=True)
+class _Found:
+    """A rotary pattern in the QDQ graph: its int8 input, the tables' operands, the nodes to take."""
 
+    x_float: str
+    terms: tuple[tuple[str, np.ndarray], tuple[str, np.ndarray]]  # (direct, rotated): (data operand, table)
+    branch: list[Any]
+    absorbed: list[Any]
+    q: Any
+
+
+def _find(g: QdqGraph, add: Any) -> _Found | None:
+    """``Add(DQ(Q(Mul(x, C))), DQ(Q(Mul(rotate(x), S)))) -> Q`` at ``add``, or None."""
     q = g.output_q(add.output[0]) if add.op_type == "Add" and len(add.input) == 2 else None
     producer = {o: n for n in g.nodes for o in n.output}
-    pairs = [_through_pair(g, i, producer) for i in add.input]
-    if q is None or any(p is None for p in pairs):
+    pairs = [p for i in add.input if (p := _through_pair(g, i, producer)) is not None]
+    if q is None or len(pairs) != 2:
         return None
-    muls = [producer.get(p[0]) for p in pairs if p is not None]
+    muls = [producer.get(p[0]) for p in pairs]
 
     def source_of(name: str) -> str | None:
         hit = g.act(name)
@@ -181,34 +190,54 @@ def rotary_step(g: QdqGraph, add: Any) -> tuple[RotaryStep, list[Any]] | None:
     if split is None:
         return None
     direct, x_float, branch = split
-    hit, shape = g.act(x_float), g.shapes.get(x_float)
     terms = [t for mul in (muls[direct], muls[1 - direct]) if (t := _mul_operands(mul, g.consts)) is not None]
-    out = g.qparams[q.output[0]]
-    if (hit is None or shape is None or len(terms) != 2 or hit[1].z != 0
-            or not out.per_tensor or out.z != 0 or out.zero_point.dtype != np.int8):
+    if len(terms) != 2:
         return None
-    x, qx = hit
-    sources = sorted({i for n in branch for i in n.input if source_of(i) == x} | {x_float})
-    m = rotation_matrix(g, branch, sources, shape, terms[1][0])
-    if m is None:
-        return None
-    absorbed = [*muls, *(n for p in pairs if p is not None for n in p[1]), *branch, add, q]
+    return _Found(x_float, (terms[0], terms[1]), branch, [*muls, *(n for p in pairs for n in p[1]), *branch, add, q],
+                  q)
+
+
+def _own_nodes(g: QdqGraph, found: _Found, sources: list[str]) -> list[Any] | None:
+    """The nodes the step takes (x's DequantizeLinear too when nothing else reads it), or None when a tensor
+    in between is read outside the pattern."""
+    absorbed = list(found.absorbed)
     inside = {id(n) for n in absorbed}
-    dqs = [g.dq_node(s) for s in sources]
-    for dq in dqs:  # x's DequantizeLinear goes too when nothing else reads it
+    for dq in (g.dq_node(s) for s in sources):
         if dq.output[0] not in g.outputs and all(id(u) in inside for u in g.uses.get(dq.output[0], [])):
             absorbed.insert(0, dq)
             inside.add(id(dq))
-    for n in absorbed:  # every tensor in between is the pattern's own
-        if n is not q and any(o in g.outputs or any(id(u) not in inside for u in g.uses.get(o, []))
-                              for o in n.output):
+    for n in absorbed:
+        if n is not found.q and any(o in g.outputs or any(id(u) not in inside for u in g.uses.get(o, []))
+                                    for o in n.output):
             return None
+    return absorbed
+
+
+def rotary_step(g: QdqGraph, add: Any) -> tuple[RotaryStep, list[Any]] | None:
+    """At an ``Add``: the rotary embedding ending at its QuantizeLinear (``(step, absorbed nodes)``), or None."""
+    from tinynpu.compiler.onnx.frontend.nonlinear import _host
+    from tinynpu.compiler.onnx.lower.rotary import rotary_params
+
+    found = _find(g, add)
+    hit = None if found is None else g.act(found.x_float)
+    shape = None if found is None else g.shapes.get(found.x_float)
+    out = None if found is None else g.qparams[found.q.output[0]]
+    if (found is None or hit is None or shape is None or out is None or hit[1].z != 0 or not out.per_tensor
+            or out.z != 0 or out.zero_point.dtype != np.int8):
+        return None
+    x, qx = hit
+    sources = sorted({i for n in found.branch for i in n.input if (a := g.act(i)) is not None and a[0] == x}
+                     | {found.x_float})
+    m = rotation_matrix(g, found.branch, sources, shape, found.terms[1][0])
+    absorbed = None if m is None else _own_nodes(g, found, sources)
+    if m is None or absorbed is None:
+        return None
     order = {id(n): i for i, n in enumerate(g.nodes)}
-    chain = tuple(_host(n, g.opset) for n in sorted({id(n): n for n in [*dqs, *absorbed]}.values(),
-                                                     key=lambda n: order[id(n)]))
-    tables = [np.broadcast_to(np.asarray(term[1], np.float64), shape).reshape(-1, shape[-1]) for term in terms]
+    nodes = {id(n): n for n in [*(g.dq_node(s) for s in sources), *absorbed]}.values()
+    chain = tuple(_host(n, g.opset) for n in sorted(nodes, key=lambda n: order[id(n)]))
+    tables = [np.broadcast_to(np.asarray(t[1], np.float64), shape).reshape(-1, shape[-1]) for t in found.terms]
     name = node_name(add)
-    common: dict[str, Any] = {"name": name, "op": "Rotary", "inputs": (x,), "outputs": (q.output[0],),
+    common: dict[str, Any] = {"name": name, "op": "Rotary", "inputs": (x,), "outputs": (found.q.output[0],),
                               "chain": chain}
     try:
         params = rotary_params(m, tables[0], tables[1], qx.s, out.s, what=f"rotary embedding {name!r}")

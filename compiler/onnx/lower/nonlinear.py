@@ -103,8 +103,13 @@ def _body(step: NonlinearStep, shape: RowShape, cfg: ArchConfig) -> BodyPlan:
     tile = shape.tile
     if isinstance(step, SoftmaxStep) and step.params is not None:
         sp = step.params
-        mask = () if sp.mask is None else (select.blocks(sp.mask, tile),)  # the body picks a block per tile-row
-        return BodyPlan(softmax.softmax_body(sp, tile), 2, (bool(sp.zero_point), sp.masked, *mask))
+        if sp.mask is None:
+            return BodyPlan(softmax.softmax_body(sp, tile), 2, (bool(sp.zero_point), sp.masked))
+        head = len(softmax.softmax_rows(sp, tile))
+        stream = select.streamed(sp.mask, shape, head, cfg.rows("acc"))
+        form = (bool(sp.zero_point), sp.masked, select.blocks(sp.mask, tile), stream)  # a mask block per tile-row
+        return BodyPlan(softmax.softmax_body(sp, tile, streamed_mask=stream), 2 + shape.segments * stream, form,
+                        head if stream else None)
     if isinstance(step, NormStep) and step.params is not None:
         p = step.params
         return BodyPlan(norm.norm_body(p), p.blocks, (p.center, bool(p.zero_point_in), p.sq_shift, bool(p.eps_term),

@@ -9,7 +9,8 @@ mask's rows, 0 where kept and :data:`MASK_ADD` where masked.  A masked score is 
 -128: ``MASKED_CODE``; a kept score is unchanged.  So every entry after that ``vlut`` is what the
 host select and the same ``vlut`` give, bit for bit.
 
-The mask is a constant, so its rows are parameter rows (loaded once with the softmax's tables).
+The mask is a constant, so its rows are parameter rows (loaded once with the softmax's tables, or,
+when they do not fit beside a tile-row, loaded by each tile-row from DRAM: :func:`streamed`).
 Broadcast to the scores ``[rows, width]`` it repeats every ``period`` rows (a causal mask: the
 sequence length, the same for every head); tile-row ``i`` (rows ``i*T..``) needs rows
 ``i*T mod period..``, so the parameter rows hold the mask for ``lcm(period, T)`` rows, as
@@ -59,6 +60,15 @@ def mask_rows(mask: np.ndarray, shape: RowShape) -> np.ndarray:
     return out.reshape(k * n * t, t).astype(np.int32)
 
 
+def streamed(mask: np.ndarray, shape: RowShape, head_rows: int, acc_rows: int) -> bool:
+    """Whether the mask's rows stay in DRAM, each tile-row loading its own: when all of them beside the
+    softmax's ``head_rows`` and one tile-row (``n`` segments and two blocks) do not fit ``acc_rows``.  Then
+    the tile-row takes ``n`` more blocks for them, so a causal mask's length is bounded by the tile-row
+    alone (``2n + 2`` blocks, about 500 positions at T = 16) instead of by its whole period."""
+    n, t = shape.segments, shape.tile
+    return head_rows + blocks(mask, t) * n * t + (n + 2) * t > acc_rows
+
+
 def select_reference(x2: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """The host select on ``[rows, width]`` int scores: masked (``mask``'s row ``r mod period``) to -128, the
     rest clamped to -127 (what the program's ``vmax``, ``vadd`` and first ``vlut`` leave, before that table)."""
@@ -66,4 +76,4 @@ def select_reference(x2: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return np.where(full, -128, np.maximum(x2, KEPT_FLOOR))
 
 
-__all__ = ["KEPT_FLOOR", "MASK_ADD", "blocks", "mask_rows", "period", "select_reference"]
+__all__ = ["KEPT_FLOOR", "MASK_ADD", "blocks", "mask_rows", "period", "select_reference", "streamed"]
