@@ -99,7 +99,9 @@ def test_reference_is_exact_integer_arithmetic_within_half_an_lsb(data: st.DataO
 
 def test_the_period_is_the_positions() -> None:
     p = _params(12, 8)
-    assert p.period == 12 and rotary.table_period(np.tile(p.cos, (3, 1))) == 12
+    from tinynpu.compiler.onnx.lower import select
+
+    assert p.period == 12 and select.period(np.tile(p.cos, (3, 1))) == 12
 
 
 def test_a_scale_the_requantization_cannot_hold_is_refused_with_the_node() -> None:

@@ -28,7 +28,7 @@ permutation has one source segment each when ``d/2`` is a multiple of ``T``, or 
 ``T``-row block is: block row ``i mod T`` times accumulator row ``i``.  A tile-row of ``T`` positions
 needs one block per segment; the tables repeat every ``period`` rows (the sequence length: every head
 has the same positions), so the parameter rows hold ``lcm(period, T) / T`` blocks per segment, as the
-constant mask's rows do (:mod:`.select`).
+constant mask's rows do (:func:`.select.block_rows`).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ import numpy as np
 
 from tinynpu.compiler.emitter import Emitter
 from tinynpu.compiler.epilogue import quantize_multiplier
+from tinynpu.compiler.onnx.lower import select
 from tinynpu.compiler.onnx.lower.rowwise import Body, RowShape, TileRow, alu, broadcast_rows
 from tinynpu.errors import OnnxError, UsageError
 from tinynpu.isa import ArchConfig
@@ -73,16 +74,6 @@ class RotaryParams:
         return int(self.cos.shape[0])
 
 
-def table_period(tables: np.ndarray) -> int:
-    """The fewest rows (a divisor of the row count) after which ``tables`` (``[rows, cols]``) repeats."""
-    rows = tables.shape[0]
-    for p in range(1, rows + 1):
-        if rows % p == 0 and np.array_equal(tables.reshape(rows // p, p, -1),
-                                            np.broadcast_to(tables[:p], (rows // p, p, tables.shape[1]))):
-            return p
-    return rows  # never: p = rows always holds
-
-
 def rotary_params(rotation: np.ndarray, cos: np.ndarray, sin: np.ndarray, s_in: float, s_out: float, *,
                   what: str) -> RotaryParams:
     """The parameters for float tables ``cos``, ``sin`` (``[rows, d]``, broadcast to the input's rows).
@@ -104,7 +95,7 @@ def rotary_params(rotation: np.ndarray, cos: np.ndarray, sin: np.ndarray, s_in: 
                         f"{s_out!r} need the requantization scale {real!r} (tables with {frac} fraction bits), which "
                         "vrequant's q31 multiplier and 5-bit shift cannot represent (it needs 2^-62 <= scale < 1 "
                         "and tables below 2^14), so the rotary embedding cannot be lowered.")
-    period = table_period(both)
+    period = select.period(both)
     scaled = np.rint(both[:period] * 2.0**frac).astype(np.int32)
     d = cos.shape[1]
     return RotaryParams(rotation=np.asarray(rotation, np.int8), cos=scaled[:, :d], sin=scaled[:, d:], frac_bits=frac,
@@ -124,23 +115,13 @@ def rotary_reference(x: np.ndarray, p: RotaryParams) -> np.ndarray:
 
 def table_blocks(p: RotaryParams, tile: int) -> int:
     """Blocks per segment of each table: ``lcm(period, T) / T`` (tile-row ``i`` uses block ``i mod`` that)."""
-    return math.lcm(p.period, tile) // tile
-
-
-def _blocks_of(table: np.ndarray, shape: RowShape, k: int) -> np.ndarray:
-    """``table`` (``[period, d]``) as ``k`` blocks of ``n`` segments of ``T x T`` (padding columns 0)."""
-    t, n = shape.tile, shape.segments
-    padded = np.zeros((table.shape[0], n * t), dtype=np.int64)
-    padded[:, :shape.width] = table
-    rows = padded[np.arange(k * t) % table.shape[0]].reshape(k, t, n, t)  # block, row, segment, column
-    return rows.transpose(0, 2, 1, 3).reshape(k * n * t, t)
+    return select.blocks(p.cos, tile)
 
 
 def rotary_rows(p: RotaryParams, shape: RowShape) -> np.ndarray:
     """The ``P`` rows: the requantization's multiplier and shift rows, then ``cos``'s blocks, then ``sin``'s."""
-    k = table_blocks(p, shape.tile)
     head = broadcast_rows(np.array([p.multiplier, p.shift]), shape.tile)
-    return np.concatenate([head, _blocks_of(p.cos, shape, k), _blocks_of(p.sin, shape, k)]).astype(np.int32)
+    return np.concatenate([head, select.block_rows(p.cos, shape), select.block_rows(p.sin, shape)]).astype(np.int32)
 
 
 def rotation_tiles(p: RotaryParams, shape: RowShape) -> tuple[np.ndarray, tuple[tuple[int, int], ...]]:
@@ -208,4 +189,4 @@ def rotary_body(p: RotaryParams, shape: RowShape, cfg: ArchConfig) -> Body:
 
 
 __all__ = ["TABLE_BITS", "RotaryParams", "body_blocks", "resident_rows", "rotary_body", "rotary_params",
-           "rotary_reference", "rotary_rows", "rotation_tiles", "streamed", "table_blocks", "table_period"]
+           "rotary_reference", "rotary_rows", "rotation_tiles", "streamed", "table_blocks"]
