@@ -214,3 +214,12 @@ def test_long_tables_stream_from_dram(tmp_path: Path) -> None:
     assert step.where == "npu" and step.params is not None
     assert rotary.streamed(step.params, RowShape(512, 8, 8), load_config("t8"))
     assert run_network(cn)["verified"] is True
+
+
+def test_more_constant_tiles_than_b_holds_are_refused_with_the_node() -> None:
+    from tinynpu.compiler.onnx.lower.rowwise import check_b_tiles
+
+    with pytest.raises(OnnxError, match=r"Rotary 'q': its 300 constant tiles of b need 2400 rows \(config 't8' has "
+                                        r"2048\): too large for the accelerator, so it cannot be lowered"):
+        check_b_tiles(load_config("t8"), 300, what="Rotary 'q'")
+    check_b_tiles(load_config("t8"), 256, what="Rotary 'q'")

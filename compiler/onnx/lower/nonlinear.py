@@ -137,17 +137,14 @@ def program_key(cache: ProgramCache, step: NonlinearStep, shape: tuple[int, ...]
 
 def check_fits(step: NonlinearStep, shape: tuple[int, ...], cfg: ArchConfig) -> str:
     """Why the step's program cannot be built for ``cfg`` (a one-paragraph message), or ``""``."""
-    from tinynpu.compiler.onnx.lower.rowwise import acc_plan
+    from tinynpu.compiler.onnx.lower.rowwise import acc_plan, check_b_tiles
     from tinynpu.errors import OnnxError
 
     rs = row_shape(step, shape, cfg.tile)
     bp = _body(step, rs, cfg)
     what = f"{step.op} {step.name!r}"
-    tiles = b_rows(step, rs).shape[0]
-    if tiles > cfg.rows("b_reg"):
-        return (f"{what}: its {tiles // cfg.tile} constant tiles of b need {tiles} rows (config {cfg.name!r} has "
-                f"{cfg.rows('b_reg')}): too large for the accelerator, so it cannot be lowered.")
     try:
+        check_b_tiles(cfg, b_rows(step, rs).shape[0] // cfg.tile, what=what)
         acc_plan(cfg, rs, bp.blocks, parameter_rows(step, rs).shape[0] if bp.resident is None else bp.resident,
                  what=what)
     except OnnxError as exc:

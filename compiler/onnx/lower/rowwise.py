@@ -102,6 +102,18 @@ def acc_plan(cfg: ArchConfig, shape: RowShape, blocks: int, param_rows: int, *, 
     return 2 if 2 * per + param_rows <= acc and 2 * n * t <= a_rows else 1
 
 
+def check_b_tiles(cfg: ArchConfig, b_tiles: int, *, what: str) -> None:
+    """Refuse more constant ``b`` tiles (the identity, a rotary embedding's rotation) than ``b`` holds.
+
+    Raises:
+        OnnxError: naming the node (``what``), the rows needed and the config's.
+    """
+    if b_tiles * cfg.tile > cfg.rows("b_reg"):
+        raise OnnxError(f"{what}: its {b_tiles} constant tiles of b need {b_tiles * cfg.tile} rows (config "
+                        f"{cfg.name!r} has {cfg.rows('b_reg')}): too large for the accelerator, so it cannot be "
+                        "lowered.")
+
+
 def row_program(cfg: ArchConfig, shape: RowShape, params: np.ndarray, blocks: int, body: Body, *,
                 what: str, b_tiles: int = 1, resident: int | None = None) -> Program:
     """The program: ``X`` (int8 ``rows x width``) through ``body`` into ``Y`` (int8, same shape).
@@ -118,9 +130,7 @@ def row_program(cfg: ArchConfig, shape: RowShape, params: np.ndarray, blocks: in
     buffers = acc_plan(cfg, shape, blocks, kept, what=what)
     dram = DramAllocator(cfg, what)
     x = dram.add("X", (shape.rows, shape.width), "int8", "input")
-    if b_tiles * t > cfg.rows("b_reg"):
-        raise OnnxError(f"{what}: its {b_tiles} constant tiles of b need {b_tiles * t} rows (config {cfg.name!r} "
-                        f"has {cfg.rows('b_reg')}): too large for the accelerator, so it cannot be lowered.")
+    check_b_tiles(cfg, b_tiles, what=what)
     ident = dram.add("I", (b_tiles * t, t), "int8", "input")
     p = dram.add("P", tuple(params.shape), "int32", "input")
     y = dram.add("Y", (shape.rows, shape.width), "int8", "output")
@@ -191,5 +201,5 @@ def column_rows(values: np.ndarray, shape: RowShape) -> np.ndarray:
     return out.astype(np.int32)
 
 
-__all__ = ["MAX_SEGMENTS", "Body", "RowShape", "TileRow", "acc_plan", "alu", "broadcast_rows", "column_rows",
-           "row_compiled", "row_program"]
+__all__ = ["MAX_SEGMENTS", "Body", "RowShape", "TileRow", "acc_plan", "alu", "broadcast_rows", "check_b_tiles",
+           "column_rows", "row_compiled", "row_program"]
