@@ -43,6 +43,33 @@ def test_program_with_the_constant_mask_is_its_reference(config: str, rows: int,
     assert run_compiled(comp, cfg=cfg, seed=5, check_races=True)["cycles"] > 0
 
 
+@pytest.mark.parametrize(("config", "width"), [("t8", 100), ("default", 200), ("t32", 160)])
+def test_a_causal_mask_too_long_to_hold_streams_its_rows(config: str, width: int) -> None:
+    """A causal mask over ``width`` positions: its rows for every tile-row would not fit the accumulators
+    (select.streamed), so each tile-row loads its own from DRAM; bit-exact on the simulator, races checked."""
+    cfg = load_config(config)
+    mask = np.triu(np.ones((width, width), dtype=bool), 1)
+    p = _params(mask)
+    shape = RowShape(width, width, cfg.tile)
+    head = softmax.softmax_rows(p, cfg.tile)
+    assert select.streamed(mask, shape, len(head), cfg.rows("acc"))
+    params = np.concatenate([head, select.mask_rows(mask, shape)])
+    comp = row_compiled(cfg, shape, params, 2 + shape.segments, softmax.softmax_body(p, cfg.tile, streamed_mask=True),
+                        lambda x: softmax.softmax_reference(x, p), kind="test", what="test", resident=len(head))
+    assert run_compiled(comp, cfg=cfg, seed=3, check_races=True)["cycles"] > 0
+
+
+def test_a_long_causal_attention_applies_its_mask_on_the_accelerator(tmp_path: Path) -> None:
+    """256 positions: before the mask's rows were streamed, the select stayed on the host (its rows did not
+    fit); now no host compute step is left and the run is bit-exact."""
+    from tinynpu.compiler.onnx import compile_onnx, run_network
+    from tinynpu.compiler.onnx.bench_nonlinear import host_compute_steps
+
+    cn = compile_onnx(_attention(tmp_path / "att.onnx", _causal(-np.inf, 256)))
+    assert not any(s.kind == "mask" for s in cn.net.steps) and host_compute_steps(cn.net) == []
+    assert run_network(cn)["verified"] is True
+
+
 @settings(max_examples=100, deadline=None)
 @given(data=st.data(), period=st.integers(1, 9), width=st.integers(1, 40), repeats=st.integers(1, 4))
 def test_the_inline_select_is_the_host_select(data: st.DataObject, period: int, width: int, repeats: int) -> None:

@@ -69,7 +69,8 @@ def test_additive_masks_recognised() -> None:
 
 
 def _attention(path: Path, mask: np.ndarray) -> Path:
-    """One attention head (sequence 16, width 8) with ``mask`` added to its scores before the softmax."""
+    """One attention head (sequence ``mask.shape[-1]``, 16 in most tests; width 8) with ``mask`` added to its
+    scores before the softmax."""
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(0)
@@ -80,16 +81,16 @@ def _attention(path: Path, mask: np.ndarray) -> Path:
              mk("Add", ["scores", "mask"], ["masked"], name="mask_add"),
              mk("Softmax", ["masked"], ["p"], name="softmax", axis=-1), mk("MatMul", ["p", "v"], ["y"])]
     graph = helper.make_graph(nodes, "masked_attention",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 8])],
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, mask.shape[-1], 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, mask.shape[-1], 8])],
                               [*w.values(), numpy_helper.from_array(mask.astype(np.float32), "mask")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     onnx.save(model, str(path))
     return path
 
 
-def _causal(fill: float) -> np.ndarray:
-    return np.triu(np.full((1, 16, 16), fill, dtype=np.float32), 1)
+def _causal(fill: float, seq: int = 16) -> np.ndarray:
+    return np.triu(np.full((1, seq, seq), fill, dtype=np.float32), 1)
 
 
 @pytest.mark.parametrize("fill", [-np.inf, float(np.finfo(np.float32).min), -1e4])

@@ -9,14 +9,16 @@ in the same run:
   (its ONNX nodes in float, the final QuantizeLinear left out) applied to the
   same int8 input, in LSBs of the output scale, for the accelerator program
   (``npu``) and for the host-float path (``host``) side by side, and a
-  softmax's in absolute probability too;
+  softmax's in absolute probability too (a rotary embedding's float operator keeps its intermediate
+  values unrounded: the Q/DQ pairs between its nodes are left out, so the error is against float rotary);
 - per network, compiled with ``--nonlinear npu`` and ``--nonlinear host``: the
   run on the simulator, bit-exact against its integer reference (check a),
   its cosine against the float model (check c), the host's share of the wall
   time and the host compute steps (those that are neither data movement nor
   the network's input and output conversion).
 
-``--models`` adds committed exports (``tests/models/*.onnx``) to the network table.
+``--models`` adds committed exports (``tests/models/*.onnx``) to the network table, and their nonlinear
+steps (a Llama's rotary embeddings among them) to the operator table.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from tinynpu.compiler.onnx.ir import HOST, Network, NonlinearStep, SoftmaxStep
+from tinynpu.compiler.onnx.ir import HOST, Network, NonlinearStep, RotaryStep, SoftmaxStep
 
 #: Host steps that are no computation: the network's input/output conversions and layout moves.
 _NOT_COMPUTE = ("QuantizeLinear", "DequantizeLinear")
@@ -45,8 +47,14 @@ def _float_operator(step: NonlinearStep, env: dict[str, np.ndarray], net: Networ
     from tinynpu.compiler.onnx.runtime.host import onnx_operator
 
     local = dict(env)
+    unrounded: dict[str, str] = {}  # a rotary's inner QuantizeLinear output -> the float value it rounds
     for s in step.chain[:-1]:
-        local.update(zip(s.outputs, onnx_operator(s, local, net), strict=False))
+        if isinstance(step, RotaryStep) and s.op == "QuantizeLinear":
+            unrounded[s.outputs[0]] = s.inputs[0]
+        elif isinstance(step, RotaryStep) and s.op == "DequantizeLinear" and s.inputs[0] in unrounded:
+            local[s.outputs[0]] = local[unrounded[s.inputs[0]]]
+        else:
+            local.update(zip(s.outputs, onnx_operator(s, local, net), strict=False))
     return np.asarray(local[step.chain[-1].inputs[0]], dtype=np.float64)
 
 
@@ -108,6 +116,8 @@ def run(inputs: int, models: list[str], small: bool) -> dict[str, Any]:
                 out["networks"].append(network_row(path, mode, f"block ({gelu} GELU)"))
     for name in models:
         path = Path(__file__).resolve().parents[2] / "tests" / "models" / f"{name}.onnx"
+        for row in operator_errors(compile_onnx(path), inputs):
+            out["operators"].append({"network": name} | row)
         for mode in ("npu", "host"):
             out["networks"].append(network_row(path, mode, name))
     return out

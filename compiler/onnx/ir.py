@@ -28,6 +28,7 @@ import numpy as np
 from tinynpu.compiler.onnx.intops import Epilogue
 from tinynpu.compiler.onnx.lower.eltwise import TermScale
 from tinynpu.compiler.onnx.lower.norm import NormParams
+from tinynpu.compiler.onnx.lower.rotary import RotaryParams
 from tinynpu.compiler.onnx.lower.softmax import SoftmaxParams
 
 NPU = "npu"
@@ -76,8 +77,8 @@ class Step:
         reason: Why a node that could in principle run on the accelerator runs on the host.
         kind: How it runs (a class constant): ``conv``, ``gemm``, ``matmul``, ``add`` (either place),
             ``concat``, ``move``, ``mask`` (host, integer select), ``maxpool``, ``avgpool`` (host integer),
-            ``onnx`` (host, the ONNX operator on float values), ``lut``, ``softmax``, ``norm`` (either place:
-            the nonlinear programs, or their ONNX nodes on the host).
+            ``onnx`` (host, the ONNX operator on float values), ``lut``, ``softmax``, ``norm``, ``rotary``
+            (either place: the nonlinear programs, or their ONNX nodes on the host).
     """
 
     kind: ClassVar[str] = ""
@@ -351,6 +352,18 @@ class NormStep(NonlinearStep):
         return self.params
 
 
+@dataclass(frozen=True, kw_only=True, eq=False)
+class RotaryStep(NonlinearStep):
+    """A rotary position embedding ``x*cos + rotate_half(x)*sin`` (:mod:`~tinynpu.compiler.onnx.lower.rotary`)."""
+
+    kind: ClassVar[str] = "rotary"
+
+    params: RotaryParams | None
+
+    def lowered(self) -> Any:
+        return self.params
+
+
 @dataclass(frozen=True)
 class PoolWindow:
     """A 2-D pooling window: ONNX pads ``(top, left, bottom, right)``."""
@@ -410,4 +423,5 @@ class Network:
 
 __all__ = ["HOST", "NPU", "AddStep", "AddTerm", "AvgPoolStep", "ConcatStep", "ConvStep", "GemmStep", "LayerStep",
            "LutStep", "MaskStep", "MatmulStep", "MaxPoolStep", "MoveStep", "Network", "NodeStep", "NonlinearStep",
-           "NormStep", "OnnxStep", "OperandView", "PoolWindow", "QParam", "SoftmaxStep", "Step", "StepError"]
+           "NormStep", "OnnxStep", "OperandView", "PoolWindow", "QParam", "RotaryStep", "SoftmaxStep", "Step",
+           "StepError"]

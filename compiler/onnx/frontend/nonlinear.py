@@ -140,6 +140,10 @@ def nonlinear_at(g: QdqGraph, node: Any) -> Match | None:
         from tinynpu.compiler.onnx.frontend.rmsnorm import rmsnorm_step
 
         return rmsnorm_step(g, node)
+    if node.op_type == "Add":
+        from tinynpu.compiler.onnx.frontend.rotary import rotary_step
+
+        return rotary_step(g, node)
     if node.op_type == "Div":
         from tinynpu.compiler.onnx.frontend.layernorm import decomposed_layernorm_step
 

@@ -74,8 +74,10 @@ def quantize(model: Any, calibration: list[dict[str, np.ndarray]]) -> Any:
             return next(self._it, None)
 
     from tinynpu.compiler.onnx.frontend.masks import mask_adds
+    from tinynpu.compiler.onnx.frontend.rotary import rotary_muls
 
     excluded = mask_adds(model)  # an attention mask must not set the scale of the scores: see masks.py
+    excluded += rotary_muls(model)  # cos and sin stay float: see rotary.py
     with tempfile.TemporaryDirectory(prefix="tinynpu-onnx-") as tmp:
         src, dst = Path(tmp) / "float.onnx", Path(tmp) / "int8.onnx"
         onnx.save(model, str(src))

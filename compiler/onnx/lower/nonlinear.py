@@ -11,13 +11,15 @@ one tile-row, and the numpy reference the run is compared with bit for bit.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tinynpu.compiler.onnx.ir import LutStep, NonlinearStep, NormStep, SoftmaxStep
-from tinynpu.compiler.onnx.lower import lut, norm, select, softmax
+from tinynpu.compiler.onnx.ir import LutStep, NonlinearStep, NormStep, RotaryStep, SoftmaxStep
+from tinynpu.compiler.onnx.lower import lut, norm, rotary, select, softmax
 from tinynpu.compiler.onnx.lower.rowwise import Body, RowShape, row_compiled
+from tinynpu.isa import ArchConfig
 
 if TYPE_CHECKING:
     from tinynpu.compiler.onnx.lower.programs import ProgramCache, ProgramKey
@@ -57,6 +59,8 @@ def reference(step: NonlinearStep, x: np.ndarray) -> np.ndarray:
         return softmax.softmax_reference(x, step.params)
     if isinstance(step, NormStep) and step.params is not None:
         return norm.norm_reference(x, step.params)
+    if isinstance(step, RotaryStep) and step.params is not None:
+        return rotary.rotary_reference(x, step.params)
     raise RuntimeError(f"step {step.name!r} ({step.kind}) has no integer parameters")  # never: ir checks it
 
 
@@ -71,47 +75,81 @@ def parameter_rows(step: NonlinearStep, shape: RowShape) -> np.ndarray:
         return rows
     if isinstance(step, NormStep) and step.params is not None:
         return norm.norm_rows(step.params, shape)
+    if isinstance(step, RotaryStep) and step.params is not None:
+        return rotary.rotary_rows(step.params, shape)
     raise RuntimeError(f"step {step.name!r} ({step.kind}) has no integer parameters")
 
 
-def _body(step: NonlinearStep, tile: int) -> tuple[Body, int, tuple[Any, ...]]:
-    """The tile-row's instructions, its blocks, and what of them the parameters do not carry (the key)."""
+def b_rows(step: NonlinearStep, shape: RowShape) -> np.ndarray:
+    """The int8 tiles the program loads into ``b`` (its ``I`` tensor): the identity tile, then a rotary
+    embedding's rotation tiles."""
+    if isinstance(step, RotaryStep) and step.params is not None:
+        return rotary.rotation_tiles(step.params, shape)[0]
+    return np.eye(shape.tile, dtype=np.int8)
+
+
+@dataclass(frozen=True)
+class BodyPlan:
+    """A kind's tile-row: its instructions, its ``T``-row blocks, what of it the parameter rows do not carry
+    (part of the program's key), and the parameter rows loaded once (None: all of them)."""
+
+    body: Body
+    blocks: int
+    form: tuple[Any, ...]
+    resident: int | None = None
+
+
+def _body(step: NonlinearStep, shape: RowShape, cfg: ArchConfig) -> BodyPlan:
+    tile = shape.tile
     if isinstance(step, SoftmaxStep) and step.params is not None:
         sp = step.params
-        mask = () if sp.mask is None else (select.blocks(sp.mask, tile),)  # the body picks a block per tile-row
-        return softmax.softmax_body(sp, tile), 2, (bool(sp.zero_point), sp.masked, *mask)
+        if sp.mask is None:
+            return BodyPlan(softmax.softmax_body(sp, tile), 2, (bool(sp.zero_point), sp.masked))
+        head = len(softmax.softmax_rows(sp, tile))
+        stream = select.streamed(sp.mask, shape, head, cfg.rows("acc"))
+        form = (bool(sp.zero_point), sp.masked, select.blocks(sp.mask, tile), stream)  # a mask block per tile-row
+        return BodyPlan(softmax.softmax_body(sp, tile, streamed_mask=stream), 2 + shape.segments * stream, form,
+                        head if stream else None)
     if isinstance(step, NormStep) and step.params is not None:
         p = step.params
-        return norm.norm_body(p), p.blocks, (p.center, bool(p.zero_point_in), p.sq_shift, bool(p.eps_term),
-                                             p.mul_shift, bool(p.bias.any()), bool(p.offset.any()))
-    return lut.lut_body(), 0, ()
+        return BodyPlan(norm.norm_body(p), p.blocks, (p.center, bool(p.zero_point_in), p.sq_shift, bool(p.eps_term),
+                                                      p.mul_shift, bool(p.bias.any()), bool(p.offset.any())))
+    if isinstance(step, RotaryStep) and step.params is not None:  # the tiles it multiplies by shape the program
+        rp = step.params
+        resident = rotary.resident_rows(rp, shape, cfg)
+        return BodyPlan(rotary.rotary_body(rp, shape, cfg), rotary.body_blocks(rp, shape, cfg),
+                        (rotary.rotation_tiles(rp, shape)[1], rotary.table_blocks(rp, tile), resident), resident)
+    return BodyPlan(lut.lut_body(), 0, ())
 
 
 def program_key(cache: ProgramCache, step: NonlinearStep, shape: tuple[int, ...]) -> ProgramKey:
     """The cached program of ``step`` on its input of ``shape`` (compiled the first time)."""
     rs = row_shape(step, shape, cache.cfg.tile)
-    body, blocks, form = _body(step, cache.cfg.tile)
+    bp = _body(step, rs, cache.cfg)
     params = parameter_rows(step, rs)
-    key = (step.kind, rs.rows, rs.width, params.shape[0], *form)
+    key = (step.kind, rs.rows, rs.width, params.shape[0], *bp.form)
     what = f"{step.op} {step.name!r}"
-    cache.get(key, lambda: row_compiled(cache.cfg, rs, params, blocks, body,
+    cache.get(key, lambda: row_compiled(cache.cfg, rs, params, bp.blocks, bp.body,
                                         lambda x: reference(step, x.reshape(rs.rows, rs.width)), kind=step.kind,
-                                        what=what))
+                                        what=what, b_rows=b_rows(step, rs), resident=bp.resident))
     return key
 
 
-def check_fits(step: NonlinearStep, shape: tuple[int, ...], cfg: Any) -> str:
+def check_fits(step: NonlinearStep, shape: tuple[int, ...], cfg: ArchConfig) -> str:
     """Why the step's program cannot be built for ``cfg`` (a one-paragraph message), or ``""``."""
-    from tinynpu.compiler.onnx.lower.rowwise import acc_plan
+    from tinynpu.compiler.onnx.lower.rowwise import acc_plan, check_b_tiles
     from tinynpu.errors import OnnxError
 
     rs = row_shape(step, shape, cfg.tile)
-    _, blocks, _ = _body(step, cfg.tile)
+    bp = _body(step, rs, cfg)
+    what = f"{step.op} {step.name!r}"
     try:
-        acc_plan(cfg, rs, blocks, parameter_rows(step, rs).shape[0], what=f"{step.op} {step.name!r}")
+        check_b_tiles(cfg, b_rows(step, rs).shape[0] // cfg.tile, what=what)
+        acc_plan(cfg, rs, bp.blocks, parameter_rows(step, rs).shape[0] if bp.resident is None else bp.resident,
+                 what=what)
     except OnnxError as exc:
         return str(exc)
     return ""
 
 
-__all__ = ["check_fits", "in_place", "parameter_rows", "program_key", "reference", "row_shape"]
+__all__ = ["BodyPlan", "b_rows", "check_fits", "in_place", "parameter_rows", "program_key", "reference", "row_shape"]

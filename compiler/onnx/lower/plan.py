@@ -105,11 +105,12 @@ def _weight_bytes(net: Network, tile: int) -> int:
                                  + round_up(4 * round_up(k_part, tile) * 4, ALIGN))
         elif step.where == NPU and isinstance(step, AddStep):  # an identity tile and two scale rows per input
             total += round_up(tile * tile, ALIGN) + round_up(2 * len(step.inputs) * tile * 4, ALIGN)
-        elif step.where == NPU and isinstance(step, NonlinearStep):  # an identity tile and the parameter rows
-            from tinynpu.compiler.onnx.lower.nonlinear import parameter_rows, row_shape
+        elif step.where == NPU and isinstance(step, NonlinearStep):  # its b tiles and the parameter rows
+            from tinynpu.compiler.onnx.lower.nonlinear import b_rows, parameter_rows, row_shape
 
-            rows = parameter_rows(step, row_shape(step, net.shapes[step.inputs[0]], tile)).shape[0]
-            total += round_up(tile * tile, ALIGN) + round_up(rows * tile * 4, ALIGN)
+            rs = row_shape(step, net.shapes[step.inputs[0]], tile)
+            rows = parameter_rows(step, rs).shape[0]
+            total += round_up(b_rows(step, rs).nbytes, ALIGN) + round_up(rows * tile * 4, ALIGN)
     return total
 
 

@@ -47,6 +47,8 @@ class TileRow:
         params: First accumulator row of the parameter rows (loaded once).
         rows: Logical rows of this tile-row (``T``, fewer in the last one).
         index: Which tile-row (logical rows ``index*T..``): a constant mask's rows depend on it.
+        a: First ``a`` row of segment 0 (segment ``j`` at ``a + j*T``): the int8 rows, for a body's own ``tmm``.
+        p_addr: DRAM address of the parameter rows, for a body that loads the rows past the resident ones.
     """
 
     data: int
@@ -54,6 +56,8 @@ class TileRow:
     params: int
     rows: int
     index: int = 0
+    a: int = 0
+    p_addr: int = 0
 
 
 @dataclass(frozen=True)
@@ -98,26 +102,43 @@ def acc_plan(cfg: ArchConfig, shape: RowShape, blocks: int, param_rows: int, *, 
     return 2 if 2 * per + param_rows <= acc and 2 * n * t <= a_rows else 1
 
 
+def check_b_tiles(cfg: ArchConfig, b_tiles: int, *, what: str) -> None:
+    """Refuse more constant ``b`` tiles (the identity, a rotary embedding's rotation) than ``b`` holds.
+
+    Raises:
+        OnnxError: naming the node (``what``), the rows needed and the config's.
+    """
+    if b_tiles * cfg.tile > cfg.rows("b_reg"):
+        raise OnnxError(f"{what}: its {b_tiles} constant tiles of b need {b_tiles * cfg.tile} rows (config "
+                        f"{cfg.name!r} has {cfg.rows('b_reg')}): too large for the accelerator, so it cannot be "
+                        "lowered.")
+
+
 def row_program(cfg: ArchConfig, shape: RowShape, params: np.ndarray, blocks: int, body: Body, *,
-                what: str) -> Program:
+                what: str, b_tiles: int = 1, resident: int | None = None) -> Program:
     """The program: ``X`` (int8 ``rows x width``) through ``body`` into ``Y`` (int8, same shape).
 
-    DRAM tensors: ``X``, ``I`` (the identity tile), ``P`` (``params``, int32 rows of ``T``), ``Y``.
+    DRAM tensors: ``X``, ``I`` (``b_tiles`` int8 tiles loaded into ``b`` rows 0..: the identity tile, then
+    any a body multiplies by, such as a rotary embedding's rotation), ``P`` (``params``, int32 rows of
+    ``T``: the first ``resident`` of them, default all, loaded once; the body loads any others it needs
+    into its blocks), ``Y``.
     """
     from tinynpu.compiler.workload import DramAllocator
 
     t, n = cfg.tile, shape.segments
-    buffers = acc_plan(cfg, shape, blocks, params.shape[0], what=what)
+    kept = params.shape[0] if resident is None else resident
+    buffers = acc_plan(cfg, shape, blocks, kept, what=what)
     dram = DramAllocator(cfg, what)
     x = dram.add("X", (shape.rows, shape.width), "int8", "input")
-    ident = dram.add("I", (t, t), "int8", "input")
+    check_b_tiles(cfg, b_tiles, what=what)
+    ident = dram.add("I", (b_tiles * t, t), "int8", "input")
     p = dram.add("P", tuple(params.shape), "int32", "input")
     y = dram.add("Y", (shape.rows, shape.width), "int8", "output")
     emit = Emitter(load_isa(), cfg)
     per = (n + blocks) * t
     param_row = buffers * per
-    emit.load("b", 0, ident.addr, rows=t, cols=t, stride=t, comment="identity tile")
-    emit.load("acc", param_row, p.addr, rows=params.shape[0], cols=t, stride=4 * t, comment="parameter rows")
+    emit.load("b", 0, ident.addr, rows=b_tiles * t, cols=t, stride=t, comment="identity tile (and the body's)")
+    emit.load("acc", param_row, p.addr, rows=kept, cols=t, stride=4 * t, comment="parameter rows")
     emit.barrier()
     for index, r0 in enumerate(range(0, shape.rows, t)):
         r = min(t, shape.rows - r0)
@@ -127,7 +148,8 @@ def row_program(cfg: ArchConfig, shape: RowShape, params: np.ndarray, blocks: in
             emit.load("a", a_row + j * t, x.addr + r0 * shape.width + j * t, rows=r, cols=shape.seg_cols(j),
                       stride=shape.width)
         emit.tmm(buf, a_row, 0, m=n, n=1, k=1, accumulate=False, comment="int8 rows into acc (x @ I)")
-        body(emit, TileRow(buf, tuple(buf + (n + b) * t for b in range(blocks)), param_row, r, index), shape)
+        body(emit, TileRow(buf, tuple(buf + (n + b) * t for b in range(blocks)), param_row, r, index, a_row, p.addr),
+             shape)
         for j in range(n):
             emit.store(buf + j * t, y.addr + r0 * shape.width + j * t, rows=r, cols=shape.seg_cols(j),
                        stride=shape.width, narrow=True)
@@ -141,20 +163,24 @@ def alu(emit: Emitter, mnemonic: str, dst: int, rows: int, **fields: int) -> Non
 
 
 def row_compiled(cfg: ArchConfig, shape: RowShape, params: np.ndarray, blocks: int, body: Body,
-                 reference: Callable[[np.ndarray], np.ndarray], *, kind: str, what: str) -> Compiled:
-    """:func:`row_program` as a compiled workload (its inputs and output its only traffic)."""
+                 reference: Callable[[np.ndarray], np.ndarray], *, kind: str, what: str,
+                 b_rows: np.ndarray | None = None, resident: int | None = None) -> Compiled:
+    """:func:`row_program` as a compiled workload (its inputs and output its only traffic); ``b_rows``: the
+    ``I`` tensor (default the identity tile alone); ``resident``: see :func:`row_program`."""
     io = 2 * shape.rows * shape.width
     t = cfg.tile
+    ident = np.eye(t, dtype=np.int8) if b_rows is None else b_rows
 
     def make_inputs(seed: int) -> dict[str, np.ndarray]:
         rng = np.random.default_rng(seed)
         return {"X": rng.integers(-128, 128, (shape.rows, shape.width), dtype=np.int8),
-                "I": np.eye(t, dtype=np.int8), "P": params}
+                "I": ident, "P": params}
 
     def ref(inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         return {"Y": reference(inputs["X"])}
 
-    return Compiled(program=row_program(cfg, shape, params, blocks, body, what=what), comments={},
+    program = row_program(cfg, shape, params, blocks, body, what=what, b_tiles=ident.shape[0] // t, resident=resident)
+    return Compiled(program=program, comments={},
                     workload={"kind": kind, "rows": shape.rows, "width": shape.width, "config": cfg.name},
                     trace=(), bounds=Bounds(io_lower_bound_bytes=io, best_tiling_bytes=io,
                                             roofline_cycles=ceil_div(io, cfg.dram_bytes_per_cycle),
@@ -175,5 +201,5 @@ def column_rows(values: np.ndarray, shape: RowShape) -> np.ndarray:
     return out.astype(np.int32)
 
 
-__all__ = ["MAX_SEGMENTS", "Body", "RowShape", "TileRow", "acc_plan", "alu", "broadcast_rows", "column_rows",
-           "row_compiled", "row_program"]
+__all__ = ["MAX_SEGMENTS", "Body", "RowShape", "TileRow", "acc_plan", "alu", "broadcast_rows", "check_b_tiles",
+           "column_rows", "row_compiled", "row_program"]

@@ -148,18 +148,24 @@ def _table_rows(table: np.ndarray, tile: int) -> np.ndarray:
     return rows
 
 
-def softmax_body(p: SoftmaxParams, tile: int) -> Body:
-    """The ALU instructions of one tile-row (two blocks: the maximum, then the sum and its reciprocal)."""
+def softmax_body(p: SoftmaxParams, tile: int, *, streamed_mask: bool = False) -> Body:
+    """The instructions of one tile-row (two blocks: the maximum, then the sum and its reciprocal; with
+    ``streamed_mask``, ``n`` more for the constant mask's rows of this tile-row, loaded from ``P``)."""
     table_rows = ceil_div(fixed.LUT_ENTRIES, tile)
 
     def body(emit: Emitter, tr: TileRow, shape: RowShape) -> None:
         n, t, cols = shape.segments, shape.tile, shape.last_cols
         whole = n * t
-        mx, sm = tr.blocks
+        mx, sm = tr.blocks[:2]
         if p.mask is not None:  # the constant mask's select (see .select), its rows after the other parameters
             alu(emit, "vmax", tr.data, whole, imm=select.KEPT_FLOOR)
-            block = tr.index % select.blocks(p.mask, t)
-            alu(emit, "vadd", tr.data, whole, src=tr.params + len(softmax_rows(p, t)) + block * whole)
+            row = len(softmax_rows(p, t)) + tr.index % select.blocks(p.mask, t) * whole
+            src = tr.params + row
+            if streamed_mask:
+                emit.load("acc", tr.blocks[2], tr.p_addr + row * 4 * t, rows=whole, cols=t, stride=4 * t,
+                          comment="the tile-row's mask rows")
+                src = tr.blocks[2]
+            alu(emit, "vadd", tr.data, whole, src=src)
         if p.masked:  # the mask's code -128 far below every kept code (the mask table: the last parameter rows)
             alu(emit, "vlut", tr.data, whole, src=tr.params + table_rows + 2 + bool(p.zero_point), base=CODE_BASE)
         alu(emit, "vredmax", mx, t, src=tr.data, n=n, cols=cols)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinynpu.compiler.onnx.ir import NPU, Network, NonlinearStep
-from tinynpu.compiler.onnx.lower.nonlinear import in_place, parameter_rows, program_key, reference, row_shape
+from tinynpu.compiler.onnx.lower.nonlinear import b_rows, in_place, parameter_rows, program_key, reference, row_shape
 from tinynpu.compiler.onnx.runtime.image import from_image_layout, image_layout
 from tinynpu.compiler.onnx.runtime.layers import Accelerator, LayerRun, _simulate
 
@@ -21,6 +21,7 @@ _NOTES = {
     "lut": "one vlut per tile-row: the table is the host's float segment on the 256 input codes",
     "softmax": "vredmax, vsubb, vlut (exp), vredsum, vrecip, vmulb, vrequant per tile-row",
     "norm": "vredsum, vmul, vsubb (centred), vredsq, vrsqrt, vmulb, vrequant per column, vaddrow per tile-row",
+    "rotary": "tmm by the signed permutation (rotate_half), vmulb by the cos and sin blocks, vadd, vrequant",
 }
 
 
@@ -42,7 +43,7 @@ def nonlinear_layer(step: NonlinearStep, x: np.ndarray, *, npu: Accelerator | No
     key = program_key(cache, step, x.shape)
     comp = cache.programs[key]
     rs = row_shape(step, x.shape, cache.cfg.tile)
-    params = {"I": np.eye(cache.cfg.tile, dtype=np.int8), "P": parameter_rows(step, rs)}
+    params = {"I": b_rows(step, rs), "P": parameter_rows(step, rs)}
     run.note = f"{step.op} on the accelerator: {_NOTES[step.kind]}"
     flat = in_place(step, x.shape)
     device_x = (image_layout(x) if flat else x).reshape(rs.rows, rs.width)
