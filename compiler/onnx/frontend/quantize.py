@@ -74,7 +74,10 @@ def quantize(model: Any, calibration: list[dict[str, np.ndarray]]) -> Any:
             return next(self._it, None)
 
     from tinynpu.compiler.onnx.frontend.masks import mask_adds
+    from tinynpu.compiler.onnx.frontend.rowgroups import split_small_rows
 
+    # small leading rows (a ViT's class token) get their own tensors and scales: see rowgroups.py
+    model, _ = split_small_rows(model, calibration, _opset(model))
     excluded = mask_adds(model)  # an attention mask must not set the scale of the scores: see masks.py
     with tempfile.TemporaryDirectory(prefix="tinynpu-onnx-") as tmp:
         src, dst = Path(tmp) / "float.onnx", Path(tmp) / "int8.onnx"
@@ -98,6 +101,10 @@ def quantize(model: Any, calibration: list[dict[str, np.ndarray]]) -> Any:
     align_concat_scales(q)
     align_activation_scales(q)  # after: a relu before a concat takes the concat's scale
     return q
+
+
+def _opset(model: Any) -> int:
+    return next((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), 17)
 
 
 def _index(graph: Any) -> tuple[dict[str, Any], dict[str, list[Any]], set[str]]:
