@@ -79,7 +79,7 @@ def _last_axis_only(node: Any, consts: dict[str, np.ndarray], rank: int) -> bool
     return axes is not None and [int(a) for a in np.ravel(axes)] in ([-1], [rank - 1]) and attrs.get("keepdims", 1)
 
 
-def stream_tensors(graph: Any, consts: dict[str, np.ndarray]) -> list[str]:
+def stream_tensors(graph: Any) -> list[str]:
     """The tensors a LayerNorm normalizes: a ``LayerNormalization``'s input, or a tensor read by a last-axis
     ``ReduceMean`` and by a ``Sub`` of that mean (the written-out form), in graph order."""
     means = {n.output[0]: n.input[0] for n in graph.node if n.op_type == "ReduceMean"}
@@ -150,8 +150,9 @@ def _prepends_rows(graph: Any, stream: str) -> bool:
 class _Rewriter:
     """The graph surgery of :func:`split_small_rows` for one row count ``k`` (see the module docstring)."""
 
-    def __init__(self, graph: Any, k: int, consts: dict[str, np.ndarray], shapes: dict[str, tuple[int, ...]]) -> None:
-        self.graph, self.k, self.consts, self.shapes = graph, k, consts, shapes
+    def __init__(self, graph: Any, k: int, consts: dict[str, np.ndarray], shapes: dict[str, tuple[int, ...]],
+                 opset: int) -> None:
+        self.graph, self.k, self.consts, self.shapes, self.opset = graph, k, consts, shapes, opset
         self.parts: dict[str, tuple[str, str]] = {}
         self.new: list[Any] = []
         self.replaced: set[int] = set()  # ids of original nodes the rewrite stands in for
@@ -191,15 +192,19 @@ class _Rewriter:
         if t in self.consts:
             v = self.consts[t]
             return self._const(f"{t}_rows_lead", v[..., : self.k, :]), self._const(f"{t}_rows_rest", v[..., self.k:, :])
-        rank = len(self.shapes[t])
-        bounds = [(0, self.k, "lead"), (self.k, self.shapes[t][-2], "rest")]
-        out = []
-        for start, end, tag in bounds:
-            s = self._const(f"{t}_rows_{tag}_starts", np.array([start], dtype=np.int64))
-            e = self._const(f"{t}_rows_{tag}_ends", np.array([end], dtype=np.int64))
-            a = self._const(f"{t}_rows_{tag}_axes", np.array([rank - 2], dtype=np.int64))
-            out.append(self._node("Slice", [t, s, e, a], f"{t}_rows_{tag}"))
-        return out[0], out[1]
+        from onnx import helper
+
+        rank, rows = len(self.shapes[t]), self.shapes[t][-2]
+        lead, rest = f"{t}_rows_lead", f"{t}_rows_rest"
+        sizes = np.array([self.k, rows - self.k], dtype=np.int64)
+        if self.opset >= 13:  # one Split: one host step for both parts
+            node = helper.make_node("Split", [t, self._const(f"{t}_rows_sizes", sizes)], [lead, rest],
+                                    name=f"{t}_rows_split", axis=rank - 2)
+        else:
+            node = helper.make_node("Split", [t], [lead, rest], name=f"{t}_rows_split", axis=rank - 2,
+                                    split=[int(v) for v in sizes])
+        self.new.append(node)
+        return lead, rest
 
     def split(self, t: str) -> tuple[str, str]:
         """``t``'s two parts, built from its producer's split inputs where the producer is a residual or
@@ -301,7 +306,7 @@ class _Rewriter:
         return region
 
 
-def _rewrite(model: Any, k: int, streams: list[str]) -> Any:
+def _rewrite(model: Any, k: int, streams: list[str], opset: int) -> Any:
     """``model`` with ``streams`` carried as their leading ``k`` rows and the rest (see the module docstring)."""
     import onnx
 
@@ -310,7 +315,7 @@ def _rewrite(model: Any, k: int, streams: list[str]) -> Any:
     shapes = {v.name: tuple(d.dim_value for d in v.type.tensor_type.shape.dim)
               for v in list(graph.value_info) + list(graph.input) + list(graph.output)
               if v.type.tensor_type.HasField("shape")}
-    rw = _Rewriter(graph, k, _constants(graph), shapes)
+    rw = _Rewriter(graph, k, _constants(graph), shapes, opset)
     for x in streams:
         rw.split(x)
         rw.clone_row_wise(x)
@@ -375,7 +380,7 @@ def split_small_rows(model: Any, samples: list[dict[str, np.ndarray]], opset: in
     """
     from tinynpu.compiler.onnx.frontend.fold import fold_static
 
-    streams = stream_tensors(model.graph, _constants(model.graph))
+    streams = stream_tensors(model.graph)
     if not streams or not samples or not _prepends_rows(model.graph, streams[0]):
         return model, None
     outputs = [o.name for o in model.graph.output]
@@ -390,7 +395,7 @@ def split_small_rows(model: Any, samples: list[dict[str, np.ndarray]], opset: in
     if k == 0:
         return model, None
     split = [t for t in streams if t in ranges and len(ranges[t]) >= 2 * k]
-    rewritten, _ = fold_static(_rewrite(model, k, split), opset)
+    rewritten, _ = fold_static(_rewrite(model, k, split, opset), opset)
     if not _same_function(rewritten, outputs, samples[0], expected):
         return model, None
     ratio = max(r for rows, r in found.values() if rows)
