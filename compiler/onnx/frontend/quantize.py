@@ -31,6 +31,10 @@ Choices (and why):
   (onnxruntime's ``QLinearConcat`` does not requantize, and neither does the
   host) instead of a requantization of each input.  An input that something
   else reads too keeps its own scale.
+- Leading rows of the residual stream far smaller than the others (a ViT's
+  class token at init) are carried as tensors of their own before
+  calibration (:mod:`.rowgroups`), so they get a scale of their own rather
+  than a few codes of the patch rows' one.
 - An additive attention mask and the softmax it feeds are left out
   (:mod:`.masks`): the scores keep the scale calibrated on themselves.
 - Already quantized models (QDQ, or QOperator rewritten to QDQ on import)

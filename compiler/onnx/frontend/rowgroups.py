@@ -16,11 +16,11 @@ float function:
 
 - every tensor a LayerNorm reads (a *stream* tensor) is built from its parts:
   a residual ``Add(y, f)`` of a split ``y`` becomes ``Add(y_lead, f[:k])`` and
-  ``Add(y_rest, f[k:])`` (``f``, the branch output, is sliced: it comes from a
-  normalized row and is of one size in every row); the embedding's ``Add`` of
-  a position table and its ``Concat`` of the class token are split the same
-  way, so the class row is never quantized at the patch rows' scale; any
-  other tensor is sliced;
+  ``Add(y_rest, f[k:])`` (``f``, the branch output, is divided by one ``Split``:
+  it comes from a normalized row and is of one size in every row); the
+  embedding's ``Add`` of a position table and its ``Concat`` of the class
+  token are split the same way, so the class row is never quantized at the
+  patch rows' scale; any other tensor is divided by a ``Split``;
 - every row-wise computation reading a stream tensor (``LayerNormalization``,
   or the same written out in ``ReduceMean``/``Sub``/``Pow``/...) is cloned for
   each part, and its results are concatenated along the rows (they are
