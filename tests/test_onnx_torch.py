@@ -30,13 +30,10 @@ from tinynpu.cli import main  # noqa: E402
 from tinynpu.compiler.onnx import compile_onnx, run_network  # noqa: E402
 
 MODELS = Path(__file__).resolve().parent / "models"
-#: Smallest cosine against the float model, per output, on the committed inputs (the issue's target).
+#: Smallest cosine against the float model, on every output of every export, on the committed inputs (the
+#: issue's target).  ViT's class row, a tenth of the patch rows at init, meets it because the residual
+#: stream's small leading rows get int8 scales of their own (compiler/onnx/frontend/rowgroups.py).
 MIN_COSINE = 0.99
-#: The one output below it, with its own floor.  Measured 0.9897, bit-equal to onnxruntime's int8 run: the
-#: class token's row of ViT's residual stream is about a tenth the size of the patch rows, so with one
-#: int8 scale per tensor it holds only values in [-8, 12] (cosine 0.987 for that row, 0.9998 for the
-#: others), and the classifier reads that row alone (docs/onnx.md, "The committed exports, measured").
-BELOW_TARGET = {("vit_hf.legacy", "logits"): 0.985}
 #: With the nonlinear layers on the accelerator, the largest difference from onnxruntime's int8 run on any
 #: output, in LSBs of its scale (measured: 3, on llama's logits): bit-equality holds on the host path only.
 NPU_LSB_BOUND = 3
@@ -91,8 +88,7 @@ def _check_export(name: str, tmp: Path, nonlinear: str) -> None:
         else:  # the pooler's Tanh as a table into codes of its own scale: within half a step of onnxruntime's
             scale = float(cn.net.constants[f"{o['name']}__int8_scale"])
             assert q["max_abs_difference"] <= scale / 2 + 1e-5, (o["name"], q["max_abs_difference"], scale)
-        floor = BELOW_TARGET.get((name, o["name"]), MIN_COSINE)
-        assert o["ort_float"]["cosine"] >= floor, (o["name"], o["ort_float"]["cosine"])
+        assert o["ort_float"]["cosine"] >= MIN_COSINE, (o["name"], o["ort_float"]["cosine"])
         assert ("top1_agree" in o["ort_float"]) == ("logits" in o["name"])
 
 
@@ -100,6 +96,12 @@ def _check_export(name: str, tmp: Path, nonlinear: str) -> None:
 @pytest.mark.parametrize("name", FAST)
 def test_small_export_end_to_end(name: str, nonlinear: str, tmp_path: Path) -> None:
     _check_export(name, tmp_path, nonlinear)
+
+
+def test_vit_class_token_meets_the_target(tmp_path: Path) -> None:
+    """The export that was below the target (0.9897 with one int8 scale per residual tensor), in the normal
+    suite: its logits read the class row alone."""
+    _check_export("vit_hf.legacy", tmp_path, "npu")
 
 
 @pytest.mark.slow  # every export: --runslow or TINYNPU_SLOW=1

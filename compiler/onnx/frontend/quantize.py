@@ -31,6 +31,10 @@ Choices (and why):
   (onnxruntime's ``QLinearConcat`` does not requantize, and neither does the
   host) instead of a requantization of each input.  An input that something
   else reads too keeps its own scale.
+- Leading rows of the residual stream far smaller than the others (a ViT's
+  class token at init) are carried as tensors of their own before
+  calibration (:mod:`.rowgroups`), so they get a scale of their own rather
+  than a few codes of the patch rows' one.
 - An additive attention mask and the softmax it feeds are left out
   (:mod:`.masks`): the scores keep the scale calibrated on themselves.
 - Already quantized models (QDQ, or QOperator rewritten to QDQ on import)
@@ -75,7 +79,10 @@ def quantize(model: Any, calibration: list[dict[str, np.ndarray]]) -> Any:
 
     from tinynpu.compiler.onnx.frontend.masks import mask_adds
     from tinynpu.compiler.onnx.frontend.rotary import rotary_muls
+    from tinynpu.compiler.onnx.frontend.rowgroups import split_small_rows
 
+    # small leading rows (a ViT's class token) get their own tensors and scales: see rowgroups.py
+    model, _ = split_small_rows(model, calibration, _opset(model))
     excluded = mask_adds(model)  # an attention mask must not set the scale of the scores: see masks.py
     excluded += rotary_muls(model)  # cos and sin stay float: see rotary.py
     with tempfile.TemporaryDirectory(prefix="tinynpu-onnx-") as tmp:
@@ -100,6 +107,10 @@ def quantize(model: Any, calibration: list[dict[str, np.ndarray]]) -> Any:
     align_concat_scales(q)
     align_activation_scales(q)  # after: a relu before a concat takes the concat's scale
     return q
+
+
+def _opset(model: Any) -> int:
+    return next((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), 17)
 
 
 def _index(graph: Any) -> tuple[dict[str, Any], dict[str, list[Any]], set[str]]:
