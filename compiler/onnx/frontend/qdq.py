@@ -92,6 +92,9 @@ class QdqGraph:
         for node in g.node:
             for i in node.input:
                 self.uses.setdefault(i, []).append(node)
+        # built once, so that matchers sort and look up in constant time rather than rescanning the nodes
+        self.order = {id(n): position for position, n in enumerate(self.nodes)}
+        self.producer = {o: n for n in self.nodes for o in n.output if o}
         # DequantizeLinear of a constant: a quantized weight or bias.
         self.qconst: dict[str, tuple[np.ndarray, QParam]] = {}
         # DequantizeLinear of an activation: float name -> (int8 name, its params).
@@ -137,7 +140,7 @@ class QdqGraph:
         return hit
 
     def dq_node(self, float_name: str) -> Any:
-        return next(n for n in self.nodes if n.output and n.output[0] == float_name)
+        return self.producer[float_name]
 
     def _only_reader(self, name: str, op_types: tuple[str, ...]) -> Any | None:
         us = self.uses.get(name, [])
