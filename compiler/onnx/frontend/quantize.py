@@ -78,7 +78,10 @@ def quantize(model: Any, calibration: list[dict[str, np.ndarray]]) -> Any:
     excluded = mask_adds(model)  # an attention mask must not set the scale of the scores: see masks.py
     with tempfile.TemporaryDirectory(prefix="tinynpu-onnx-") as tmp:
         src, dst = Path(tmp) / "float.onnx", Path(tmp) / "int8.onnx"
-        onnx.save(model, str(src))
+        # the weights beside the graph, not inside it: the quantizer and its calibrator each run shape
+        # inference on this file, which otherwise parses and writes every weight byte again (GPT-2-small:
+        # 500 MB, twice)
+        onnx.save(model, str(src), save_as_external_data=True, location="float.weights")
         import logging
 
         import onnxruntime
