@@ -75,3 +75,26 @@ def test_chained_tables_are_the_host_path() -> None:
     want = np.clip(np.rint(np.tanh(codes * 0.05 * 0.5) / 0.05), -128, 127)
     for step in (s for s in net.steps if isinstance(s, LutStep)):
         assert np.array_equal(step.table, want)
+
+
+@pytest.mark.parametrize("generate", [1, 3])
+def test_ranges_measured_in_the_float_run_are_the_calibrators(generate: int) -> None:
+    """Ranges measured while the float model decodes (no calibration session) give onnxruntime's quantizer
+    exactly the model its own calibrator gives on the same steps; the float model is left as it was."""
+    pytest.importorskip("onnxruntime")
+    from tinynpu.compiler.onnx.frontend.calibration import MinMaxRanges, calibrated_tensors
+    from tinynpu.compiler.onnx.frontend.quantize import quantize
+    from tinynpu.compiler.onnx.llm.compile import ort_greedy, seeded_prompt
+    from tinynpu.compiler.onnx.llm.decoder import TINY, build_decoder
+    from tinynpu.compiler.onnx.llm.interface import read_interface
+
+    model = build_decoder(TINY)
+    before = model.SerializeToString()
+    itf = read_interface(model, "tiny")
+    ranges = MinMaxRanges(calibrated_tensors(model))
+    _, trajectory = ort_greedy(model, itf, seeded_prompt(itf, 5, 0), generate, ranges)
+    assert "past_key_values.0.key" in ranges.names  # the cache is calibrated, empty at the prompt's step
+    own = quantize(model, trajectory, ranges.ranges())
+    theirs = quantize(model, trajectory)
+    assert own.SerializeToString() == theirs.SerializeToString()
+    assert model.SerializeToString() == before  # saving for the quantizer rewrote nothing of the caller's

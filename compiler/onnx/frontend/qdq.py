@@ -93,8 +93,7 @@ class QdqGraph:
             for i in node.input:
                 self.uses.setdefault(i, []).append(node)
         # built once, so that matchers sort and look up in constant time rather than rescanning the nodes
-        self.order = {id(n): position for position, n in enumerate(self.nodes)}
-        self.producer = {o: n for n in self.nodes for o in n.output if o}
+        self.order, self.producer = _node_indexes(self.nodes)
         # DequantizeLinear of a constant: a quantized weight or bias.
         self.qconst: dict[str, tuple[np.ndarray, QParam]] = {}
         # DequantizeLinear of an activation: float name -> (int8 name, its params).
@@ -192,6 +191,12 @@ class QdqGraph:
         if not qp.per_tensor or qp.zero_point.dtype != np.int8:
             return None
         return Tail(q, absorbed, activation, clip)
+
+
+def _node_indexes(nodes: list[Any]) -> tuple[dict[int, int], dict[str, Any]]:
+    """Each node's position in graph order (by ``id``), and each tensor's producer."""
+    return ({id(n): position for position, n in enumerate(nodes)},
+            {o: n for n in nodes for o in n.output if o})
 
 
 def build_network(model: Any, *, nonlinear: str = NPU, known: dict[str, np.ndarray] | None = None) -> Network:
