@@ -209,5 +209,61 @@ def describe_seeded(model: Any, count: int) -> str:
     return f"{count} seeded samples: " + "; ".join(r.describe() for r in input_roles(model))
 
 
-__all__ = ["CalibrationSource", "InputRole", "check_ids", "check_sample", "describe_seeded", "input_roles",
-           "load_calibration", "sample_inputs"]
+def calibrated_tensors(model: Any) -> list[str]:
+    """The tensors onnxruntime's min/max calibrator measures: every float input or output of a node of an
+    operator type its quantizer handles, other than a constant (``select_tensors_to_calibrate``).
+
+    The types come from shape inference on a copy of the graph whose large constants are declared inputs, so
+    the weights are neither copied nor parsed (a GPT-2-small decoder's are 500 MB).
+    """
+    import onnx
+    from onnx import TensorProto, helper
+    from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
+
+    g = model.graph
+    small = [t for t in g.initializer if int(np.prod(t.dims)) <= 4096]
+    declared = [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                for t in g.initializer if int(np.prod(t.dims)) > 4096]
+    light = helper.make_model(helper.make_graph(g.node, g.name, [*g.input, *declared], g.output, small,
+                                                value_info=g.value_info), opset_imports=list(model.opset_import),
+                              ir_version=model.ir_version)
+    inferred = onnx.shape_inference.infer_shapes(light).graph
+    types = {v.name: v.type for v in [*inferred.value_info, *inferred.output, *inferred.input]}
+    constants = {t.name for t in g.initializer}
+    ops = set(QLinearOpsRegistry) | set(QDQRegistry)
+    floats = (TensorProto.FLOAT, TensorProto.FLOAT16)
+    names = dict.fromkeys(t for n in g.node if n.op_type in ops for t in [*n.input, *n.output]
+                          if t in types and t not in constants and types[t].HasField("tensor_type")
+                          and types[t].tensor_type.elem_type in floats)
+    return list(names)
+
+
+class MinMaxRanges:
+    """Each tensor's smallest and largest value over the samples seen: onnxruntime's min/max calibration
+    (``MinMaxCalibrater`` without its options: one ``ReduceMin``/``ReduceMax`` per sample, the minimum of the
+    minima and the maximum of the maxima), computed on values a run already has instead of in a session of
+    its own."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+        self.low: dict[str, np.float32] = {}
+        self.high: dict[str, np.float32] = {}
+
+    def add(self, values: dict[str, np.ndarray]) -> None:
+        """One sample's values of (some of) the tensors.  An empty tensor (a cache of length 0) reduces to
+        ``(inf, -inf)``, as onnxruntime's ``ReduceMin``/``ReduceMax`` give it."""
+        for name in self.names:
+            v = values.get(name)
+            if v is None:
+                continue
+            lo, hi = (np.min(v), np.max(v)) if v.size else (np.float32(np.inf), np.float32(-np.inf))
+            self.low[name] = min(self.low.get(name, lo), lo)
+            self.high[name] = max(self.high.get(name, hi), hi)
+
+    def ranges(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """The ranges, each bound an array of one value as the calibrator keeps it."""
+        return {n: (np.array([self.low[n]], np.float32), np.array([self.high[n]], np.float32)) for n in self.low}
+
+
+__all__ = ["CalibrationSource", "InputRole", "MinMaxRanges", "calibrated_tensors", "check_ids", "check_sample",
+           "describe_seeded", "input_roles", "load_calibration", "sample_inputs"]

@@ -92,6 +92,8 @@ class QdqGraph:
         for node in g.node:
             for i in node.input:
                 self.uses.setdefault(i, []).append(node)
+        # built once, so that matchers sort and look up in constant time rather than rescanning the nodes
+        self.order, self.producer = _node_indexes(self.nodes)
         # DequantizeLinear of a constant: a quantized weight or bias.
         self.qconst: dict[str, tuple[np.ndarray, QParam]] = {}
         # DequantizeLinear of an activation: float name -> (int8 name, its params).
@@ -137,7 +139,7 @@ class QdqGraph:
         return hit
 
     def dq_node(self, float_name: str) -> Any:
-        return next(n for n in self.nodes if n.output and n.output[0] == float_name)
+        return self.producer[float_name]
 
     def _only_reader(self, name: str, op_types: tuple[str, ...]) -> Any | None:
         us = self.uses.get(name, [])
@@ -189,6 +191,12 @@ class QdqGraph:
         if not qp.per_tensor or qp.zero_point.dtype != np.int8:
             return None
         return Tail(q, absorbed, activation, clip)
+
+
+def _node_indexes(nodes: list[Any]) -> tuple[dict[int, int], dict[str, Any]]:
+    """Each node's position in graph order (by ``id``), and each tensor's producer."""
+    return ({id(n): position for position, n in enumerate(nodes)},
+            {o: n for n in nodes for o in n.output if o})
 
 
 def build_network(model: Any, *, nonlinear: str = NPU, known: dict[str, np.ndarray] | None = None) -> Network:

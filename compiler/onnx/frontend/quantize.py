@@ -65,8 +65,11 @@ def is_quantized(model: Any) -> bool:
     return bool(ops & {"QuantizeLinear", "DequantizeLinear"})
 
 
-def quantize(model: Any, calibration: list[dict[str, np.ndarray]]) -> Any:
-    """The QDQ int8 model of the float ``model``, calibrated (min/max) on ``calibration`` inputs."""
+def quantize(model: Any, calibration: list[dict[str, np.ndarray]],
+             ranges: dict[str, tuple[np.ndarray, np.ndarray]] | None = None) -> Any:
+    """The QDQ int8 model of the float ``model``, calibrated (min/max) on ``calibration`` inputs, or with
+    ``ranges`` measured already on them (:class:`~.calibration.MinMaxRanges`: onnxruntime's calibrator, which
+    builds, saves and runs a copy of the model with two reductions per tensor, is then skipped)."""
     import onnx
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
@@ -81,21 +84,33 @@ def quantize(model: Any, calibration: list[dict[str, np.ndarray]]) -> Any:
     from tinynpu.compiler.onnx.frontend.rotary import rotary_muls
     from tinynpu.compiler.onnx.frontend.rowgroups import split_small_rows
 
-    # small leading rows (a ViT's class token) get their own tensors and scales: see rowgroups.py
-    model, _ = split_small_rows(model, calibration, _opset(model))
+    # small leading rows (a ViT's class token) get their own tensors and scales: see rowgroups.py; ranges
+    # measured already name the tensors of the model as given, so a model with ranges is taken as it is
+    if ranges is None:
+        model, _ = split_small_rows(model, calibration, _opset(model))
     excluded = mask_adds(model)  # an attention mask must not set the scale of the scores: see masks.py
     excluded += rotary_muls(model)  # cos and sin stay float: see rotary.py
     with tempfile.TemporaryDirectory(prefix="tinynpu-onnx-") as tmp:
         src, dst = Path(tmp) / "float.onnx", Path(tmp) / "int8.onnx"
-        onnx.save(model, str(src))
+        # the weights beside the graph, not inside it: the quantizer and its calibrator each run shape
+        # inference on this file, which otherwise parses and writes every weight byte again (GPT-2-small:
+        # 500 MB, twice)
+        _save_weights_apart(model, src)
         import logging
 
         import onnxruntime
 
         logging.getLogger().setLevel(logging.ERROR)  # the quantizer's "consider pre-processing" advice
         onnxruntime.set_default_logger_severity(3)  # and the calibration sessions' unused-initializer notes
+        measured = None
+        if ranges is not None:
+            from onnxruntime.quantization.calibrate import CalibrationMethod, TensorsData, save_tensors_data
+
+            measured = Path(tmp) / "ranges.json"
+            save_tensors_data(TensorsData(CalibrationMethod.MinMax, dict(ranges)), measured)
         try:
-            quantize_static(str(src), str(dst), _Reader(calibration), quant_format=QuantFormat.QDQ,
+            quantize_static(str(src), str(dst), None if measured else _Reader(calibration),
+                            calibration_cache_path=measured, quant_format=QuantFormat.QDQ,
                             per_channel=True, activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
                             extra_options={"ActivationSymmetric": True, "WeightSymmetric": True},
                             nodes_to_exclude=excluded,
@@ -111,6 +126,37 @@ def quantize(model: Any, calibration: list[dict[str, np.ndarray]]) -> Any:
 
 def _opset(model: Any) -> int:
     return next((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), 17)
+
+
+#: Initializers larger than this many bytes are written beside the graph file.
+EXTERNAL_BYTES = 1024
+
+
+def _save_weights_apart(model: Any, path: Path) -> None:
+    """Save ``model`` at ``path`` with its large initializers in a file beside it (ONNX external data),
+    leaving ``model`` itself as it was (``onnx.save``'s ``save_as_external_data`` rewrites the model it is
+    given into references to the file, which would outlive the file)."""
+    import onnx
+    from onnx import numpy_helper
+
+    light = onnx.ModelProto()
+    light.CopyFrom(model)  # the graph and small constants; the large ones are replaced below
+    light.graph.ClearField("initializer")
+    weights = path.with_suffix(".weights")
+    with weights.open("wb") as out:
+        for t in model.graph.initializer:
+            raw = t.raw_data if t.HasField("raw_data") else numpy_helper.to_array(t).tobytes()
+            if len(raw) <= EXTERNAL_BYTES:
+                light.graph.initializer.append(t)
+                continue
+            ref = light.graph.initializer.add()
+            ref.name, ref.data_type = t.name, t.data_type
+            ref.dims.extend(t.dims)
+            for key, value in (("location", weights.name), ("offset", out.tell()), ("length", len(raw))):
+                ref.external_data.add(key=key, value=str(value))
+            ref.data_location = onnx.TensorProto.EXTERNAL
+            out.write(raw)
+    onnx.save(light, str(path))
 
 
 def _index(graph: Any) -> tuple[dict[str, Any], dict[str, list[Any]], set[str]]:

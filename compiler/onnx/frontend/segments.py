@@ -45,18 +45,27 @@ def _joins(g: QdqGraph, node: Any, inside: set[str]) -> bool:
 
 
 def _expand(g: QdqGraph, members: dict[int, Any], taken: set[int]) -> None:
-    """Add to ``members`` every node elementwise in their tensors alone, until none joins."""
+    """Add to ``members`` every node elementwise in their tensors alone, until none joins.
+
+    A worklist over the readers of each tensor as it joins (``g.uses``), so a segment costs the edges it
+    touches, not a pass over the whole graph per joining node.  Whether a node joins only grows with the
+    tensors inside (:func:`_joins` asks for its inputs to be inside), so a node refused early is asked
+    again when its next input joins, and the result is the same closure a rescan to the fixed point finds.
+    """
     inside = {t for n in members.values() for t in n.output}
-    changed = True
-    while changed:
-        changed = False
-        for node in g.nodes:
-            if id(node) in members or id(node) in taken or not any(i in inside for i in node.input):
-                continue
-            if _joins(g, node, inside):
+    pending = list(inside)
+    while pending:
+        for node in g.uses.get(pending.pop(), []):
+            if id(node) not in members and id(node) not in taken and _joins(g, node, inside):
                 members[id(node)] = node
-                inside.update(node.output)
-                changed = True
+                fresh = [t for t in node.output if t not in inside]
+                inside.update(fresh)
+                pending.extend(fresh)
+
+
+def _in_order(g: QdqGraph, members: dict[int, Any]) -> list[Any]:
+    """The members in graph order."""
+    return sorted(members.values(), key=lambda n: g.order[id(n)])
 
 
 def _leaving(g: QdqGraph, members: dict[int, Any], start_ids: set[int]) -> list[tuple[Any, str]]:
@@ -64,7 +73,7 @@ def _leaving(g: QdqGraph, members: dict[int, Any], start_ids: set[int]) -> list[
     be read elsewhere too: the DQ is then put back as a host step), after dropping the trailing DQ nodes:
     a DQ the segment ends with is the next operator's input, not the segment's; its Q is the end."""
     while True:
-        nodes = [n for n in g.nodes if id(n) in members]
+        nodes = _in_order(g, members)
         leaving = [(n, t) for n in nodes if id(n) not in start_ids for t in n.output
                    if t in g.outputs or any(id(u) not in members for u in g.uses.get(t, []))]
         trailing = [n for n, _ in leaving if n.op_type == "DequantizeLinear"]
@@ -84,7 +93,7 @@ def _members(g: QdqGraph, x: str, taken: set[int]) -> list[Any] | None:
     members = {id(n): n for n in starts}
     _expand(g, members, taken)
     leaving = _leaving(g, members, {id(n) for n in starts})
-    nodes = [n for n in g.nodes if id(n) in members]
+    nodes = _in_order(g, members)
     if len(leaving) != 1 or all(n.op_type in QDQ for n in nodes) or nodes[-1].output[0] != leaving[0][1]:
         return None
     return nodes

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from tinynpu.compiler.onnx.frontend.calibration import MinMaxRanges, calibrated_tensors
 from tinynpu.compiler.onnx.llm.image import LlmImage, LlmLayout
 from tinynpu.compiler.onnx.llm.interface import DecoderInterface, check_request, read_interface
 from tinynpu.compiler.onnx.llm.steps import StepNetwork, StepShape, build_step, split_weights, step_shapes
@@ -80,22 +81,31 @@ def token_feeds(itf: DecoderInterface, ids: np.ndarray, total: int) -> dict[str,
     return feeds
 
 
-def ort_greedy(model: Any, itf: DecoderInterface, prompt: np.ndarray,
-               generate: int) -> tuple[list[list[int]], list[dict[str, np.ndarray]]]:
+def ort_greedy(model: Any, itf: DecoderInterface, prompt: np.ndarray, generate: int,
+               ranges: MinMaxRanges | None = None) -> tuple[list[list[int]], list[dict[str, np.ndarray]]]:
     """Greedy decoding with onnxruntime (float or QDQ model) of each prompt row: the tokens per sequence
-    and every step's feeds."""
+    and every step's feeds.
+
+    ``ranges``: its tensors' ranges are measured at every step as well, on the graph as it is (onnxruntime's
+    optimizations off, as its calibrator runs it), so the steps' feeds, the calibration samples, need no
+    second run in a calibration session.
+    """
     from tinynpu.compiler.onnx.verify.checks import session as ort_session
 
-    session = ort_session(model, [])  # int8 kept int8, as check (b) of `run onnx` runs it
+    extra = ranges.names if ranges is not None else []
+    # int8 kept int8, as check (b) of `run onnx` runs it
+    session = ort_session(model, extra, optimize=ranges is None)
     prompt = np.asarray(prompt, np.int64).reshape(-1, np.shape(prompt)[-1])
     empty = np.zeros((prompt.shape[0], itf.kv_heads, 0, itf.head_dim), np.float32)
     past = [(empty, empty)] * itf.layers
     ids, steps, trajectory = prompt, [], []
-    names = [itf.logits] + [n for pair in itf.present for n in pair]
+    names = list(dict.fromkeys([itf.logits] + [n for pair in itf.present for n in pair] + extra))
     for _ in range(generate):
         feeds = feeds_for(itf, ids, past)
         trajectory.append(feeds)
         out = dict(zip(names, session.run(names, feeds), strict=True))
+        if ranges is not None:
+            ranges.add(out | feeds)
         steps.append(np.argmax(out[itf.logits][:, -1], axis=-1))
         past = [(out[k], out[v]) for k, v in itf.present]
         ids = steps[-1].reshape(-1, 1)
@@ -128,10 +138,12 @@ def compile_llm(path: str | Path, *, prompt_tokens: int, generate: int, cfg: Arc
     itf = read_interface(model, str(path))
     check_request(itf, model, prompt_tokens, generate, cfg, batch)
     prompt = seeded_prompt(itf, prompt_tokens, seed, batch)
-    float_tokens, trajectory = ort_greedy(model, itf, prompt, generate)
+    # the float run's steps are the calibration samples; their ranges are measured as they run
+    ranges = MinMaxRanges(calibrated_tensors(model))
+    float_tokens, trajectory = ort_greedy(model, itf, prompt, generate, ranges)
     timings["float_run"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    qmodel = quantize(model, trajectory)
+    qmodel = quantize(model, trajectory, ranges.ranges())
     align_cache_scales(qmodel, itf)
     timings["quantize"] = time.perf_counter() - t0
     t0 = time.perf_counter()
