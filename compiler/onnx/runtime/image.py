@@ -92,8 +92,6 @@ class DramImage:
     reserved: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)  # placed: key -> (address, bytes)
     programs: dict[tuple[Any, ...], Program] = field(default_factory=dict)
     loaded: dict[int, Any] = field(default_factory=dict)  # id of a relocated program -> its Machine
-    origin: dict[int, int] = field(default_factory=dict)  # id of a relocated program -> id of the compiled one
-    first_load: dict[int, Any] = field(default_factory=dict)  # id of a compiled program -> its first Machine
     held: dict[str, tuple[tuple[int, ...], np.dtype]] = field(default_factory=dict)  # activations in DRAM now
     _addr: dict[str, int] = field(default_factory=dict)
     _size: dict[str, int] = field(default_factory=dict)
@@ -294,7 +292,6 @@ class DramImage:
         if hit is None:
             hit = relocate(program, load_isa(), self.cfg, bases, pitches)
             self.programs[full] = hit
-            self.origin[id(hit)] = id(program)
         return hit
 
     def machine_for(self, program: Program, compiled: Decoded | None = None) -> Any:
@@ -314,9 +311,7 @@ class DramImage:
         hit = self.loaded.get(id(program))
         if hit is None:
             hit = Machine(self.cfg, self.machine.isa, self.machine.state)
-            origin = self.origin.get(id(program), id(program))
-            hit.load(program, like=compiled if compiled is not None else self.first_load.get(origin))
-            self.first_load.setdefault(origin, hit)
+            hit.load(program, like=compiled)
             self.loaded[id(program)] = hit
         return hit
 

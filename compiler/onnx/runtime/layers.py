@@ -275,7 +275,7 @@ def _simulate(npu: Accelerator, comp: Compiled, inputs: dict[str, np.ndarray], o
                 bases[t.name] = image.stage(None, t.nbytes)
         t0 = time.perf_counter()  # relocated and loaded once per program and image: the program's loading
         program = image.program(key, comp.program, bases, pitches)
-        machine = image.machine_for(program, npu.cache.decoded(comp.program) if image.cfg == cfg else None)
+        machine = image.machine_for(program, npu.cache.decoded(comp.program))
         run.load_seconds += time.perf_counter() - t0
         device = inputs
     for name, arr in device.items():
