@@ -58,6 +58,17 @@ def test_checks_that_differ_from_the_shapes_rule_are_refused_by_name() -> None:
         generate_verilog(lenient, load_config("default", lenient))  # type: ignore[arg-type]
 
 
+def test_a_check_stricter_than_the_shapes_rule_is_the_dispatchers_with_no_rtl_edit() -> None:
+    """The dispatcher enforces the YAML's checks (generated), so a new rule between fields needs no RTL line."""
+    overlap = ISA.by_mnemonic["vaddrow"].checks[0]
+    strict = _with(checks=(overlap, Check(fault="rows > T", at="rows", message="rows={rows} above T")))
+    text = generate_verilog(strict, load_config("default", strict))  # type: ignore[arg-type]
+    body = text.split("function automatic logic [2:0] tnpu_vfoo_checks(")[1].split("endfunction")[0]
+    field = body.split("return {", 1)[1].rsplit("}", 1)[0].split(", ")[2]
+    assert field == "(word[88 +: 15] == '0) || ((15'(word[88 +: 15]) > 15'(TNPU_TILE)))"
+    assert "return tnpu_vfoo_checks(word);" in text
+
+
 def test_a_source_the_rtl_has_no_shape_for_is_refused_by_name() -> None:
     odd = _with(accesses=(Access(False, "acc", False, ("src", "src + 2 * rows")),
                           Access(True, "acc", False, ("dst", "dst + rows"))),

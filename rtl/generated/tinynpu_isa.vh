@@ -424,13 +424,12 @@ endfunction
 /* verilator lint_on UNUSEDSIGNAL */
 
 // The vector ALU's source shapes by operation (isa/alu_shapes.py: each ALU instruction's accesses
-// and checks): `walk` reads `rows` source rows advancing with dst (identical or disjoint ranges);
-// `fixed` reads TNPU_ALU_SRC_FIXED_ROWS[2op+:2] rows from src for every dst row (outside them);
-// `block` reads row src + i % T for dst row i; `segments` reads rows src + i + j*T, j < n, for
-// dst row i <= T; `table` reads ceil(TNPU_ALU_LUT_ENTRIES / T) rows (the last three outside dst).
-localparam logic [15:0] TNPU_ALU_SRC_WALKS = 16'b1100000000000001;
+// and checks), for the ALU unit's walk of the source rows (the dispatcher's range checks are the
+// YAML's own, in tnpu_checks): `walk` (none of these) reads `rows` source rows advancing with dst;
+// `fixed` reads the same rows from src for every dst row; `block` reads row src + i % T for dst
+// row i; `segments` reads rows src + i + j*T, j < n, for dst row i; `table` reads
+// ceil(TNPU_ALU_LUT_ENTRIES / T) rows into the lookup register first.
 localparam logic [15:0] TNPU_ALU_SRC_FIXED = 16'b0000000011000010;
-localparam logic [31:0] TNPU_ALU_SRC_FIXED_ROWS = 32'h00006004;
 localparam logic [15:0] TNPU_ALU_SRC_BLOCK = 16'b0001100000000000;
 localparam logic [15:0] TNPU_ALU_SRC_SEGMENTS = 16'b0000011100000000;
 localparam logic [15:0] TNPU_ALU_SRC_TABLE = 16'b0010000000000000;
