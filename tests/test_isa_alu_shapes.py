@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import re
 
 import pytest
 
@@ -47,8 +48,14 @@ def test_the_fixed_rule_refuses_rows_overlapping_the_destination() -> None:
 def test_a_new_instruction_of_a_known_shape_is_generated_without_rtl_edits() -> None:
     isa = _with()
     text = generate_verilog(isa, load_config("default", isa))  # type: ignore[arg-type]
-    assert "TNPU_ALU_OP_W = 5;" in text and "TNPU_VFOO_ALU_OP = 16;" in text  # opcode 7: a second opcode bit
-    assert f"TNPU_ALU_SRC_FIXED = 32'b{1 << 16 | 0b11000010:032b};" in text  # vaddrow, vrequant(f), vfoo
+    vfoo = isa.by_mnemonic["vfoo"]  # type: ignore[attr-defined]
+    assert vfoo.fixed_value("opcode") == 7  # opcode 6's functs are all taken
+    op = 16 | vfoo.fixed_value("funct")  # the funct, above it the opcode's offset from opcode 6
+    assert "TNPU_ALU_OP_W = 5;" in text and f"TNPU_VFOO_ALU_OP = {op};" in text  # opcode 7: a second opcode bit
+    fixed = int(re.search(r"TNPU_ALU_SRC_FIXED = 32'b([01]{32});", text).group(1), 2)  # type: ignore[union-attr]
+    for name in ("vaddrow", "vrequant", "vrequantf", "vfoo"):  # vfoo has vaddrow's broadcast row
+        assert fixed >> int(re.search(rf"TNPU_{name.upper()}_ALU_OP = (\d+);", text).group(1)) & 1, name  # type: ignore[union-attr]
+    assert bin(fixed).count("1") == 1 + sum(s.kind == "fixed" for s in alu_shapes(ISA))
     assert "case K_VFOO:" in generate_core_header(isa).split("#define TNPU_ALU_KINDS", 1)[1].splitlines()[0]
 
 
