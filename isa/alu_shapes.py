@@ -18,11 +18,13 @@ of source operand, not one circuit per instruction:
   (``vlut``), outside the destination rows.
 
 :func:`alu_shapes` classifies every ALU instruction from its accesses and then
-checks that its static ``checks`` say exactly what the dispatcher's rule for
-that shape refuses, over a grid of small operands, so the generated RTL
-constants (:mod:`tinynpu.isa.gen_verilog`) cannot silently disagree with the
-YAML.  An instruction of another shape is an error naming it: the RTL would
-need a new shape first.
+checks that its static ``checks`` refuse at least what the ALU unit's walk of
+that shape needs refused (:func:`refused`), over a grid of small operands.  The
+dispatcher enforces the YAML's own checks (generated:
+:mod:`tinynpu.isa.gen_verilog_checks`), so a check stricter than the shape's
+rule needs no RTL edit, while a more lenient one, which would let the unit
+read rows it overwrites, is an error naming it.  An instruction of another
+shape is an error naming it too: the ALU unit would need a new shape first.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from tinynpu.isa.records import Instruction
 from tinynpu.isa.spec import Isa
 
 ALU_UNIT = "alu"
-MAX_FIXED_ROWS = 3  # the widest fixed source the RTL's constants encode (2 bits per operation)
+MAX_FIXED_ROWS = 3  # the most rows a fixed source reads (vrequant's 2, one to spare); more is no shape of the unit
 _GRID_ROWS = 12  # accumulator rows of the grid the checks are compared on
 
 
@@ -132,7 +134,8 @@ def _source_rows(shape: AluShape, rows: int, n: int, tile: int) -> int:
 
 
 def refused(shape: AluShape, src: int, dst: int, rows: int, acc_rows: int, *, n: int = 1, tile: int = 1) -> bool:
-    """What the RTL's dispatcher refuses for an ALU instruction of ``shape`` (besides dst's own range)."""
+    """What the ALU unit's walk of ``shape`` needs refused (besides dst's own range): a source outside acc or
+    overlapping the destination rows in a way the walk would read rows it has already written."""
     if shape.kind == "none":
         return False
     length = _source_rows(shape, rows, n, tile)
@@ -148,7 +151,7 @@ _GRID_TILE = {"table": 64}
 
 
 def _check_rule(isa: Isa, instr: Instruction, shape: AluShape) -> None:
-    """The YAML's checks and source range refuse exactly what :func:`refused` does, on a small grid."""
+    """The YAML's checks and source range refuse at least what :func:`refused` does, on a small grid."""
     if shape.kind == "none":
         return
     end = next(a for a in instr.accesses if not a.write).bounds[1]
@@ -160,10 +163,10 @@ def _check_rule(isa: Isa, instr: Instruction, shape: AluShape) -> None:
         values = {name: 0 for name in instr.operands} | {"src": src, "dst": dst, "rows": rows, "n": n}
         yaml = _value(isa, instr, end, values, _GRID_ROWS, tile) > _GRID_ROWS or any(
             _value(isa, instr, c.fault, values, _GRID_ROWS, tile) for c in instr.checks if not c.integer_only)
-        if yaml != refused(shape, src, dst, rows, _GRID_ROWS, n=n, tile=tile):
-            raise ShapeError(f"{instr.mnemonic}: its checks {'refuse' if yaml else 'accept'} src={src}, dst={dst}, "
-                             f"rows={rows}{f', n={n}' if len(segs) > 1 else ''} at T={tile}, which the RTL's rule "
-                             f"for a {shape.kind} source {'accepts' if yaml else 'refuses'}")
+        if not yaml and refused(shape, src, dst, rows, _GRID_ROWS, n=n, tile=tile):
+            raise ShapeError(f"{instr.mnemonic}: its checks accept src={src}, dst={dst}, "
+                             f"rows={rows}{f', n={n}' if len(segs) > 1 else ''} at T={tile}, which the ALU unit's "
+                             f"walk of a {shape.kind} source needs refused (its source overlaps what it writes)")
 
 
 def alu_shapes(isa: Isa) -> tuple[AluShape, ...]:

@@ -173,7 +173,7 @@ def generate_verilog(isa: Isa, cfg: ArchConfig) -> str:
 
 
 def _alu_shapes(isa: Isa) -> list[str]:
-    """The ALU's source shapes per funct (:mod:`tinynpu.isa.alu_shapes`), for the ALU and the dispatcher.
+    """The ALU's source shapes per funct (:mod:`tinynpu.isa.alu_shapes`), for the ALU unit's walk of its source.
 
     Raises:
         ValueError: an ALU instruction the RTL cannot decode: its operands at other positions than the
@@ -196,7 +196,6 @@ def _alu_shapes(isa: Isa) -> list[str]:
     def mask(kind: str) -> int:
         return sum(1 << s.op for s in shapes if s.kind == kind)
 
-    counts = sum(s.count << (2 * s.op) for s in shapes if s.kind == "fixed")
     entries = {s.count for s in shapes if s.kind == "table"}
     if len(entries) > 1:
         raise ValueError(f"the RTL's ALU has one lookup register, but the ALU's tables have {sorted(entries)} entries")
@@ -213,13 +212,12 @@ def _alu_shapes(isa: Isa) -> list[str]:
             f"  return {{{high}word[{funct_lsb} +: {funct_w}]}};", "endfunction",
             "/* verilator lint_on UNUSEDSIGNAL */"]
     out += ["", "// The vector ALU's source shapes by operation (isa/alu_shapes.py: each ALU instruction's accesses",
-           "// and checks): `walk` reads `rows` source rows advancing with dst (identical or disjoint ranges);",
-           "// `fixed` reads TNPU_ALU_SRC_FIXED_ROWS[2op+:2] rows from src for every dst row (outside them);",
-           "// `block` reads row src + i % T for dst row i; `segments` reads rows src + i + j*T, j < n, for",
-           "// dst row i <= T; `table` reads ceil(TNPU_ALU_LUT_ENTRIES / T) rows (the last three outside dst).",
-           f"localparam logic [{n - 1}:0] TNPU_ALU_SRC_WALKS = {n}'b{mask('walk'):0{n}b};",
+           "// and checks), for the ALU unit's walk of the source rows (the dispatcher's range checks are the",
+           "// YAML's own, in tnpu_checks): `walk` (none of these) reads `rows` source rows advancing with dst;",
+           "// `fixed` reads the same rows from src for every dst row; `block` reads row src + i % T for dst",
+           "// row i; `segments` reads rows src + i + j*T, j < n, for dst row i; `table` reads",
+           "// ceil(TNPU_ALU_LUT_ENTRIES / T) rows into the lookup register first.",
            f"localparam logic [{n - 1}:0] TNPU_ALU_SRC_FIXED = {n}'b{mask('fixed'):0{n}b};",
-           f"localparam logic [{2 * n - 1}:0] TNPU_ALU_SRC_FIXED_ROWS = {2 * n}'h{counts:0{n // 2}x};",
            f"localparam logic [{n - 1}:0] TNPU_ALU_SRC_BLOCK = {n}'b{mask('block'):0{n}b};",
            f"localparam logic [{n - 1}:0] TNPU_ALU_SRC_SEGMENTS = {n}'b{mask('segments'):0{n}b};",
            f"localparam logic [{n - 1}:0] TNPU_ALU_SRC_TABLE = {n}'b{mask('table'):0{n}b};"]

@@ -1,20 +1,21 @@
-"""The RTL dispatcher's static checks of the queued instructions outside the ALU, generated from isa.yaml.
+"""The RTL dispatcher's static checks of every queued instruction, generated from isa.yaml.
 
-Each instruction of the load, tensor and store units (``load``, ``zero``, ``store``, ``tmm``) gets a
-function ``tnpu_<mnemonic>_checks(word)`` in the generated package returning ``{dram, spad, field}``,
-one bit per error cause the dispatcher reports, and :func:`checks_lines` a selector ``tnpu_checks(word)``
-over the instructions.  The rules are the ones the simulator's decoder applies
-(``simulator/decode.py``), read from the same YAML:
+Each instruction of the load, tensor, store and ALU units gets a function ``tnpu_<mnemonic>_checks(word)``
+in the generated package returning ``{dram, spad, field}``, one bit per error cause the dispatcher
+reports, and :func:`checks_lines` a selector ``tnpu_checks(word)`` over the instructions.  The rules are
+the ones the simulator's decoder applies (``simulator/decode.py``), read from the same YAML:
 
 * field: every field's ``min`` and ``max`` (``max: tile`` is T) and every static ``check`` that is not
-  ``integer_only`` (the RTL is integer only, where those never fault);
-* spad: every scratchpad ``access`` ends inside its scratchpad (``hi <= scope_rows``);
+  ``integer_only`` (the RTL is integer only, where those never fault) and is not about a scratchpad row;
+* spad: every scratchpad ``access`` ends inside its scratchpad (``hi <= scope_rows``, unless its
+  ``unless`` holds), and every static check whose ``at`` is a scratchpad-row field (an ALU source
+  overlapping its destination rows: the row is wrong, not the field's encoding);
 * dram: every DRAM footprint ``[addr, stride, rows, row_bytes]`` ends inside DRAM, and its address (and
   its stride, when a second row uses it) is a multiple of the element size, the row bytes of one column.
 
-The ALU's checks follow its operand shapes instead (:mod:`tinynpu.isa.alu_shapes`), so a new ALU
-instruction of a known shape needs no new circuit.  Each rule is computed unsigned, as wide as its
-largest intermediate value (:func:`tinynpu.isa.regions.upper_bound`).
+Each rule is computed unsigned, as wide as its largest intermediate value
+(:func:`tinynpu.isa.regions.upper_bound`), so instructions that share a rule (the ALU's common fields sit
+at one position) produce the same expression, which synthesis builds once.
 """
 
 from __future__ import annotations
@@ -24,9 +25,8 @@ import copy
 from dataclasses import dataclass
 
 from tinynpu.isa import regions
-from tinynpu.isa.alu_shapes import ALU_UNIT
 from tinynpu.isa.config import ArchConfig
-from tinynpu.isa.records import Access, Field, Instruction
+from tinynpu.isa.records import Access, Check, Field, Instruction
 from tinynpu.isa.spec import Isa
 
 
@@ -134,12 +134,23 @@ def _join(rules: list[str]) -> str:
     return " || ".join(f"({r})" for r in rules) if rules else "1'b0"
 
 
+def _is_spad_check(instr: Instruction, check: Check) -> bool:
+    """A static check about a scratchpad row (its ``at`` field names one): reported as a scratchpad fault."""
+    return check.at is not None and instr.field_map[check.at].kind == "sp_row"
+
+
+def _check_rule(target: _Target, check: Check) -> str:
+    node = target.parse(check.fault)
+    return target.sv(node, target.width(node), boolean=True)
+
+
 def _instruction_checks(isa: Isa, cfg: ArchConfig, instr: Instruction) -> list[str]:
     target = _Target(isa, cfg, instr)
+    checks = [c for c in instr.checks if not c.integer_only]
     field = [r for f in instr.fields for r in _field_rules(target, f)]
-    field += [target.sv(n, target.width(n), boolean=True) for n in
-              (target.parse(c.fault) for c in instr.checks if not c.integer_only)]
+    field += [_check_rule(target, c) for c in checks if not _is_spad_check(instr, c)]
     spad = [_spad_rule(target, a) for a in instr.accesses if not a.dram]
+    spad += [_check_rule(target, c) for c in checks if _is_spad_check(instr, c)]
     dram = [r for a in instr.accesses if a.dram for r in _dram_rules(target, a)]
     name = instr.mnemonic
     return [f"// {name}: {{dram, spad, field}} faults",
@@ -150,17 +161,17 @@ def _instruction_checks(isa: Isa, cfg: ArchConfig, instr: Instruction) -> list[s
 
 
 def checked_instructions(isa: Isa) -> list[Instruction]:
-    """The instructions whose checks are generated: those of the queued units other than the ALU."""
+    """The instructions whose checks are generated: those of the queued units (sync and halt have none)."""
     queued = {u.name for u in isa.queued_units}
-    return [i for i in isa.instructions if i.unit in queued and i.unit != ALU_UNIT]
+    return [i for i in isa.instructions if i.unit in queued]
 
 
 def checks_lines(isa: Isa, cfg: ArchConfig) -> list[str]:
     """The package's check functions: per scope, per instruction, and the selector ``tnpu_checks``."""
     scopes = sorted(isa.scopes, key=lambda s: s.id)
     last = scopes[-1]
-    out = ["", "// The dispatcher's checks of the instructions outside the ALU (isa/gen_verilog_checks.py): each",
-           "// field's min and max, the static checks, the scratchpad rows and DRAM footprint of each access.",
+    out = ["", "// The dispatcher's checks of the queued instructions (isa/gen_verilog_checks.py): each field's",
+           "// min and max, the static checks, the scratchpad rows and DRAM footprint of each access.",
            "// A scope id beyond the last scope counts as the last (its own field check refuses it).",
            "/* verilator lint_off UNUSEDSIGNAL */  // a function sees the whole word"]
     for function, what in (("scope_rows", "ROWS"), ("elem_bytes", "ELEM_BYTES")):

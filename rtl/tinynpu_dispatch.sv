@@ -71,84 +71,21 @@ module tinynpu_dispatch import tinynpu_isa_pkg::*; #(
     return (word & mask) == match;
   endfunction
 
-  logic is_halt, is_sync, is_alu;
+  logic is_halt, is_sync;
   assign is_halt    = word_is(w, TNPU_HALT_MASK, TNPU_HALT_MATCH);
   assign is_sync    = word_is(w, TNPU_SYNC_MASK, TNPU_SYNC_MATCH);
-  assign is_alu     = decodable && unit == TNPU_UNIT_BITS'(TNPU_UNIT_ALU);
-  // An ALU op's source shape comes from its operation number (the generated TNPU_ALU_SRC_* constants),
-  // so a new ALU instruction of a known shape needs no line here.
-  logic [TNPU_ALU_OP_W-1:0] alu_op;
-  logic                     src_walks, src_fixed, src_block, src_segments, src_table;
-  logic [31:0]              src_fixed_rows;
-  assign alu_op         = tnpu_alu_op(w);
-  assign src_walks      = is_alu && TNPU_ALU_SRC_WALKS[alu_op];
-  assign src_fixed      = is_alu && TNPU_ALU_SRC_FIXED[alu_op];
-  assign src_block      = is_alu && TNPU_ALU_SRC_BLOCK[alu_op];
-  assign src_segments   = is_alu && TNPU_ALU_SRC_SEGMENTS[alu_op];
-  assign src_table      = is_alu && TNPU_ALU_SRC_TABLE[alu_op];
-  assign src_fixed_rows = 32'(TNPU_ALU_SRC_FIXED_ROWS[2*alu_op +: 2]);
 
-  // ---- the ALU's operand fields (one position in every ALU instruction: isa/gen_verilog.py checks) ----
-  logic [TNPU_VADD_DST_W-1:0]  sp_row, alu_src;
-  logic [TNPU_VADD_ROWS_W-1:0] rows;
-  logic [TNPU_VREDSUM_COLS_W-1:0] cols;
-  logic [N-1:0]                wait_m, signal_m;
-  assign sp_row   = w[TNPU_VADD_DST_LSB +: TNPU_VADD_DST_W];
-  assign rows     = w[TNPU_VADD_ROWS_LSB +: TNPU_VADD_ROWS_W];
-  assign cols     = w[TNPU_VREDSUM_COLS_LSB +: TNPU_VREDSUM_COLS_W];
-  assign alu_src  = w[TNPU_VADD_SRC_LSB +: TNPU_VADD_SRC_W];
-  logic [TNPU_VREDSUM_N_W-1:0]     segs;       // a reduction's segments (n)
-  logic [TNPU_VREDSUM_SHIFT_W-1:0] alu_shift;  // the ALU's 6-bit shift (vrecip, vrsqrt: narrower ranges)
-  assign segs      = w[TNPU_VREDSUM_N_LSB +: TNPU_VREDSUM_N_W];
-  assign alu_shift = w[TNPU_VREDSUM_SHIFT_LSB +: TNPU_VREDSUM_SHIFT_W];
+  // The token fields (one position in every instruction: isa/gen_verilog.py checks).
+  logic [N-1:0] wait_m, signal_m;
   assign wait_m   = w[TNPU_WAIT_LSB +: TNPU_WAIT_W];
   assign signal_m = w[TNPU_SIGNAL_LSB +: TNPU_SIGNAL_W];
 
   // ---- checks ------------------------------------------------------------
-  // The load, tensor and store units' instructions: their field ranges, static checks and the rows and
-  // DRAM bytes they access, all generated from the YAML (tnpu_checks, isa/gen_verilog_checks.py).
-  logic gen_field, gen_spad, gen_dram;
-  assign {gen_dram, gen_spad, gen_field} = tnpu_checks(w);
+  // Every queued instruction's field ranges, static checks and the rows and DRAM bytes it accesses,
+  // all generated from the YAML (tnpu_checks, isa/gen_verilog_checks.py): a new instruction needs no
+  // line here.
   logic bad_field, bad_spad, bad_dram, bad_self;
-
-  always_comb begin
-    bad_field = gen_field;
-    if (is_alu && rows == '0) bad_field = 1'b1;
-    // A reduction covers the logical rows of one tile-row: n >= 1, rows <= T, cols in 1..T.
-    if (src_segments && (segs == '0 || int'(rows) > TNPU_TILE || cols == '0 || int'(cols) > TNPU_TILE))
-      bad_field = 1'b1;
-    if (is_alu && alu_op == TNPU_ALU_OP_W'(TNPU_VRECIP_ALU_OP) && int'(alu_shift) > TNPU_VRECIP_SHIFT_MAX)
-      bad_field = 1'b1;
-    if (is_alu && alu_op == TNPU_ALU_OP_W'(TNPU_VRSQRT_ALU_OP) && int'(alu_shift) > TNPU_VRSQRT_SHIFT_MAX)
-      bad_field = 1'b1;
-  end
-
-  // The source rows the other shapes read: a block's min(rows, T), a reduction's span of n segments
-  // T rows apart, a table's ceil(entries / T); each lies in acc and outside the destination rows.
-  logic [31:0] src_span;
-  assign src_span = src_block    ? ((int'(rows) < TNPU_TILE) ? 32'(rows) : 32'(TNPU_TILE))
-                  : src_segments ? (32'(segs) - 32'd1) * 32'(TNPU_TILE) + 32'(rows)
-                  : 32'((TNPU_ALU_LUT_ENTRIES + TNPU_TILE - 1) / TNPU_TILE);
-
-  always_comb begin
-    bad_spad = gen_spad;
-    if (is_alu && 32'(sp_row) + 32'(rows) > TNPU_ACC_ROWS) bad_spad = 1'b1;
-    // A walking source (vadd) lies in acc and is identical to the destination rows or disjoint from them.
-    if (src_walks && (32'(alu_src) + 32'(rows) > TNPU_ACC_ROWS
-                      || (alu_src != sp_row && 32'(alu_src) + 32'(rows) > 32'(sp_row)
-                          && 32'(sp_row) + 32'(rows) > 32'(alu_src)))) bad_spad = 1'b1;
-    // Fixed source rows (vaddrow's broadcast row, vrequant's multiplier and shift rows, vrequantf's
-    // scale row) lie in acc and outside the destination rows.
-    if (src_fixed && (32'(alu_src) + src_fixed_rows > TNPU_ACC_ROWS
-                      || (32'(alu_src) + src_fixed_rows > 32'(sp_row) && 32'(alu_src) < 32'(sp_row) + 32'(rows))))
-      bad_spad = 1'b1;
-    if ((src_block || src_segments || src_table)
-        && (32'(alu_src) + src_span > TNPU_ACC_ROWS
-            || (32'(alu_src) + src_span > 32'(sp_row) && 32'(alu_src) < 32'(sp_row) + 32'(rows))))
-      bad_spad = 1'b1;
-  end
-
-  assign bad_dram = gen_dram;  // the ALU touches no DRAM
+  assign {bad_dram, bad_spad, bad_field} = tnpu_checks(w);
 
   assign bad_self = queued && (wait_m[qunit] || signal_m[qunit]);
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import re
 
 import pytest
 
@@ -47,8 +48,14 @@ def test_the_fixed_rule_refuses_rows_overlapping_the_destination() -> None:
 def test_a_new_instruction_of_a_known_shape_is_generated_without_rtl_edits() -> None:
     isa = _with()
     text = generate_verilog(isa, load_config("default", isa))  # type: ignore[arg-type]
-    assert "TNPU_ALU_OP_W = 5;" in text and "TNPU_VFOO_ALU_OP = 16;" in text  # opcode 7: a second opcode bit
-    assert f"TNPU_ALU_SRC_FIXED = 32'b{1 << 16 | 0b11000010:032b};" in text  # vaddrow, vrequant(f), vfoo
+    vfoo = isa.by_mnemonic["vfoo"]  # type: ignore[attr-defined]
+    assert vfoo.fixed_value("opcode") == 7  # opcode 6's functs are all taken
+    op = 16 | vfoo.fixed_value("funct")  # the funct, above it the opcode's offset from opcode 6
+    assert "TNPU_ALU_OP_W = 5;" in text and f"TNPU_VFOO_ALU_OP = {op};" in text  # opcode 7: a second opcode bit
+    fixed = int(re.search(r"TNPU_ALU_SRC_FIXED = 32'b([01]{32});", text).group(1), 2)  # type: ignore[union-attr]
+    for name in ("vaddrow", "vrequant", "vrequantf", "vfoo"):  # vfoo has vaddrow's broadcast row
+        assert fixed >> int(re.search(rf"TNPU_{name.upper()}_ALU_OP = (\d+);", text).group(1)) & 1, name  # type: ignore[union-attr]
+    assert bin(fixed).count("1") == 1 + sum(s.kind == "fixed" for s in alu_shapes(ISA))
     assert "case K_VFOO:" in generate_core_header(isa).split("#define TNPU_ALU_KINDS", 1)[1].splitlines()[0]
 
 
@@ -56,6 +63,17 @@ def test_checks_that_differ_from_the_shapes_rule_are_refused_by_name() -> None:
     lenient = _with(checks=())  # a broadcast row allowed inside the destination rows
     with pytest.raises(ValueError, match=r"cannot run vfoo: its checks accept src=0, dst=0"):
         generate_verilog(lenient, load_config("default", lenient))  # type: ignore[arg-type]
+
+
+def test_a_check_stricter_than_the_shapes_rule_is_the_dispatchers_with_no_rtl_edit() -> None:
+    """The dispatcher enforces the YAML's checks (generated), so a new rule between fields needs no RTL line."""
+    overlap = ISA.by_mnemonic["vaddrow"].checks[0]
+    strict = _with(checks=(overlap, Check(fault="rows > T", at="rows", message="rows={rows} above T")))
+    text = generate_verilog(strict, load_config("default", strict))  # type: ignore[arg-type]
+    body = text.split("function automatic logic [2:0] tnpu_vfoo_checks(")[1].split("endfunction")[0]
+    field = body.split("return {", 1)[1].rsplit("}", 1)[0].split(", ")[2]
+    assert field == "(word[88 +: 15] == '0) || ((15'(word[88 +: 15]) > 15'(TNPU_TILE)))"
+    assert "return tnpu_vfoo_checks(word);" in text
 
 
 def test_a_source_the_rtl_has_no_shape_for_is_refused_by_name() -> None:

@@ -55,6 +55,23 @@ CASES: dict[str, tuple[list[int], int, int]] = {
     "tmm_b_overrun": ([enc("tmm", acc=0, a=0, b=CFG.rows("b_reg") // CFG.tile - 1, n=2), enc("halt")], 3, 0),
     "store_dram_overrun": ([enc("store", sp_row=0, dram=CFG.dram_bytes - 60, stride=64, rows=1), enc("halt")], 4, 0),
     "misaligned_raw_store_stride": ([enc("store", sp_row=0, dram=0, stride=62, rows=2), enc("halt")], 4, 0),
+    # the generated checks of the ALU's instructions: field ranges (cause 2), then scratchpad rows and static
+    # checks at a row field, such as a source overlapping its destination (cause 3)
+    "vmax_rows_zero": ([raw_field(enc("vmax", dst=0, imm=0, rows=1), "vmax", "rows", 0), enc("halt")], 2, 0),
+    "vredsum_rows_above_tile": ([raw_field(enc("vredsum", dst=0, src=64, rows=1), "vredsum", "rows", CFG.tile + 1),
+                                 enc("halt")], 2, 0),
+    "vredsum_n_zero": ([raw_field(enc("vredsum", dst=0, src=64, rows=1), "vredsum", "n", 0), enc("halt")], 2, 0),
+    "vredmax_cols_zero": ([raw_field(enc("vredmax", dst=0, src=64, rows=1), "vredmax", "cols", 0), enc("halt")], 2, 0),
+    "vredsq_cols_above_tile": ([raw_field(enc("vredsq", dst=0, src=64, rows=1), "vredsq", "cols", CFG.tile + 1),
+                                enc("halt")], 2, 0),
+    "vrecip_shift_63": ([raw_field(enc("vrecip", dst=0, src=0, rows=1), "vrecip", "shift", 63), enc("halt")], 2, 0),
+    "vrsqrt_shift_32": ([raw_field(enc("vrsqrt", dst=0, src=0, rows=1), "vrsqrt", "shift", 32), enc("halt")], 2, 0),
+    "vmax_acc_overrun": ([enc("vmax", dst=CFG.rows("acc") - 1, imm=0, rows=2), enc("halt")], 3, 0),
+    "vrequant_params_past_acc": ([enc("vrequant", dst=0, src=CFG.rows("acc") - 1, rows=1), enc("halt")], 3, 0),
+    "vsubb_block_overlap": ([enc("vsubb", dst=0, src=2, rows=4), enc("halt")], 3, 0),
+    "vredsum_span_overlap": ([enc("vredsum", dst=CFG.tile + 3, src=0, rows=4, n=2), enc("halt")], 3, 0),
+    "vlut_table_overlap": ([enc("vlut", dst=0, src=8, rows=10, base=-128), enc("halt")], 3, 0),
+    "vrecip_partial_overlap": ([enc("vrecip", dst=0, src=1, rows=2), enc("halt")], 3, 0),
     "self_wait": ([raw_field(enc("load", **LOAD), "load", "wait", 1), enc("halt")], 5, 0),
     "no_halt": ([enc("zero", scope=0, sp_row=0, rows=1), enc("sync")], 7, 2),
     "token_overflow": ([enc("zero", scope=0, sp_row=0, rows=1, signal=2)] * (CFG.token_max_count + 1)

@@ -4,7 +4,8 @@
 YAML, the Python semantics, the C semantics, the ALU unit and one test.  The
 test applies it to a copy of the tree, regenerates what the project generates,
 and checks that this is all it takes: ``tinynpu isa check`` passes, the patch's
-own test and its YAML ``semantics`` text agree with both simulator cores, and (slow, with a Verilog simulator)
+own test and its YAML ``semantics`` text agree with both simulator cores, the tests of the generated header
+and the ALU's shapes pass with it (their dispatcher checks included), and (slow, with a Verilog simulator)
 random programs using every instruction, vabs included, co-simulate cycle for
 cycle.
 """
@@ -76,6 +77,12 @@ def test_isa_check_passes_with_the_new_instruction(patched: tuple[Path, dict[str
 def test_both_simulator_cores_run_it(patched: tuple[Path, dict[str, str]]) -> None:
     tree, env = patched
     _pytest(tree, env, "tests/test_sim_semantics.py", "tests/test_isa_semantics.py", "-k", "vabs")
+
+
+def test_the_generated_header_and_shape_tests_pass_with_it(patched: tuple[Path, dict[str, str]]) -> None:
+    """The tests of what is generated from the YAML hold for any ISA, not only today's instructions."""
+    tree, env = patched
+    _pytest(tree, env, "tests/test_rtl_gen.py", "tests/test_isa_alu_shapes.py", "tests/test_isa_cheader.py")
 
 
 @pytest.mark.slow

@@ -424,13 +424,12 @@ endfunction
 /* verilator lint_on UNUSEDSIGNAL */
 
 // The vector ALU's source shapes by operation (isa/alu_shapes.py: each ALU instruction's accesses
-// and checks): `walk` reads `rows` source rows advancing with dst (identical or disjoint ranges);
-// `fixed` reads TNPU_ALU_SRC_FIXED_ROWS[2op+:2] rows from src for every dst row (outside them);
-// `block` reads row src + i % T for dst row i; `segments` reads rows src + i + j*T, j < n, for
-// dst row i <= T; `table` reads ceil(TNPU_ALU_LUT_ENTRIES / T) rows (the last three outside dst).
-localparam logic [15:0] TNPU_ALU_SRC_WALKS = 16'b1100000000000001;
+// and checks), for the ALU unit's walk of the source rows (the dispatcher's range checks are the
+// YAML's own, in tnpu_checks): `walk` (none of these) reads `rows` source rows advancing with dst;
+// `fixed` reads the same rows from src for every dst row; `block` reads row src + i % T for dst
+// row i; `segments` reads rows src + i + j*T, j < n, for dst row i; `table` reads
+// ceil(TNPU_ALU_LUT_ENTRIES / T) rows into the lookup register first.
 localparam logic [15:0] TNPU_ALU_SRC_FIXED = 16'b0000000011000010;
-localparam logic [31:0] TNPU_ALU_SRC_FIXED_ROWS = 32'h00006004;
 localparam logic [15:0] TNPU_ALU_SRC_BLOCK = 16'b0001100000000000;
 localparam logic [15:0] TNPU_ALU_SRC_SEGMENTS = 16'b0000011100000000;
 localparam logic [15:0] TNPU_ALU_SRC_TABLE = 16'b0010000000000000;
@@ -499,8 +498,8 @@ function automatic logic [3:0] tnpu_unit_of(input logic [127:0] word);
   return '0;
 endfunction
 
-// The dispatcher's checks of the instructions outside the ALU (isa/gen_verilog_checks.py): each
-// field's min and max, the static checks, the scratchpad rows and DRAM footprint of each access.
+// The dispatcher's checks of the queued instructions (isa/gen_verilog_checks.py): each field's
+// min and max, the static checks, the scratchpad rows and DRAM footprint of each access.
 // A scope id beyond the last scope counts as the last (its own field check refuses it).
 /* verilator lint_off UNUSEDSIGNAL */  // a function sees the whole word
 function automatic int tnpu_scope_rows(input int scope);
@@ -529,12 +528,92 @@ endfunction
 function automatic logic [2:0] tnpu_tmm_checks(input logic [127:0] word);
   return {1'b0, (((19'(word[28 +: 12]) + (19'(word[52 +: 7]) * 19'(word[66 +: 7]))) * 19'(TNPU_TILE)) > 19'(TNPU_A_REG_ROWS)) || (((19'(word[40 +: 12]) + (19'(word[59 +: 7]) * 19'(word[66 +: 7]))) * 19'(TNPU_TILE)) > 19'(TNPU_B_REG_ROWS)) || (((19'(word[16 +: 12]) + (19'(word[52 +: 7]) * 19'(word[59 +: 7]))) * 19'(TNPU_TILE)) > 19'(TNPU_ACC_ROWS)), (word[52 +: 7] == '0) || (word[59 +: 7] == '0) || (word[66 +: 7] == '0)};
 endfunction
+// vadd: {dram, spad, field} faults
+function automatic logic [2:0] tnpu_vadd_checks(input logic [127:0] word);
+  return {1'b0, (!((14'(word[32 +: 14]) == 14'(word[18 +: 14]))) && (16'(word[32 +: 14]) + 16'(word[88 +: 15])) > 16'(TNPU_ACC_ROWS)) || ((16'(word[18 +: 14]) + 16'(word[88 +: 15])) > 16'(TNPU_ACC_ROWS)) || (((16'(word[32 +: 14]) != 16'(word[18 +: 14]))) && ((16'(word[32 +: 14]) < (16'(word[18 +: 14]) + 16'(word[88 +: 15])))) && ((16'(word[18 +: 14]) < (16'(word[32 +: 14]) + 16'(word[88 +: 15]))))), (word[88 +: 15] == '0)};
+endfunction
+// vaddrow: {dram, spad, field} faults
+function automatic logic [2:0] tnpu_vaddrow_checks(input logic [127:0] word);
+  return {1'b0, (!((14'(word[32 +: 14]) == 14'(word[18 +: 14]))) && (15'(word[32 +: 14]) + 15'd1) > 15'(TNPU_ACC_ROWS)) || ((16'(word[18 +: 14]) + 16'(word[88 +: 15])) > 16'(TNPU_ACC_ROWS)) || (((16'(word[18 +: 14]) <= 16'(word[32 +: 14]))) && ((16'(word[32 +: 14]) < (16'(word[18 +: 14]) + 16'(word[88 +: 15]))))), (word[88 +: 15] == '0)};
+endfunction
+// vmax: {dram, spad, field} faults
+function automatic logic [2:0] tnpu_vmax_checks(input logic [127:0] word);
+  return {1'b0, ((16'(word[18 +: 14]) + 16'(word[88 +: 15])) > 16'(TNPU_ACC_ROWS)), (word[88 +: 15] == '0)};
+endfunction
+// vmin: {dram, spad, field} faults
+function automatic logic [2:0] tnpu_vmin_checks(input logic [127:0] word);
+  return {1'b0, ((16'(word[18 +: 14]) + 16'(word[88 +: 15])) > 16'(TNPU_ACC_ROWS)), (word[88 +: 15] == '0)};
+endfunction
+// vmul: {dram, spad, field} faults
+function automatic logic [2:0] tnpu_vmul_checks(input logic [127:0] word);
+  return {1'b0, ((16'(word[18 +: 14]) + 16'(word[88 +: 15])) > 16'(TNPU_ACC_ROWS)), (word[88 +: 15] == '0)};
+endfunction
+// vshr: {dram, spad, field} faults
+function automatic logic [2:0] tnpu_vshr_checks(input logic [127:0] word);
+  return {1'b0, ((16'(word[18 +: 14]) + 16'(word[88 +: 15])) > 16'(TNPU_ACC_ROWS)), (word[88 +: 15] == '0)};
+endfunction
+// vrequant: {dram, spad, field} faults
+function automatic logic [2:0] tnpu_vrequant_checks(input logic [127:0] word);
+  return {1'b0, ((15'(word[32 +: 14]) + 15'd2) > 15'(TNPU_ACC_ROWS)) || ((16'(word[18 +: 14]) + 16'(word[88 +: 15])) > 16'(TNPU_ACC_ROWS)) || (((15'(word[32 +: 14]) + 15'd2) > 15'(TNPU_ACC_ROWS))) || ((((16'(word[32 +: 14]) + 16'd1) >= 16'(word[18 +: 14]))) && ((16'(word[32 +: 14]) < (16'(word[18 +: 14]) + 16'(word[88 +: 15]))))), (word[88 +: 15] == '0)};
+endfunction
+// vrequantf: {dram, spad, field} faults
+function automatic logic [2:0] tnpu_vrequantf_checks(input logic [127:0] word);
+  return {1'b0, ((15'(word[32 +: 14]) + 15'd1) > 15'(TNPU_ACC_ROWS)) || ((16'(word[18 +: 14]) + 16'(word[88 +: 15])) > 16'(TNPU_ACC_ROWS)) || (((16'(word[18 +: 14]) <= 16'(word[32 +: 14]))) && ((16'(word[32 +: 14]) < (16'(word[18 +: 14]) + 16'(word[88 +: 15]))))), (word[88 +: 15] == '0)};
+endfunction
+// vredmax: {dram, spad, field} faults
+function automatic logic [2:0] tnpu_vredmax_checks(input logic [127:0] word);
+  return {1'b0, (((17'(word[32 +: 14]) + ((17'(word[46 +: 12]) - 17'd1) * 17'(TNPU_TILE))) + 17'(word[88 +: 15])) > 17'(TNPU_ACC_ROWS)) || ((16'(word[18 +: 14]) + 16'(word[88 +: 15])) > 16'(TNPU_ACC_ROWS)) || (((17'(word[32 +: 14]) < (17'(word[18 +: 14]) + 17'(word[88 +: 15])))) && ((17'(word[18 +: 14]) < ((17'(word[32 +: 14]) + ((17'(word[46 +: 12]) - 17'd1) * 17'(TNPU_TILE))) + 17'(word[88 +: 15]))))), (word[46 +: 12] == '0) || (word[88 +: 15] == '0) || (word[103 +: 8] == '0) || (int'(word[103 +: 8]) > TNPU_TILE) || ((15'(word[88 +: 15]) > 15'(TNPU_TILE)))};
+endfunction
+// vredsum: {dram, spad, field} faults
+function automatic logic [2:0] tnpu_vredsum_checks(input logic [127:0] word);
+  return {1'b0, (((17'(word[32 +: 14]) + ((17'(word[46 +: 12]) - 17'd1) * 17'(TNPU_TILE))) + 17'(word[88 +: 15])) > 17'(TNPU_ACC_ROWS)) || ((16'(word[18 +: 14]) + 16'(word[88 +: 15])) > 16'(TNPU_ACC_ROWS)) || (((17'(word[32 +: 14]) < (17'(word[18 +: 14]) + 17'(word[88 +: 15])))) && ((17'(word[18 +: 14]) < ((17'(word[32 +: 14]) + ((17'(word[46 +: 12]) - 17'd1) * 17'(TNPU_TILE))) + 17'(word[88 +: 15]))))), (word[46 +: 12] == '0) || (word[88 +: 15] == '0) || (word[103 +: 8] == '0) || (int'(word[103 +: 8]) > TNPU_TILE) || ((15'(word[88 +: 15]) > 15'(TNPU_TILE)))};
+endfunction
+// vredsq: {dram, spad, field} faults
+function automatic logic [2:0] tnpu_vredsq_checks(input logic [127:0] word);
+  return {1'b0, (((17'(word[32 +: 14]) + ((17'(word[46 +: 12]) - 17'd1) * 17'(TNPU_TILE))) + 17'(word[88 +: 15])) > 17'(TNPU_ACC_ROWS)) || ((16'(word[18 +: 14]) + 16'(word[88 +: 15])) > 16'(TNPU_ACC_ROWS)) || (((17'(word[32 +: 14]) < (17'(word[18 +: 14]) + 17'(word[88 +: 15])))) && ((17'(word[18 +: 14]) < ((17'(word[32 +: 14]) + ((17'(word[46 +: 12]) - 17'd1) * 17'(TNPU_TILE))) + 17'(word[88 +: 15]))))), (word[46 +: 12] == '0) || (word[88 +: 15] == '0) || (word[103 +: 8] == '0) || (int'(word[103 +: 8]) > TNPU_TILE) || ((15'(word[88 +: 15]) > 15'(TNPU_TILE)))};
+endfunction
+// vsubb: {dram, spad, field} faults
+function automatic logic [2:0] tnpu_vsubb_checks(input logic [127:0] word);
+  return {1'b0, ((16'(word[32 +: 14]) + (((16'(word[88 +: 15]) < 16'(TNPU_TILE))) ? 16'(word[88 +: 15]) : 16'(TNPU_TILE))) > 16'(TNPU_ACC_ROWS)) || ((16'(word[18 +: 14]) + 16'(word[88 +: 15])) > 16'(TNPU_ACC_ROWS)) || (((16'(word[32 +: 14]) < (16'(word[18 +: 14]) + 16'(word[88 +: 15])))) && ((16'(word[18 +: 14]) < (16'(word[32 +: 14]) + (((16'(word[88 +: 15]) < 16'(TNPU_TILE))) ? 16'(word[88 +: 15]) : 16'(TNPU_TILE)))))), (word[88 +: 15] == '0)};
+endfunction
+// vmulb: {dram, spad, field} faults
+function automatic logic [2:0] tnpu_vmulb_checks(input logic [127:0] word);
+  return {1'b0, ((16'(word[32 +: 14]) + (((16'(word[88 +: 15]) < 16'(TNPU_TILE))) ? 16'(word[88 +: 15]) : 16'(TNPU_TILE))) > 16'(TNPU_ACC_ROWS)) || ((16'(word[18 +: 14]) + 16'(word[88 +: 15])) > 16'(TNPU_ACC_ROWS)) || (((16'(word[32 +: 14]) < (16'(word[18 +: 14]) + 16'(word[88 +: 15])))) && ((16'(word[18 +: 14]) < (16'(word[32 +: 14]) + (((16'(word[88 +: 15]) < 16'(TNPU_TILE))) ? 16'(word[88 +: 15]) : 16'(TNPU_TILE)))))), (word[88 +: 15] == '0)};
+endfunction
+// vlut: {dram, spad, field} faults
+function automatic logic [2:0] tnpu_vlut_checks(input logic [127:0] word);
+  return {1'b0, ((15'(word[32 +: 14]) + ((15'd255 + 15'(TNPU_TILE)) / 15'(TNPU_TILE))) > 15'(TNPU_ACC_ROWS)) || ((16'(word[18 +: 14]) + 16'(word[88 +: 15])) > 16'(TNPU_ACC_ROWS)) || (((16'(word[32 +: 14]) < (16'(word[18 +: 14]) + 16'(word[88 +: 15])))) && ((16'(word[18 +: 14]) < (16'(word[32 +: 14]) + ((16'd255 + 16'(TNPU_TILE)) / 16'(TNPU_TILE)))))), (word[88 +: 15] == '0)};
+endfunction
+// vrecip: {dram, spad, field} faults
+function automatic logic [2:0] tnpu_vrecip_checks(input logic [127:0] word);
+  return {1'b0, (!((14'(word[32 +: 14]) == 14'(word[18 +: 14]))) && (16'(word[32 +: 14]) + 16'(word[88 +: 15])) > 16'(TNPU_ACC_ROWS)) || ((16'(word[18 +: 14]) + 16'(word[88 +: 15])) > 16'(TNPU_ACC_ROWS)) || (((16'(word[32 +: 14]) != 16'(word[18 +: 14]))) && ((16'(word[32 +: 14]) < (16'(word[18 +: 14]) + 16'(word[88 +: 15])))) && ((16'(word[18 +: 14]) < (16'(word[32 +: 14]) + 16'(word[88 +: 15]))))), (word[58 +: 6] > 6'd62) || (word[88 +: 15] == '0)};
+endfunction
+// vrsqrt: {dram, spad, field} faults
+function automatic logic [2:0] tnpu_vrsqrt_checks(input logic [127:0] word);
+  return {1'b0, (!((14'(word[32 +: 14]) == 14'(word[18 +: 14]))) && (16'(word[32 +: 14]) + 16'(word[88 +: 15])) > 16'(TNPU_ACC_ROWS)) || ((16'(word[18 +: 14]) + 16'(word[88 +: 15])) > 16'(TNPU_ACC_ROWS)) || (((16'(word[32 +: 14]) != 16'(word[18 +: 14]))) && ((16'(word[32 +: 14]) < (16'(word[18 +: 14]) + 16'(word[88 +: 15])))) && ((16'(word[18 +: 14]) < (16'(word[32 +: 14]) + 16'(word[88 +: 15]))))), (word[58 +: 6] > 6'd31) || (word[88 +: 15] == '0)};
+endfunction
 // The checks of the instruction ``word`` decodes as ('0 for the other instructions).
 function automatic logic [2:0] tnpu_checks(input logic [127:0] word);
   if ((word & TNPU_LOAD_MASK) == TNPU_LOAD_MATCH) return tnpu_load_checks(word);
   if ((word & TNPU_ZERO_MASK) == TNPU_ZERO_MATCH) return tnpu_zero_checks(word);
   if ((word & TNPU_STORE_MASK) == TNPU_STORE_MATCH) return tnpu_store_checks(word);
   if ((word & TNPU_TMM_MASK) == TNPU_TMM_MATCH) return tnpu_tmm_checks(word);
+  if ((word & TNPU_VADD_MASK) == TNPU_VADD_MATCH) return tnpu_vadd_checks(word);
+  if ((word & TNPU_VADDROW_MASK) == TNPU_VADDROW_MATCH) return tnpu_vaddrow_checks(word);
+  if ((word & TNPU_VMAX_MASK) == TNPU_VMAX_MATCH) return tnpu_vmax_checks(word);
+  if ((word & TNPU_VMIN_MASK) == TNPU_VMIN_MATCH) return tnpu_vmin_checks(word);
+  if ((word & TNPU_VMUL_MASK) == TNPU_VMUL_MATCH) return tnpu_vmul_checks(word);
+  if ((word & TNPU_VSHR_MASK) == TNPU_VSHR_MATCH) return tnpu_vshr_checks(word);
+  if ((word & TNPU_VREQUANT_MASK) == TNPU_VREQUANT_MATCH) return tnpu_vrequant_checks(word);
+  if ((word & TNPU_VREQUANTF_MASK) == TNPU_VREQUANTF_MATCH) return tnpu_vrequantf_checks(word);
+  if ((word & TNPU_VREDMAX_MASK) == TNPU_VREDMAX_MATCH) return tnpu_vredmax_checks(word);
+  if ((word & TNPU_VREDSUM_MASK) == TNPU_VREDSUM_MATCH) return tnpu_vredsum_checks(word);
+  if ((word & TNPU_VREDSQ_MASK) == TNPU_VREDSQ_MATCH) return tnpu_vredsq_checks(word);
+  if ((word & TNPU_VSUBB_MASK) == TNPU_VSUBB_MATCH) return tnpu_vsubb_checks(word);
+  if ((word & TNPU_VMULB_MASK) == TNPU_VMULB_MATCH) return tnpu_vmulb_checks(word);
+  if ((word & TNPU_VLUT_MASK) == TNPU_VLUT_MATCH) return tnpu_vlut_checks(word);
+  if ((word & TNPU_VRECIP_MASK) == TNPU_VRECIP_MATCH) return tnpu_vrecip_checks(word);
+  if ((word & TNPU_VRSQRT_MASK) == TNPU_VRSQRT_MATCH) return tnpu_vrsqrt_checks(word);
   return '0;
 endfunction
 /* verilator lint_on UNUSEDSIGNAL */

@@ -156,6 +156,27 @@ def padded_epilogue(epi: Any, n: int, n_pad: int) -> Any:
     return replace(epi, bias=pad(epi.bias), scale=pad(epi.scale))
 
 
+@dataclass(frozen=True)
+class MatmulProgram:
+    """The program a matmul between two activations runs: compiled for ``n`` x ``k`` (whole
+    ``matmul_bucket``s, at least the step's own), with the step's epilogue padded to ``n`` channels."""
+
+    key: ProgramKey
+    compiled: Compiled
+    n: int
+    k: int
+    epilogue: Any  # an onnx.intops.Epilogue of n channels (the padding ones repeat the last)
+
+
+def matmul_program(cache: ProgramCache, epi: Any, m: int, n: int, k: int) -> MatmulProgram:
+    """The program of a matmul step of ``m`` x ``k`` by ``k`` x ``n`` with epilogue ``epi`` (intops), the one
+    :func:`compile_programs` compiles and the runtime runs (its operands zero-padded when bucketed)."""
+    _, n_pad, k_pad = matmul_dims(cache, m, n, k)
+    padded = padded_epilogue(epi, n, n_pad)
+    key, compiled = gemm_program(cache, m, n_pad, k_pad, epilogue=padded.on_accelerator())
+    return MatmulProgram(key, compiled, n_pad, k_pad, padded)
+
+
 def rows_and_channels(shape: tuple[int, ...]) -> tuple[int, int]:
     """A tensor as the image holds it: (pixels, channels) for NCHW (stored NHWC), else (rows, last dim)."""
     if len(shape) == 4:
@@ -210,12 +231,10 @@ def compile_programs(net: Network, cache: ProgramCache) -> dict[str, tuple[Progr
                                            epilogue=step.epilogue.channels(n_out).on_accelerator())[0],)
         elif isinstance(step, MatmulStep):
             a, b = step.operand_shapes(net.shapes)
-            m, n, k = matmul_dims(cache, a[-2], b[-1], a[-1])
-            epilogue = padded_epilogue(step.epilogue, b[-1], n).on_accelerator()
-            out[step.name] = (gemm_program(cache, m, n, k, epilogue=epilogue)[0],)
+            out[step.name] = (matmul_program(cache, step.epilogue, a[-2], b[-1], a[-1]).key,)
     return out
 
 
-__all__ = ["ProgramCache", "ProgramKey", "add_program_key", "block_diagonal", "compile_programs", "conv_program",
-           "conv_programs", "gemm_program", "groups_per_program", "matmul_dims", "padded_epilogue",
-           "rows_and_channels"]
+__all__ = ["MatmulProgram", "ProgramCache", "ProgramKey", "add_program_key", "block_diagonal", "compile_programs",
+           "conv_program", "conv_programs", "gemm_program", "groups_per_program", "matmul_dims", "matmul_program",
+           "padded_epilogue", "rows_and_channels"]

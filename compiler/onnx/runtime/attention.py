@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinynpu.compiler.onnx.ir import MatmulStep, OperandView
-from tinynpu.compiler.onnx.lower.programs import gemm_program, matmul_dims, padded_epilogue
+from tinynpu.compiler.onnx.lower.programs import MatmulProgram, matmul_program
 from tinynpu.compiler.onnx.runtime.image import DramImage, image_layout
 from tinynpu.compiler.onnx.runtime.layers import Accelerator, LayerRun, _simulate, gemm_layer
 
@@ -45,14 +45,13 @@ def matmul_layer(step: MatmulStep, env: dict[str, np.ndarray], npu: Accelerator 
         y = np.stack([gemm_layer(xb[i], np.ascontiguousarray(wb[i].T), step.epilogue, npu=None, run=run)
                       for i in range(xb.shape[0])])
     else:
-        _, n_pad, k_pad = matmul_dims(npu.cache, m, n, k)
-        if npu.image is not None and (n_pad, k_pad) == (n, k) and any(step.views):
-            y = _in_image(step, env, npu, npu.image, (batch, m, n, k), xb, wb, run)
+        prog = matmul_program(npu.cache, step.epilogue, m, n, k)
+        if npu.image is not None and (prog.n, prog.k) == (n, k) and any(step.views):
+            y = _in_image(step, env, npu, npu.image, prog, (batch, m, n, k), xb, wb, run)
         else:  # zero rows and columns up to the compiled shape (exact: zero points 0), every operand staged
-            xp = np.pad(xb, ((0, 0), (0, 0), (0, k_pad - k)))
-            wp = np.pad(wb, ((0, 0), (0, k_pad - k), (0, n_pad - n)))
-            epilogue = padded_epilogue(step.epilogue, n, n_pad)
-            y = np.stack([gemm_layer(xp[i], np.ascontiguousarray(wp[i].T), epilogue, npu=npu, run=run)
+            xp = np.pad(xb, ((0, 0), (0, 0), (0, prog.k - k)))
+            wp = np.pad(wb, ((0, 0), (0, prog.k - k), (0, prog.n - n)))
+            y = np.stack([gemm_layer(xp[i], np.ascontiguousarray(wp[i].T), prog.epilogue, npu=npu, run=run)
                           for i in range(xp.shape[0])])[..., :n]
             run.host_bytes += 2 * wp.nbytes  # B transposed to N x K on the host
     y = np.ascontiguousarray(y).reshape(*batch, m, n)
@@ -64,16 +63,17 @@ def matmul_layer(step: MatmulStep, env: dict[str, np.ndarray], npu: Accelerator 
 
 
 def _in_image(step: MatmulStep, env: dict[str, np.ndarray], npu: Accelerator, image: DramImage,
-              dims: tuple[tuple[int, ...], int, int, int], xb: np.ndarray, wb: np.ndarray,
+              prog: MatmulProgram, dims: tuple[tuple[int, ...], int, int, int], xb: np.ndarray, wb: np.ndarray,
               run: LayerRun) -> np.ndarray:
-    """Each head's program in the image, every operand with a view read (written) in place where it can be."""
+    """Each head's program (``prog``, unpadded) in the image, every operand with a view read (written) in
+    place where it can be."""
     batch, m, n, k = dims
     va, vb, vc = step.views
     blocks = {"A": _blocks(image, env, step.inputs[0], va, (*batch, m, k), transpose=False),
               "B": _blocks(image, env, step.inputs[1], vb, (*batch, k, n), transpose=True),
               "C": _blocks(image, env, step.outputs[0], vc, (*batch, m, n), transpose=False, written=True)}
-    npu_epi = step.epilogue.channels(n).on_accelerator()
-    key, comp = gemm_program(npu.cache, m, n, k, epilogue=npu_epi)
+    npu_epi = prog.epilogue.on_accelerator()
+    key, comp = prog.key, prog.compiled
     table = npu_epi.param_table(image.cfg.tile)
     in_place: dict[str, list[bool]] = {name: [] for name in blocks}
     ys = []
