@@ -91,6 +91,7 @@ class DramImage:
     weights: dict[tuple[str, str], int] = field(default_factory=dict)  # written: key -> address
     reserved: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)  # placed: key -> (address, bytes)
     programs: dict[tuple[Any, ...], Program] = field(default_factory=dict)
+    origin: dict[int, int] = field(default_factory=dict)  # id of a relocated program -> id of the compiled one
     loaded: dict[int, Any] = field(default_factory=dict)  # id of a relocated program -> its Machine
     held: dict[str, tuple[tuple[int, ...], np.dtype]] = field(default_factory=dict)  # activations in DRAM now
     _addr: dict[str, int] = field(default_factory=dict)
@@ -292,6 +293,7 @@ class DramImage:
         if hit is None:
             hit = relocate(program, load_isa(), self.cfg, bases, pitches)
             self.programs[full] = hit
+            self.origin[id(hit)] = id(program)
         return hit
 
     def machine_for(self, program: Program, compiled: Decoded | None = None) -> Any:
