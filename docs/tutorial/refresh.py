@@ -33,7 +33,10 @@ VOLATILE = re.compile(r"(wall time|compile time|compiled in|ranked by the cost m
 
 
 def run(cmd: str) -> str:
-    proc = subprocess.run(cmd, shell=True, cwd=ROOT, capture_output=True, text=True, check=False)
+    # pipefail: a command that fails before its `| head`/`| sed` filter is a failure with its stderr shown, not
+    # an empty output that would read as a stale page
+    proc = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=ROOT, capture_output=True, text=True,
+                          check=False)
     if proc.returncode not in (0, 141):  # 141: head closed the pipe early
         raise SystemExit(f"tutorial command failed ({proc.returncode}): {cmd}\n{proc.stderr}")
     return proc.stdout
