@@ -37,3 +37,22 @@ def test_wider_operands_wrap_like_int32() -> None:
     a = np.array([[2**20, -(2**20)]], np.int32)
     b = np.array([[2**12, 2**12 - 1]], np.int32)
     assert np.array_equal(gemm_int32(a, b), _exact(a, b))
+
+
+@pytest.mark.parametrize("k", [16, 1025])
+@pytest.mark.parametrize("m", [1, 3, 16])
+def test_blocked_conversion_is_exact(monkeypatch: pytest.MonkeyPatch, m: int, k: int) -> None:
+    """Few rows of ``a`` (a decode step's) convert ``b`` a block of rows at a time: blocks of 3 rows over 7
+    (the last one short), float32 and float64, give the products in Python integers; so does one call at
+    16 rows."""
+    import tinynpu.compiler.onnx.intops as intops
+
+    itemsize = 4 if k < 1024 else 8
+    monkeypatch.setattr(intops, "_BLOCK_BYTES", 3 * k * itemsize)
+    rng = np.random.default_rng(m * k)
+    a = rng.integers(-128, 128, (m, k), dtype=np.int8)
+    b = rng.integers(-128, 128, (7, k), dtype=np.int8)
+    b[0] = -128
+    a[0] = -128
+    assert np.array_equal(gemm_int32(a, b), _exact(a, b))
+    assert np.array_equal(gemm_int32(a, b.T.copy().T), _exact(a, b))  # a transposed (column-major) b

@@ -562,6 +562,35 @@ def test_ordered_programs_agree_on_either_kernel(kernel: str, seed: int) -> None
     assert _both(program(instrs + [HALT]), dram=dram, sp=sp)[0] == "ok"
 
 
+@needs_native
+@pytest.mark.parametrize("config", ["default", "t32", "t8"])
+def test_tmm_zero_rows_agree(kernel: str, config: str) -> None:
+    """Rows of A that are zero in every tile of a tmm's depth (a batch-1 product's padding rows, whose
+    products the portable kernel skips) beside rows zero in only some tiles of the depth or nonzero in one
+    byte, a tile row of A all zeros, overwritten and accumulated onto random accumulators, as one tmm and
+    as a run of one-tile tmms (a decode step's k-loop), on the Python core and either kernel."""
+    cfg = load_config(config)
+    t, k = cfg.tile, 3
+    dram, sp = _initial(11, cfg)
+    a = sp[scope("a")]
+    a[:2 * k * t] = 0  # tile rows 0 and 1 of a (k tiles each)
+    rng = np.random.default_rng(5)
+    for kk in range(k):
+        a[kk * t] = rng.integers(-128, 128, t)  # row 0: the vector of a matrix-vector product
+    a[1 * t + 2, t - 1] = -128  # row 2: one byte, in the second tile of the depth only
+    a[0 * t + 5] = 127  # row 5: the first tile only
+    tmm = {"m": 2, "n": 2, "k": k}
+    prog = program([("tmm", {"acc": 0, "a": 0, "b": 1, **tmm, "accumulate": 0}),
+                    ("tmm", {"acc": 4, "a": 0, "b": 1, **tmm, "accumulate": 1}),
+                    *[("tmm", {"acc": 8, "a": kk, "b": kk, "m": 1, "n": 1, "k": 1, "accumulate": int(kk > 0)})
+                      for kk in range(k)], HALT], cfg)
+    out = _both(prog, dram=dram, sp=sp, cfg=cfg, check_races=False)
+    assert out[0] == "ok", out[1]
+    acc = np.frombuffer(out[4][scope("acc")], np.int32).reshape(-1, t)
+    assert not acc[2 * t:4 * t].any()  # tile row 1 of a is zero: so are its output tiles (acc tiles 2 and 3)
+    assert acc[8 * t:9 * t][[0, 2, 5]].any() and not acc[8 * t + 1].any()
+
+
 # --- runs of tmms into the same acc tiles (the native core computes each run as one product) -----------
 def _tmm_runs(rng: random.Random, cfg: ArchConfig) -> list[tuple[str, dict[str, Any]]]:
     """Runs of tmms into the same acc tiles (some longer than the native core's 64-tmm runs, some with
