@@ -166,7 +166,7 @@ def _identity(cc: str) -> str:
 
 
 def tmm_kernel() -> str:
-    """The built core's tmm kernel: ``avx512-vnni`` or ``portable`` (see core.c's tmm_flush).
+    """The built core's tmm kernel: ``avx512-vnni``, ``avx2`` or ``portable`` (see core.c's tmm_flush).
 
     Raises:
         NativeUnavailable: the core cannot be built.

@@ -528,7 +528,7 @@ def test_extreme_tmm_and_wide_timeline() -> None:
 # --- the tmm kernels: the CPU's and the portable one -----------------------------------------------------
 @pytest.fixture(params=["native", "portable"])
 def kernel(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Build the core for this CPU, or force the portable tmm kernel (what a CPU without AVX-512 VNNI runs)."""
+    """Build the core for this CPU, or force the portable tmm kernel (what a CPU without AVX-512 VNNI or AVX2 runs)."""
     if request.param == "portable":
         monkeypatch.setenv("TINYNPU_NATIVE_PORTABLE", "1")
         assert native.tmm_kernel() == "portable"
