@@ -11,6 +11,7 @@ they are decoded but not checked).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -49,6 +50,8 @@ class Decoded:
         dram_read, dram_write: DRAM bytes moved.
         plan: per opcode, the ``(operand column, field)`` of each operand field.
         width: operand columns (the most operands any instruction has).
+        derived: facts its users derive from the columns once per decoding instead of once per run (the
+            native core's fixed run fields); a decoding made by ``replace`` starts with none.
     """
 
     n: int
@@ -66,6 +69,7 @@ class Decoded:
     dram_write: np.ndarray
     plan: Plan
     width: int
+    derived: dict[Any, Any] = dataclasses.field(default_factory=dict, init=False, repr=False, compare=False)
 
     def values(self, sl: slice) -> np.ndarray:
         """Operands of instructions ``sl`` as ``(len, width)`` int64, in each instruction's operand order.

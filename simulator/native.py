@@ -279,6 +279,45 @@ def _set_plan(r: _Run, plan: Plan) -> None:
             r.field_signed[index][col] = field.signed
 
 
+def _program_fields(isa: Isa, cfg: ArchConfig, dec: Decoded) -> bytes:
+    """``Run`` with the fields fixed by the ISA, the config and the decoded program (its columns, which units
+    use the DRAM port), as bytes to copy; kept in ``dec.derived``, so a program run many times (a decode
+    step's layers, every step) sets them once: per run they took about a tenth of a millisecond in Python."""
+    # by identity: hashing a config (a tree of dataclasses) costs as much as these fields do
+    kept = dec.derived.get("native")
+    if kept is not None and kept[0] is isa and kept[1] is cfg:
+        return kept[2]
+    r = _Run.from_buffer_copy(_template(isa, cfg))
+    if dec.plan is not operand_plan(isa):  # a decoding not made by decode_program (its plan is the ISA's)
+        _set_plan(r, dec.plan)
+    r.n = dec.n_exec
+    # decode.Decoded's column dtypes are core.c's pointer types
+    for name, dtype in _COLUMNS:
+        column = getattr(dec, name)
+        assert column.dtype == dtype, (name, column.dtype)
+        setattr(r, name, _address(column))
+    port_units, free_units = unit_roles(dec, len(isa.queued_units))
+    r.port_units = sum(1 << u for u in port_units)
+    r.free_units = sum(1 << u for u in free_units)
+    fields = bytes(r)
+    dec.derived["native"] = (isa, cfg, fields)
+    return fields
+
+
+#: The last (ISA, config) pair :func:`unsupported` accepted, compared by identity: a run asks for every program
+_SUPPORTED: list[tuple[Isa, ArchConfig]] = []
+
+
+def _check_supported(isa: Isa, cfg: ArchConfig) -> None:
+    """Raises NativeUnavailable if the native core cannot run ``isa`` on ``cfg``."""
+    if _SUPPORTED and _SUPPORTED[0][0] is isa and _SUPPORTED[0][1] is cfg:
+        return
+    reason = unsupported(isa, cfg, timing=True)
+    if reason:
+        raise NativeUnavailable(reason)
+    _SUPPORTED[:] = [(isa, cfg)]
+
+
 def native_schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, limit: int,
                     races: RaceChecker | None) -> RunResult:
     """:func:`timing.schedule` with timing on, run by ``core.c``.
@@ -287,24 +326,12 @@ def native_schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, li
         NativeUnavailable: the core cannot be built or does not model this machine.
         SimFault: exactly the faults (and messages) of the Python core.
     """
-    reason = unsupported(isa, cfg, timing=True)
-    if reason:
-        raise NativeUnavailable(reason)
+    _check_supported(isa, cfg)
     lib = library()
     nq = len(isa.queued_units)
     n = dec.n_exec
-    r = _Run.from_buffer_copy(_template(isa, cfg))
-    if dec.plan is not operand_plan(isa):  # a decoding not made by decode_program (its plan is the ISA's)
-        _set_plan(r, dec.plan)
-    r.n, r.limit = n, limit
-    # decode.Decoded's column dtypes are core.c's pointer types
-    for name, dtype in _COLUMNS:
-        column = getattr(dec, name)
-        assert column.dtype == dtype, (name, column.dtype)
-        setattr(r, name, _address(column))
-    port_units, free_units = unit_roles(dec, nq)
-    r.port_units = sum(1 << u for u in port_units)
-    r.free_units = sum(1 << u for u in free_units)
+    r = _Run.from_buffer_copy(_program_fields(isa, cfg, dec))
+    r.limit = limit
     r.dram = _address(state.dram)
     for sid, sp in state.sp.items():
         r.sp[sid] = _address(sp)
