@@ -42,9 +42,9 @@ def test_wider_operands_wrap_like_int32() -> None:
 @pytest.mark.parametrize("k", [16, 1025])
 @pytest.mark.parametrize("m", [1, 3, 16])
 def test_blocked_conversion_is_exact(monkeypatch: pytest.MonkeyPatch, m: int, k: int) -> None:
-    """Few rows of ``a`` (a decode step's) convert ``b`` a block of rows at a time: blocks of 3 rows over 7
-    (the last one short), float32 and float64, give the products in Python integers; so does one call at
-    16 rows."""
+    """One row of ``a`` (a decode step's) converts ``b`` a block of rows at a time: blocks of 3 rows over 7
+    (the last one short), float32 and float64, give the products in Python integers; so does one call on
+    the whole operand at 3 and 16 rows."""
     import tinynpu.compiler.onnx.intops as intops
 
     itemsize = 4 if k < 1024 else 8

@@ -33,15 +33,13 @@ def _magnitude(dtype: np.dtype) -> float:
     return float(max(-int(info.min), int(info.max)))
 
 
-#: Bytes of the weight operand converted to floating point at a time (a few hundred rows) when ``a`` has few
-#: rows: the block stays in the caches and its buffer is reused for the next, where converting the whole
+#: Bytes of the weight operand converted to floating point at a time (a few hundred rows) when ``a`` is one
+#: row: the block stays in the caches and its buffer is reused for the next, where converting the whole
 #: operand at once wrote a fresh copy of every weight (half a gigabyte of new pages, each zeroed by the kernel,
-#: per GPT-2-small decode step) to multiply it by one row.
+#: per GPT-2-small decode step) to multiply it by one row.  With more rows, each block's product is a small
+#: matrix product BLAS spreads over its threads, waking them per block: at 8 rows (a prompt) that cost 6x the
+#: CPU time of one call on the whole converted operand, so only matrix-vector products are blocked.
 _BLOCK_BYTES = 1 << 20
-#: From this many rows of ``a`` on, the product is one BLAS call on the whole converted operand: its
-#: multiply-adds outweigh the conversion, and BLAS spreads one large call over its threads where many small
-#: ones would each wake them (measured at M = 32: blocks 1.4 s, one call 0.3 s, for GPT-2's LM head).
-_BLOCKED_ROWS_MAX = 16
 
 
 def gemm_int32(a: np.ndarray, b_nk: np.ndarray) -> np.ndarray:
@@ -52,15 +50,15 @@ def gemm_int32(a: np.ndarray, b_nk: np.ndarray) -> np.ndarray:
     GPT-2's projections and LM head) binary32 holds every one exactly, whatever order BLAS sums in, and
     the GEMM runs in float32 (half the bytes of float64 converted and streamed: the reference of a decode
     step converts every weight of the model once); beyond it, float64 (exact below 2**53).  ``b_nk`` is
-    converted a block of rows at a time into one reused buffer when ``a`` has few rows (a decode step's
-    matrix-vector products); each output element is still one dot product over the whole of K, so the
+    converted a block of rows at a time into one reused buffer when ``a`` is one row (a batch-1 decode
+    step's matrix-vector products); each output element is still one dot product over the whole of K, so the
     blocks change nothing but the memory traffic.
     """
     k = a.shape[-1]
     bound = k * _magnitude(np.dtype(a.dtype)) * _magnitude(np.dtype(b_nk.dtype))
     dtype = np.dtype(np.float32 if bound < _FLOAT32_EXACT else np.float64)
     a_f = a.astype(dtype)
-    if a_f.shape[0] >= _BLOCKED_ROWS_MAX:
+    if a_f.shape[0] != 1:
         return wrap_int32(np.rint(a_f @ b_nk.astype(dtype).T).astype(np.int64))
     n = b_nk.shape[0]
     rows = max(1, min(n, _BLOCK_BYTES // max(1, k * dtype.itemsize)))
