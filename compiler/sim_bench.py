@@ -17,11 +17,14 @@ from tinynpu.argtypes import positive_int
 
 
 def prepare_seed(size: int, schedule: str, tmp: Path) -> tuple[Path, Path, Path]:
-    """The int8 size^3 matmul of ``schedule`` on the default config: image, inputs and reference, in ``tmp``."""
+    """The int8 size^3 matmul of ``schedule`` on the default config (``gemv``: the 1 x size x size product of
+    the ``auto`` schedule, a batch-1 decode step's shape): image, inputs and reference, in ``tmp``."""
     from tinynpu.compiler.matmul import compile_matmul
     from tinynpu.isa import load_config
 
-    compiled = compile_matmul(size, size, size, dtype="int8", schedule=schedule, cfg=load_config("default"))
+    m = 1 if schedule == "gemv" else size
+    compiled = compile_matmul(m, size, size, dtype="int8", schedule="auto" if schedule == "gemv" else schedule,
+                              cfg=load_config("default"))
     inputs = compiled.make_inputs(0)
     binary, inp, ref = tmp / f"{schedule}.bin", tmp / f"{schedule}_in.npz", tmp / f"{schedule}_ref.npz"
     compiled.program.save(binary)

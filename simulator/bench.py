@@ -12,7 +12,10 @@ compiler's memory is not counted), and that child also times numpy's float32
 size^3 matmul, after the simulation, as the yardstick for the ratio.  Each
 result is verified against the compiler's numpy reference.  A third,
 DMA-heavy stream is pure tile loads (as many as the naive schedule's
-instructions), verified by the scratchpads it leaves; each run's
+instructions), verified by the scratchpads it leaves.  A fourth, ``gemv``,
+is the tiled 1 x size x size product, a batch-1 decode step's shape (one
+row of each A tile filled, the weights streamed), timed against numpy's
+float32 matrix-vector product of the same shape.  Each run's
 instructions/s is reported (by wall time, which the targets use, and by the
 child's CPU time, which a loaded machine does not inflate), and a summary states every target, for each
 mode (race sanitizer on or off, core) it covers, as met or not met.
@@ -38,8 +41,9 @@ from tinynpu.errors import TinyNpuError, UsageError
 from tinynpu.isa import load_config
 from tinynpu.progress import step
 
-# the compiler's seed and tiled schedules, and a pure DMA-load stream
-SCHEDULES = ("naive", "auto", "loads")
+# the compiler's seed and tiled schedules, a pure DMA-load stream, and the tiled 1 x size x size product (a
+# batch-1 decode step's matrix-vector shape: one row of each A tile filled, the weights streamed)
+SCHEDULES = ("naive", "auto", "loads", "gemv")
 # (engine, race sanitizer) of each measured simulation: the default core, and the Python core as a baseline
 RUNS = (("auto", True), ("auto", False), ("python", False))
 
@@ -73,7 +77,8 @@ def _peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def _child(binary: Path, inputs: Path, reference: Path, races: bool, size: int, engine: str) -> dict[str, Any]:
+def _child(binary: Path, inputs: Path, reference: Path, races: bool, size: int, engine: str,
+           rows: int) -> dict[str, Any]:
     """One measured simulation (runs in its own process)."""
     from tinynpu.assembler.image import Program
     from tinynpu.isa import load_isa
@@ -92,7 +97,7 @@ def _child(binary: Path, inputs: Path, reference: Path, races: bool, size: int, 
     peak = _peak_rss()
     with np.load(reference) as ref:
         verified = all(np.array_equal(_observed(machine, isa, name), ref[name]) for name in ref.files)
-    numpy_s = numpy_matmul_seconds(size, size, size)
+    numpy_s = numpy_matmul_seconds(rows, size, size)
     n = stats.instructions_total
     return {"engine": stats.engine, "races_checked": races, "verified": verified, "instructions": n,
             "cycles": stats.cycles,
@@ -162,9 +167,11 @@ def run_bench(args: argparse.Namespace, prepare_seed: PrepareSeed) -> int:
         for schedule in SCHEDULES:
             files = _prepare_loads(size, tmp) if schedule == "loads" else prepare_seed(size, schedule, tmp)
             for engine, races in RUNS:
+                rows = 1 if schedule == "gemv" else size  # M of the product numpy times as the yardstick
                 cmd = [sys.executable, "-m", "tinynpu.simulator.bench", *map(str, files), str(int(races)), str(size),
-                       engine]
-                with step(f"{schedule} {size}^3 on the {engine} core, race check {'on' if races else 'off'}",
+                       engine, str(rows)]
+                shape = f"1x{size}x{size}" if schedule == "gemv" else f"{size}^3"
+                with step(f"{schedule} {shape} on the {engine} core, race check {'on' if races else 'off'}",
                           quiet=args.json):
                     proc = subprocess.run(cmd, capture_output=True, text=True, env=os.environ.copy(), check=False)
                 if proc.returncode != 0:
@@ -265,5 +272,6 @@ def _summary(runs: list[dict[str, Any]]) -> list[str]:
 
 
 if __name__ == "__main__":  # the measured child process
-    binary_, inputs_, reference_, races_, size_, engine_ = sys.argv[1:7]
-    print(json.dumps(_child(Path(binary_), Path(inputs_), Path(reference_), races_ == "1", int(size_), engine_)))
+    binary_, inputs_, reference_, races_, size_, engine_, rows_ = sys.argv[1:8]
+    print(json.dumps(_child(Path(binary_), Path(inputs_), Path(reference_), races_ == "1", int(size_), engine_,
+                            int(rows_))))

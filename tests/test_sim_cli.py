@@ -107,7 +107,7 @@ def test_bench_sim_json(capsys: pytest.CaptureFixture[str]) -> None:
     out = json.loads(capsys.readouterr().out)
     default = "native" if native_reason() is None else "python"
     assert sorted((r["schedule"], r["engine"], r["races_checked"]) for r in out["runs"]) == sorted(
-        (schedule, engine, races) for schedule in ("naive", "auto", "loads")
+        (schedule, engine, races) for schedule in ("naive", "auto", "loads", "gemv")
         for engine, races in ((default, True), (default, False), ("python", False)))
     for r in out["runs"]:
         baseline = next(p for p in out["runs"] if p["schedule"] == r["schedule"] and p["engine"] == "python"
@@ -117,6 +117,8 @@ def test_bench_sim_json(capsys: pytest.CaptureFixture[str]) -> None:
         assert r["verified"] and r["numpy_float32_seconds"] > 0 and r["peak_rss_bytes"] > 0
         assert r["ratio_to_numpy"] == r["wall_seconds"] / r["numpy_float32_seconds"]
         assert r["peak_rss_over_image"] == r["peak_rss_bytes"] / r["image_bytes"]
+    gemv = next(r for r in out["runs"] if r["schedule"] == "gemv")  # 1 x 32 x 32: fewer instructions than 32^3
+    assert gemv["instructions"] < next(r for r in out["runs"] if r["schedule"] == "auto")["instructions"]
     loads = next(r for r in out["runs"] if r["schedule"] == "loads")
     assert loads["instructions"] == 3 * (32 // load_config("default").tile) ** 3 + 1  # the loads and the halt
     assert [line.split(":")[0] for line in out["summary"]] == [
