@@ -56,6 +56,7 @@ def test_a_program_changed_after_linking_faults_as_a_whole_load_does(tmp_path: P
     one whose words differ from the decoding checked at link time (``changed-under-its-link``: the run's load
     compares them): the run's fault is the one loading the changed program on a fresh machine raises."""
     cn = compile_onnx(encoder_block(tmp_path / "block.onnx", shape=SMALL_BLOCK))
+    assert not cn.net.evaluators  # the host's evaluators are built by the first run, not by the linker
     image = cn.image
     key, original = next(iter(image.programs.items()))
     bad = _moved_past_dram(original, cn.cfg.dram_bytes)

@@ -25,6 +25,7 @@ own steps; tested) is relocated and checked at run time, as before.
 from __future__ import annotations
 
 import time
+import warnings
 
 import numpy as np
 
@@ -37,8 +38,8 @@ from tinynpu.compiler.onnx.runtime.image import DramImage
 def link_programs(net: Network, cache: ProgramCache, image: DramImage, feeds: dict[str, np.ndarray]) -> float:
     """Relocate and check every program a run of ``net`` in ``image`` loads; the seconds it took.
 
-    ``feeds``: any valid inputs (the host steps between the programs run on them in the scratch image;
-    no program's place depends on values).
+    ``feeds``: any valid inputs (the host steps between the programs run on them, and on the programs'
+    outputs read as zeros, in the scratch image; no program's place depends on a value).
 
     Raises:
         OnnxError: a program that cannot be relocated to its places (an address or stride too wide).
@@ -46,7 +47,16 @@ def link_programs(net: Network, cache: ProgramCache, image: DramImage, feeds: di
     """
     t0 = time.perf_counter()
     scratch = image.scratch()
-    execute(net, feeds, cache=cache, image=scratch, link_only=True)
+    evaluators = dict(net.evaluators)
+    # the programs' outputs read as zeros here, so a host step after one may divide by zero or take log(0):
+    # harmless for linking (no place depends on a value), and no warning of the user's run
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        execute(net, feeds, cache=cache, image=scratch, link_only=True)
+    # the host's own preparation (an ONNX step's evaluator, built on first use) stays the first run's, as
+    # writing the weights does: linking takes over the programs' relocation and checks, nothing of the host's
+    net.evaluators.clear()
+    net.evaluators.update(evaluators)
     image.adopt(scratch)
     return time.perf_counter() - t0
 
