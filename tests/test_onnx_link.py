@@ -73,3 +73,28 @@ def test_a_program_changed_after_linking_faults_as_a_whole_load_does(tmp_path: P
 def test_linking_is_a_compile_phase(block: CompiledNetwork) -> None:
     assert block.timings["link"] > 0
     assert len(block.image.checked) == len(block.image.programs)
+
+
+def test_touching_the_image_keeps_its_bytes(block: CompiledNetwork) -> None:
+    image = block.image
+    data = np.arange(1, 200, dtype=np.uint8)
+    image.machine.write_dram(image.weight_base - 50, data)
+    image.touch()
+    assert image.machine.read_dram(image.weight_base - 50, len(data)) == data.tobytes()
+
+
+def test_an_export_run_on_its_committed_inputs_relocates_nothing_more() -> None:
+    """The linker runs on seeded inputs; a run on other inputs (BERT's committed ones, with its attention mask)
+    places every program where the linker did."""
+    from tinynpu.compiler.onnx.bench_transformers import MODELS_DIR, make_case
+    from tinynpu.compiler.onnx.frontend.calibration import CalibrationSource
+    from tinynpu.compiler.onnx.verify.checks import check_inputs
+
+    if not (MODELS_DIR / "bert_sdpa.onnx").is_file():
+        pytest.skip("the committed exports come with a checkout of the repository")
+    case = make_case("bert_sdpa", MODELS_DIR)
+    assert case.feeds is not None
+    cn = compile_onnx(case.path, calibration=CalibrationSource((case.feeds,), "the committed inputs"))
+    linked = dict(cn.image.programs)
+    execute(cn.net, check_inputs(cn, case.feeds), cache=cn.cache, image=cn.image)
+    assert cn.image.programs == linked and set(cn.image.loaded) <= set(cn.image.checked)

@@ -370,6 +370,13 @@ class DramImage:
         self.derived.update(linked.derived)
         self.staging_bytes = max(self.staging_bytes, linked.staging_bytes)
 
+    def touch(self) -> None:
+        """Write every byte of DRAM the image uses back as it is, so the OS maps the simulated DRAM's pages now
+        (it allocates them lazily: the first write into each page took a first run 7 ms of host time and more
+        of its simulation, the page faults of a model's memory, not the host's work or the accelerator's)."""
+        nbytes = min(self.peak_bytes, self.cfg.dram_bytes)
+        self.machine.write_dram(0, self.machine.read_dram(0, nbytes))
+
     def _write(self, addr: int, data: np.ndarray) -> None:
         if addr + data.nbytes > self.cfg.dram_bytes:
             raise OnnxError(f"the network's DRAM image needs more than the {self.cfg.dram_bytes} bytes of config "

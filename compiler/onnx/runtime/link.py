@@ -58,6 +58,7 @@ def link_programs(net: Network, cache: ProgramCache, image: DramImage, feeds: di
     net.evaluators.clear()
     net.evaluators.update(evaluators)
     image.adopt(scratch)
+    image.touch()
     return time.perf_counter() - t0
 
 
