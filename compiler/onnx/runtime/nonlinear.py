@@ -49,7 +49,8 @@ def nonlinear_layer(step: NonlinearStep, x: np.ndarray, *, npu: Accelerator | No
         rs = row_shape(step, shape, cache.cfg.tile)
         return key, cache.programs[key], rs, {"I": b_rows(step, rs), "P": parameter_rows(step, rs)}
 
-    key, comp, rs, params = image.derive((step.name, "nonlinear", shape), program) if image else program()
+    key, comp, rs, params = (image.derive((step.name, "nonlinear", shape), program) if image is not None
+                             else program())
     run.note = f"{step.op} on the accelerator: {_NOTES[step.kind]}"
     flat = in_place(step, x.shape)
     device_x = (image_layout(x) if flat else x).reshape(rs.rows, rs.width)
