@@ -132,11 +132,11 @@ def bench_transformer(case: Case) -> dict[str, Any]:
 
 
 def loading_ratio(cn: Any) -> dict[str, Any]:
-    """Loading the block's relocated programs as a run does (each relocation decoded only in the words it
-    changed, against its compiled program's decoding, which the program cache made once at compile time)
+    """Checking the block's relocated programs as linking does at compile time (each relocation decoded only
+    in the words it changed, against its compiled program's decoding, which the program cache made once)
     against decoding every relocated program whole, as every load did before; CPU seconds of this thread
     (the machine may be shared), both on the same programs.  ``compile_decode_cpu_seconds``: the one
-    decoding per compiled program that the run no longer does (counted in the compile phases)."""
+    decoding per compiled program (counted in the compile phases, as linking is; a run decodes neither)."""
     from tinynpu.isa import load_isa
     from tinynpu.simulator.decode import decode_like, decode_program
 
@@ -219,8 +219,9 @@ def table_lines(rows: list[dict[str, Any]]) -> list[str]:
         lines.append(f"{r['model']}: host share of the run's wall time {r['host_share_of_wall_time']:.1%} "
                      f"counting the programs' loading ({r['host_share_apart_from_loading']:.1%} apart from it: "
                      f"load {r['program_load_seconds']:.2f} s, simulate {r['simulate_seconds']:.2f} s, host steps "
-                     f"{r['host_steps_seconds']:.2f} s; each compiled program's one decoding, at compile time: "
-                     f"{r['phases'].get('program_decode', 0.0):.2f} s); wall time: run {r['run_seconds']:.2f} s, "
+                     f"{r['host_steps_seconds']:.2f} s; at compile time, each compiled program's one decoding "
+                     f"{r['phases'].get('program_decode', 0.0):.2f} s and linking every program of the run "
+                     f"{r['phases'].get('link', 0.0):.2f} s); wall time: run {r['run_seconds']:.2f} s, "
                      f"end to end "
                      f"{r['end_to_end_seconds']:.1f} s ({r['end_to_end_cpu_seconds']:.1f} s CPU, load average "
                      f"{r['load_average']:.1f}) beside onnxruntime {1e3 * r['ort_quantized_seconds']:.2f} ms int8, "
@@ -233,9 +234,9 @@ def table_lines(rows: list[dict[str, Any]]) -> list[str]:
                          f"(b) vs onnxruntime int8: {_ort_text(o)}; closer to float: {o['closer_to_float']}")
         if "loading" in r:
             ld = r["loading"]
-            lines.append(f"{r['model']}: loading its {ld['programs']} relocated programs ({ld['compiled_programs']} "
-                         f"compiled): {1e3 * ld['decode_once_cpu_seconds']:.1f} ms CPU decoding only the relocated "
-                         f"words against each compiled program's decoding (made once at compile time: "
+            lines.append(f"{r['model']}: checking its {ld['programs']} relocated programs ({ld['compiled_programs']} "
+                         f"compiled) when linking: {1e3 * ld['decode_once_cpu_seconds']:.1f} ms CPU decoding only the "
+                         f"relocated words against each compiled program's decoding (made once at compile time: "
                          f"{1e3 * ld['compile_decode_cpu_seconds']:.1f} ms), "
                          f"{1e3 * ld['decode_every_load_cpu_seconds']:.1f} ms decoding every relocated program "
                          f"whole: {ld['ratio']:.1f}x")

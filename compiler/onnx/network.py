@@ -40,6 +40,7 @@ from tinynpu.compiler.onnx.lower.memory import MemoryPlan
 from tinynpu.compiler.onnx.lower.plan import place, plan, reserve_weights
 from tinynpu.compiler.onnx.lower.programs import ProgramCache, ProgramKey, compile_programs
 from tinynpu.compiler.onnx.runtime.image import DramImage
+from tinynpu.compiler.onnx.runtime.link import link_programs
 from tinynpu.compiler.onnx.verify.checks import NetworkVerificationError
 from tinynpu.compiler.onnx.verify.describe import describe
 from tinynpu.compiler.onnx.verify.run import run_network
@@ -64,8 +65,9 @@ class CompiledNetwork:
         memory: The DRAM plan.
         logits: ``(int8 tensor in the network, float tensor in the float model)`` compared against
             onnxruntime (the input of a final Softmax, else the first output).
-        image: The DRAM image: activations planned, every layer's weights placed (written on the first run).
-        timings: Seconds per phase (import, quantize, plan, compile, program_decode).
+        image: The DRAM image: activations planned, every layer's weights placed (written on the first run),
+            every program of a run relocated to its places and checked (:mod:`.runtime.link`).
+        timings: Seconds per phase (import, quantize, plan, compile, program_decode, link).
         quantized_here: Whether tinynpu quantized the model (False: it came quantized).
     """
 
@@ -166,6 +168,8 @@ def compile_onnx(path: str | Path, *, batch: int | None = None, random_weights: 
     reserve_weights(net, programs, cache, image)
     timings["compile"] = cache.compile_seconds
     timings["program_decode"] = cache.decode_seconds  # each compiled program decoded once (ProgramCache)
+    # every program of a run relocated to its places and checked once, here (a run only loads them)
+    timings["link"] = link_programs(net, cache, image, seeded_inputs(imported.model, 0))
     return CompiledNetwork(imported=imported, qmodel=qmodel, net=net, cfg=cfg, cache=cache, programs=programs,
                            memory=memory, logits=logits, timings=timings, quantized_here=quantized_here,
                            image=image)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinynpu.compiler.epilogue import Epilogue as NpuEpilogue
 from tinynpu.compiler.onnx.ir import MatmulStep, OperandView
 from tinynpu.compiler.onnx.lower.programs import MatmulProgram, matmul_program
 from tinynpu.compiler.onnx.runtime.image import DramImage, image_layout
@@ -69,12 +70,16 @@ def _in_image(step: MatmulStep, env: dict[str, np.ndarray], npu: Accelerator, im
     place where it can be."""
     batch, m, n, k = dims
     va, vb, vc = step.views
-    blocks = {"A": _blocks(image, env, step.inputs[0], va, (*batch, m, k), transpose=False),
-              "B": _blocks(image, env, step.inputs[1], vb, (*batch, k, n), transpose=True),
-              "C": _blocks(image, env, step.outputs[0], vc, (*batch, m, n), transpose=False, written=True)}
-    npu_epi = prog.epilogue.on_accelerator()
+    blocks = {"A": _blocks(image, env, step, "A", (*batch, m, k)),
+              "B": _blocks(image, env, step, "B", (*batch, k, n)),
+              "C": _blocks(image, env, step, "C", (*batch, m, n))}
+
+    def epilogue() -> tuple[NpuEpilogue, np.ndarray]:
+        npu_epi = prog.epilogue.on_accelerator()
+        return npu_epi, npu_epi.param_table(image.cfg.tile)
+
+    npu_epi, table = image.derive((step.name, "matmul", m, n, k), epilogue)  # the same on every run
     key, comp = prog.key, prog.compiled
-    table = npu_epi.param_table(image.cfg.tile)
     in_place: dict[str, list[bool]] = {name: [] for name in blocks}
     ys = []
     for i in range(xb.shape[0]):
@@ -105,16 +110,27 @@ def _in_image(step: MatmulStep, env: dict[str, np.ndarray], npu: Accelerator, im
     return np.stack(ys)
 
 
-def _blocks(image: DramImage, env: dict[str, np.ndarray], tensor: str, view: OperandView | None,
-            shape: tuple[int, ...], *, transpose: bool, written: bool = False) -> list[Place | None]:
-    """Where each head's block of a viewed operand is: rows ``pitch`` bytes apart in ``tensor``'s place in the
-    image; None for a head whose block is not, and for every head without a view or when ``tensor`` has no
-    plain place there."""
+def _blocks(image: DramImage, env: dict[str, np.ndarray], step: MatmulStep, which: str,
+            shape: tuple[int, ...]) -> list[Place | None]:
+    """Where each head's block of operand ``which`` (A, B or C, the output) of ``step`` is: rows ``pitch``
+    bytes apart in its tensor's place in the image; None for a head whose block is not, and for every head
+    without a view or when the tensor has no plain place there."""
+    at = "ABC".index(which)
+    tensor, view = (*step.inputs, *step.outputs)[at], step.views[at]
     heads = int(np.prod(shape[:-2]))
     if view is None or image.slice_of(tensor) is not None or tensor in image.aliases:
         return [None] * heads
-    if not written and (tensor not in image.held or np.asarray(env[tensor]).dtype != np.int8):
+    if which != "C" and (tensor not in image.held or np.asarray(env[tensor]).dtype != np.int8):
         return [None] * heads  # a constant or a tensor the image does not hold: the host stages it
+    # the rest depends on the plan and the view alone: worked out on the first run only
+    return image.derive((step.name, "blocks", which, shape),
+                        lambda: _places(image, tensor, view, shape, transpose=which == "B"))
+
+
+def _places(image: DramImage, tensor: str, view: OperandView, shape: tuple[int, ...], *,
+            transpose: bool) -> list[Place | None]:
+    """:func:`_blocks` of a viewed operand the image holds in a plain place."""
+    heads = int(np.prod(shape[:-2]))
     size = int(np.prod(view.tensor_shape))  # int8: the moves of a view are on int8 values at one scale
     base = image.address(tensor, size)
     if base is None:

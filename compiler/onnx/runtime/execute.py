@@ -46,7 +46,7 @@ class Execution:
 
 
 def execute(net: Network, feeds: dict[str, np.ndarray], *, cache: ProgramCache | None,
-            image: DramImage | None = None, check_races: bool = False) -> Execution:
+            image: DramImage | None = None, check_races: bool = False, link_only: bool = False) -> Execution:
     """Run ``net`` on ``feeds`` (float inputs by name); ``cache`` None = the numpy reference.
 
     With an ``image`` the accelerator layers run in the network's one DRAM image: the host
@@ -56,9 +56,10 @@ def execute(net: Network, feeds: dict[str, np.ndarray], *, cache: ProgramCache |
     sees is what is at the planned address, never a copy the host kept.  ``check_races``
     runs every program under the simulator's data-race sanitizer (slower; the tests do).  A step
     whose outputs are resident in the image (:meth:`~.image.DramImage.alias`: a KV cache's past) is
-    not run: its outputs are read from DRAM.
+    not run: its outputs are read from DRAM.  ``link_only``: the programs are relocated and checked, not
+    run (:mod:`.link`).
     """
-    npu = Accelerator(cache, image, check_races) if cache is not None else None
+    npu = Accelerator(cache, image, check_races, link_only) if cache is not None else None
     env: dict[str, np.ndarray] = dict(net.constants)
     env.update(feeds)
     ex = Execution(values=env)

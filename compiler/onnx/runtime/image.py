@@ -22,8 +22,9 @@ pixel apart (:func:`relocate`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -34,6 +35,8 @@ from tinynpu.errors import OnnxError
 from tinynpu.intmath import round_up
 from tinynpu.isa import ArchConfig, load_isa
 from tinynpu.simulator.decode import Decoded
+
+T = TypeVar("T")
 
 
 def read_pitched(machine: Any, addr: int, rows: int, row_bytes: int, pitch: int) -> np.ndarray:
@@ -93,12 +96,17 @@ class DramImage:
     programs: dict[tuple[Any, ...], Program] = field(default_factory=dict)
     origin: dict[int, int] = field(default_factory=dict)  # id of a relocated program -> id of the compiled one
     loaded: dict[int, Any] = field(default_factory=dict)  # id of a relocated program -> its Machine
+    #: id of a relocated program -> its decoding, checked when the network was linked (:mod:`.link`)
+    checked: dict[int, Decoded] = field(default_factory=dict)
     held: dict[str, tuple[tuple[int, ...], np.dtype]] = field(default_factory=dict)  # activations in DRAM now
     _addr: dict[str, int] = field(default_factory=dict)
     _size: dict[str, int] = field(default_factory=dict)
     _staged: int = 0
     _slices: dict[str, ChannelSlice] = field(default_factory=dict)
     aliases: dict[str, tuple[RowAlias, tuple[int, ...], np.dtype]] = field(default_factory=dict)
+    #: what a step derives from its own constants and shapes alone (its program, epilogue and parameter rows,
+    #: where its viewed operands lie), by (step name, what, shape): the same on every run (:meth:`derive`)
+    derived: dict[tuple[Any, ...], Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         from tinynpu.simulator import Machine
@@ -245,6 +253,14 @@ class DramImage:
         rows = read_pitched(self.machine, place.addr, nbytes // place.row_bytes, place.row_bytes, place.pitch)
         return np.ascontiguousarray(rows[:, :place.row_bytes]).reshape(-1).view(dtype).reshape(shape)
 
+    def derive(self, key: tuple[Any, ...], build: Callable[[], T]) -> T:
+        """``build()``, made on the first run of the image and kept: ``key`` must name everything it depends on
+        (a step's name, the shapes it runs on), so a later run gets what it would build again."""
+        if key not in self.derived:
+            self.derived[key] = build()
+        hit: T = self.derived[key]
+        return hit
+
     def reserve(self, key: tuple[str, str], nbytes: int) -> int:
         """The address of a layer's weights (or parameter rows) ``key`` of ``nbytes``, placed the first time.
 
@@ -313,9 +329,53 @@ class DramImage:
         hit = self.loaded.get(id(program))
         if hit is None:
             hit = Machine(self.cfg, self.machine.isa, self.machine.state)
-            hit.load(program, like=compiled)
+            # a linked program's words were decoded and checked at compile time: loading compares them against
+            # that decoding and decodes (and checks) only what differs, so a changed word faults as before
+            hit.load(program, like=self.checked.get(id(program), compiled))
             self.loaded[id(program)] = hit
         return hit
+
+    def check(self, program: Program, compiled: Decoded | None = None) -> None:
+        """Decode and check relocated ``program`` (one of :attr:`programs`) as :meth:`machine_for`'s loading
+        would, without a machine: what linking at compile time does for every program of a run; the
+        decoding is kept in :attr:`checked`, and a later load of the program compares its words against it.
+
+        Raises:
+            AsmError: the program was built for another ISA or config.
+            SimFault: an undecodable word or a static fault (the same a load of the program raises).
+        """
+        from tinynpu.simulator.decode import decode_like, decode_program
+
+        if id(program) in self.checked:
+            return
+        isa = self.machine.isa
+        program.check_built_for(isa, self.cfg)
+        self.checked[id(program)] = (decode_program(isa, self.cfg, program.words, program.columns)
+                                     if compiled is None else
+                                     decode_like(isa, self.cfg, program.words, compiled, program.columns))
+
+    def scratch(self) -> DramImage:
+        """An image with this one's plan, weight places and aliases over a machine of its own: where the linker
+        runs the network's steps without writing this image's DRAM (:func:`.link.link_programs`)."""
+        twin = DramImage(self.cfg, self.memory)
+        twin.reserved, twin.weight_bytes, twin.aliases = dict(self.reserved), self.weight_bytes, dict(self.aliases)
+        return twin
+
+    def adopt(self, linked: DramImage) -> None:
+        """Take the relocated programs and their checked decodings of ``linked`` (this image's :meth:`scratch`,
+        after linking): a run of this image then relocates and decodes none of them again."""
+        self.programs.update(linked.programs)
+        self.origin.update(linked.origin)
+        self.checked.update(linked.checked)
+        self.derived.update(linked.derived)
+        self.staging_bytes = max(self.staging_bytes, linked.staging_bytes)
+
+    def touch(self) -> None:
+        """Write every byte of DRAM the image uses back as it is, so the OS maps the simulated DRAM's pages now
+        (it allocates them lazily: the first write into each page took a first run 7 ms of host time and more
+        of its simulation, the page faults of a model's memory, not the host's work or the accelerator's)."""
+        nbytes = min(self.peak_bytes, self.cfg.dram_bytes)
+        self.machine.write_dram(0, self.machine.read_dram(0, nbytes))
 
     def _write(self, addr: int, data: np.ndarray) -> None:
         if addr + data.nbytes > self.cfg.dram_bytes:

@@ -69,6 +69,9 @@ class Accelerator:
     cache: ProgramCache
     image: DramImage | None = None
     check_races: bool = False
+    #: linking (:mod:`.link`): each program is relocated into the image and checked, not run (its output
+    #: reads as zeros)
+    link_only: bool = False
 
 
 def conv_places(image: DramImage, step: ConvStep, comp: Compiled, index: int,
@@ -183,12 +186,19 @@ def gemm_layer(a2d: np.ndarray, w_nk: np.ndarray, epi: Epilogue, *, npu: Acceler
         return epi.apply(gemm_int32(a2d, w_nk))
     m, k = a2d.shape
     n = w_nk.shape[0]
-    npu_epi = epi.channels(n).on_accelerator()
-    key, comp = gemm_program(npu.cache, m, n, k, epilogue=npu_epi)
     image = npu.image
+
+    def program() -> tuple[NpuEpilogue, ProgramKey, Compiled, np.ndarray]:
+        npu_epi = epi.channels(n).on_accelerator()
+        key, comp = gemm_program(npu.cache, m, n, k, epilogue=npu_epi)
+        return npu_epi, key, comp, npu_epi.param_table(npu.cache.cfg.tile)
+
     if image is None:
+        npu_epi, key, comp, _ = program()
         return _simulate(npu, comp, {"A": np.ascontiguousarray(a2d), "B": np.ascontiguousarray(w_nk)}, "C",
                          npu_epi, run)
+    # a step's own weights: its program and parameter rows are the same on every run
+    npu_epi, key, comp, table = image.derive((names[0], "gemm", m, n, k), program) if names else program()
     staged: dict[str, np.ndarray] = {}
     bases: dict[str, int] = {}
     a_addr = image.address(names[1], a2d.nbytes) if names else None
@@ -198,7 +208,6 @@ def gemm_layer(a2d: np.ndarray, w_nk: np.ndarray, epi: Epilogue, *, npu: Acceler
     else:
         staged["A"] = np.ascontiguousarray(a2d)
         run.host_bytes += 2 * a2d.nbytes
-    table = npu_epi.param_table(image.cfg.tile)
     if names:
         bases["B"] = image.weight((names[0], "B"), np.ascontiguousarray(w_nk))
         bases["P"] = image.weight((names[0], "P"), table)
@@ -221,13 +230,15 @@ def add_layer(step: AddStep, xs: list[np.ndarray], *, npu: Accelerator | None, r
         raise RuntimeError(f"add step {step.name!r} has no fixed-point scales")
     if npu is None:
         return add_reference(xs, step.scales, relu=step.relu)
-    key = add_program_key(npu.cache, step, xs[0].shape)
-    comp = npu.cache.programs[key]
+    scales, tile, image = step.scales, npu.cache.cfg.tile, npu.image
+
+    def program() -> tuple[ProgramKey, Compiled, dict[str, np.ndarray]]:
+        key = add_program_key(npu.cache, step, xs[0].shape)
+        return key, npu.cache.programs[key], {"I": np.eye(tile, dtype=np.int8), "P": add_parameters(scales, tile)}
+
+    key, comp, params = image.derive((step.name, "add", xs[0].shape), program) if image is not None else program()
     run.note = ("residual add on the accelerator: each input through tmm with an identity tile, scaled to "
                 f"{FRACTION_BITS} bits below the point (vmul, vrequant), summed (vadd), rounded by the store")
-    tile = npu.cache.cfg.tile
-    params = {"I": np.eye(tile, dtype=np.int8), "P": add_parameters(step.scales, tile)}
-    image = npu.image
     if image is None:
         inputs = {f"X{i}": image_layout(x).reshape(comp.program.tensor("X0").shape) for i, x in enumerate(xs)}
         y = _simulate(npu, comp, inputs | params, "Y", None, run)
@@ -275,11 +286,19 @@ def _simulate(npu: Accelerator, comp: Compiled, inputs: dict[str, np.ndarray], o
                 bases[t.name] = image.stage(None, t.nbytes)
         t0 = time.perf_counter()  # relocated and loaded once per program and image: the program's loading
         program = image.program(key, comp.program, bases, pitches)
+        if npu.link_only:
+            image.check(program, npu.cache.decoded(comp.program))
+            t = comp.program.tensor(out)
+            return np.zeros(t.shape, t.dtype)
         machine = image.machine_for(program, npu.cache.decoded(comp.program))
         run.load_seconds += time.perf_counter() - t0
         device = inputs
     for name, arr in device.items():
-        machine.write_tensor(name, arr)
+        t = program.tensor(name)
+        if arr.dtype == np.dtype(t.dtype).newbyteorder("<") and arr.shape == t.shape:  # the runtime's device layout
+            machine.write_dram(t.addr, arr)
+        else:
+            machine.write_tensor(name, arr)
     t0 = time.perf_counter()
     stats = machine.run(check_races=npu.check_races).to_json()
     run.sim_seconds += time.perf_counter() - t0

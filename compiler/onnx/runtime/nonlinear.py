@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinynpu.compiler.compiled import Compiled
 from tinynpu.compiler.onnx.ir import NPU, Network, NonlinearStep
 from tinynpu.compiler.onnx.lower.nonlinear import b_rows, in_place, parameter_rows, program_key, reference, row_shape
+from tinynpu.compiler.onnx.lower.programs import ProgramKey
+from tinynpu.compiler.onnx.lower.rowwise import RowShape
 from tinynpu.compiler.onnx.runtime.image import from_image_layout, image_layout
 from tinynpu.compiler.onnx.runtime.layers import Accelerator, LayerRun, _simulate
 
@@ -39,11 +42,15 @@ def nonlinear_layer(step: NonlinearStep, x: np.ndarray, *, npu: Accelerator | No
     """The step's int8 output on the simulator (``npu``), or by its integer reference (None)."""
     if npu is None or step.where != NPU:
         return reference(step, x)
-    cache, image = npu.cache, npu.image
-    key = program_key(cache, step, x.shape)
-    comp = cache.programs[key]
-    rs = row_shape(step, x.shape, cache.cfg.tile)
-    params = {"I": b_rows(step, rs), "P": parameter_rows(step, rs)}
+    cache, image, shape = npu.cache, npu.image, x.shape
+
+    def program() -> tuple[ProgramKey, Compiled, RowShape, dict[str, np.ndarray]]:
+        key = program_key(cache, step, shape)
+        rs = row_shape(step, shape, cache.cfg.tile)
+        return key, cache.programs[key], rs, {"I": b_rows(step, rs), "P": parameter_rows(step, rs)}
+
+    key, comp, rs, params = (image.derive((step.name, "nonlinear", shape), program) if image is not None
+                             else program())
     run.note = f"{step.op} on the accelerator: {_NOTES[step.kind]}"
     flat = in_place(step, x.shape)
     device_x = (image_layout(x) if flat else x).reshape(rs.rows, rs.width)
