@@ -86,7 +86,7 @@ def test_runs_are_strided_loads() -> None:
 
 
 def _padded(name: str, keep: int) -> dict[str, np.ndarray]:
-    with np.load(MODELS / f"{name}.inputs.npz") as data:
+    with np.load(MODELS / f"{name.split('.')[0]}.inputs.npz") as data:
         feeds = {k: data[k] for k in data.files}
     mask = feeds["attention_mask"].copy()
     mask[..., keep:] = 0
@@ -95,15 +95,17 @@ def _padded(name: str, keep: int) -> dict[str, np.ndarray]:
 
 
 @pytest.mark.parametrize(("name", "config"), [("bert_sdpa", "t8"), ("bert_eager", "default"),
-                                              ("gpt2_past", "t32"), ("llama_past", "default")])
+                                              ("bert_sdpa.legacy", "default"), ("gpt2_past", "t32"),
+                                              ("llama_past", "default")])
 def test_an_export_s_attention_mask_runs_in_the_softmax_program(name: str, config: str,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """Padded positions masked: no host select and no float mask left (one codes step reads the mask's
     condition), bit-exact against the integer reference with races checked, and every output equal to the run
     with the host select (the fusion switched off) bit for bit."""
     from tinynpu.compiler.onnx import compile_onnx
+    from tinynpu.compiler.onnx.bench_nonlinear import host_compute_steps
     from tinynpu.compiler.onnx.frontend.calibration import CalibrationSource
-    from tinynpu.compiler.onnx.lower import runtime_mask as rmod
+    from tinynpu.compiler.onnx.lower import mask_fusion as rmod
     from tinynpu.compiler.onnx.runtime.execute import execute
     from tinynpu.compiler.onnx.verify.run import run_network
 
@@ -116,6 +118,9 @@ def test_an_export_s_attention_mask_runs_in_the_softmax_program(name: str, confi
     assert not any(s.op == "Where" for s in fused.net.steps)
     codes = next(s for s in fused.net.steps if s.kind == "mask_codes")
     assert codes.shape[:-1] == (1, 1, 1)  # one byte per key position
+    assert codes.inputs == ("attention_mask",) and codes.chain  # the input's conversion, its nodes taken over
+    assert codes.name not in host_compute_steps(fused.net)
+    assert not any(s.op in ("Cast", "GatherND", "And") for s in fused.net.steps)
     assert run_network(fused, feeds=feeds)["verified"] is True
     a = execute(fused.net, feeds, cache=fused.cache, image=fused.image, check_races=True)
     reference = execute(fused.net, feeds, cache=None)
@@ -146,7 +151,7 @@ def test_a_mask_that_does_not_broadcast_to_the_scores_is_refused(monkeypatch: py
     from tinynpu.compiler.onnx import compile_onnx
     from tinynpu.compiler.onnx.frontend.calibration import CalibrationSource
     from tinynpu.compiler.onnx.ir import MaskStep
-    from tinynpu.compiler.onnx.lower import runtime_mask as rmod
+    from tinynpu.compiler.onnx.lower import mask_fusion as rmod
 
     feeds = _padded("bert_sdpa", 5)
     monkeypatch.setattr(rmod, "fuse_runtime_masks", lambda net, cfg: None)
@@ -155,7 +160,7 @@ def test_a_mask_that_does_not_broadcast_to_the_scores_is_refused(monkeypatch: py
     cn.net.shapes[select.inputs[1]] = (1, 1, 3, 16)
     monkeypatch.undo()
     with pytest.raises(OnnxError) as err:
-        runtime_mask.fuse_runtime_masks(cn.net, cn.cfg)
+        rmod.fuse_runtime_masks(cn.net, cn.cfg)
     text = str(err.value)
     assert f"Add {select.name!r}" in text and "Softmax" in text and select.inputs[1] in text
     assert "(1, 1, 3, 16)" in text and "(1, 2, 16, 16)" in text and "\n" not in text
@@ -173,3 +178,69 @@ def test_a_program_that_does_not_fit_keeps_the_host_select(monkeypatch: pytest.M
     selects = [s for s in cn.net.steps if s.kind == "mask"]
     assert len(selects) == 2 and all("too large" in s.reason for s in selects)
     assert "mask_codes" not in [s.kind for s in cn.net.steps]
+
+
+def _padded_attention(path: Path, seq: int, *, cond_is_an_output: bool = False) -> Path:
+    """One attention head (sequence ``seq``, width 8) whose scores get ``Where(attention_mask, 0, -inf)``, the
+    mask a network input broadcast over the query rows; with ``cond_is_an_output`` its bool form is also a
+    graph output (so its conversion is a host tensor the user reads, not the codes' alone)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    consts = [numpy_helper.from_array(rng.normal(0, 0.4, (8, 8)).astype(np.float32), n) for n in ("wq", "wk", "wv")]
+    consts += [numpy_helper.from_array(np.array(0, np.float32), "zero"),
+               numpy_helper.from_array(np.array(-np.inf, np.float32), "minus_inf"),
+               numpy_helper.from_array(np.array([1], np.int64), "axis1")]
+    mk = helper.make_node
+    nodes = [mk("MatMul", ["x", "wq"], ["q"]), mk("MatMul", ["x", "wk"], ["k"]), mk("MatMul", ["x", "wv"], ["v"]),
+             mk("Transpose", ["k"], ["kt"], perm=[0, 2, 1]), mk("MatMul", ["q", "kt"], ["scores"]),
+             mk("Cast", ["attention_mask"], ["cond"], to=TensorProto.BOOL),
+             mk("Unsqueeze", ["cond", "axis1"], ["cond3"]), mk("Where", ["cond3", "zero", "minus_inf"], ["mask"]),
+             mk("Add", ["scores", "mask"], ["masked"], name="mask_add"),
+             mk("Softmax", ["masked"], ["p"], name="softmax", axis=-1), mk("MatMul", ["p", "v"], ["y"])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, seq, 8])]
+    if cond_is_an_output:
+        outputs.append(helper.make_tensor_value_info("cond", TensorProto.BOOL, [1, seq]))
+    graph = helper.make_graph(nodes, "padded_attention",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, seq, 8]),
+                               helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [1, seq])],
+                              outputs, consts)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+@pytest.mark.parametrize(("config", "seq"), [("t8", 20), ("default", 20), ("t32", 40)])
+def test_a_padded_attention_runs_its_mask_on_the_accelerator(tmp_path: Path, config: str, seq: int) -> None:
+    """End to end on the simulator with races checked: the last positions padded get probability 0, the run is
+    the integer reference's bit for bit, and no host compute step is left."""
+    from tinynpu.compiler.onnx import compile_onnx
+    from tinynpu.compiler.onnx.bench_nonlinear import host_compute_steps
+    from tinynpu.compiler.onnx.runtime.execute import execute
+
+    cn = compile_onnx(_padded_attention(tmp_path / "att.onnx", seq), cfg=load_config(config))
+    assert host_compute_steps(cn.net) == [] and "mask" not in [s.kind for s in cn.net.steps]
+    feeds = cn.make_inputs(3)
+    feeds["attention_mask"] = (np.arange(seq) < seq - 6).astype(np.int64)[None]
+    a = execute(cn.net, feeds, cache=cn.cache, image=cn.image, check_races=True)
+    ref = execute(cn.net, feeds, cache=None)
+    np.testing.assert_array_equal(a.values["y"], ref.values["y"])
+    sm = next(s for s in cn.net.steps if s.kind == "softmax")
+    probs = a.values[sm.outputs[0]]
+    assert (probs[..., seq - 6:] == cn.net.qparams[sm.outputs[0]].z).all()
+    assert (probs[..., :seq - 6] != cn.net.qparams[sm.outputs[0]].z).any()
+
+
+def test_a_mask_whose_conversion_the_user_reads_keeps_it_on_the_host(tmp_path: Path) -> None:
+    """The mask's bool form is a graph output: the host computes it anyway, so the codes read the mask as it is
+    (then a host compute step: they are made from a computed tensor, not the input alone), and the run is still
+    bit-exact."""
+    from tinynpu.compiler.onnx import compile_onnx
+    from tinynpu.compiler.onnx.bench_nonlinear import host_compute_steps
+    from tinynpu.compiler.onnx.verify.run import run_network
+
+    cn = compile_onnx(_padded_attention(tmp_path / "att.onnx", 16, cond_is_an_output=True))
+    codes = next(s for s in cn.net.steps if s.kind == "mask_codes")
+    assert not codes.chain and codes.inputs != ("attention_mask",) and codes.name in host_compute_steps(cn.net)
+    feeds = cn.make_inputs(1)
+    feeds["attention_mask"] = (np.arange(16) % 3 > 0).astype(np.int64)[None]
+    assert run_network(cn, feeds=feeds)["verified"] is True

@@ -297,8 +297,10 @@ class MaskCodesStep(Step):
     (:mod:`~tinynpu.compiler.onnx.lower.select`): one byte per position of ``shape`` (the mask's shape, 1 along
     every axis it does not vary on), -128 where masked, 0 where kept, as ``[rows, keys]`` rows.
 
-    ``inputs[0]`` is the float mask (masked at or below ``floor``), or, with ``branches``, the condition of the
-    ``Where(cond, branches[0], branches[1])`` that made it.
+    The codes come from ``source`` (default ``inputs[0]``): the float mask (masked at or below ``floor``), or,
+    with ``branches``, the condition of the ``Where(cond, branches[0], branches[1])`` that made it.  ``chain``:
+    the host operators (in order) that compute ``source`` from ``inputs``, the network inputs, when the step
+    took them over (the input's conversion, :mod:`~tinynpu.compiler.onnx.lower.mask_fusion`).
     """
 
     kind: ClassVar[str] = "mask_codes"
@@ -306,11 +308,14 @@ class MaskCodesStep(Step):
     floor: float
     shape: tuple[int, ...]
     branches: tuple[float, float] | None = None
+    source: str = ""
+    chain: tuple[OnnxStep, ...] = ()
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if len(self.inputs) != 1 or len(self.outputs) != 1 or not self.shape:
-            raise self.fail("it reads one mask (or its condition) and writes one tensor of codes.")
+        if not self.inputs or len(self.outputs) != 1 or not self.shape or (self.chain and not self.source):
+            raise self.fail("it reads a mask (or its condition, or the network inputs it is computed from) and "
+                            "writes one tensor of codes.")
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)

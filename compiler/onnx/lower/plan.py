@@ -40,9 +40,9 @@ if TYPE_CHECKING:
 def place(net: Network, cfg: ArchConfig) -> None:
     """Move accelerator steps the lowering cannot take to the host, with the reason; a constant mask's
     select into the softmax program after it where that program fits (:func:`fuse_constant_masks`), and a
-    per-run mask's (:func:`~.runtime_mask.fuse_runtime_masks`)."""
+    per-run mask's (:func:`~.mask_fusion.fuse_runtime_masks`)."""
+    from tinynpu.compiler.onnx.lower.mask_fusion import fuse_runtime_masks
     from tinynpu.compiler.onnx.lower.nonlinear import check_fits
-    from tinynpu.compiler.onnx.lower.runtime_mask import fuse_runtime_masks
 
     fuse_constant_masks(net, cfg)
     fuse_runtime_masks(net, cfg)

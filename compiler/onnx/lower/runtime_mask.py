@@ -29,27 +29,22 @@ So the program's result is the host select's and the masked softmax's, bit for b
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tinynpu.compiler.onnx.lower.select import KEPT_FLOOR, MASK_ADD
-from tinynpu.errors import OnnxError
 
 if TYPE_CHECKING:  # the IR imports this module (through softmax's parameters): its classes are imported late
     from tinynpu.compiler.emitter import Emitter
-    from tinynpu.compiler.onnx.ir import MaskCodesStep, Network, Step
+    from tinynpu.compiler.onnx.ir import MaskCodesStep
     from tinynpu.compiler.onnx.lower.rowwise import RowShape, TileRow
-    from tinynpu.isa import ArchConfig
+
 
 #: A masked position's code byte, and the weight the ``b`` tile gives it: their product is ``MASK_ADD``.
 MASKED_BYTE = -128
 CODE_WEIGHT = MASK_ADD // MASKED_BYTE
-#: Operators whose output varies along an axis only where one of their inputs does (broadcasting).
-_ELEMENTWISE = frozenset({"Cast", "Not", "And", "Or", "Xor", "Where", "Equal", "Less", "Greater", "LessOrEqual",
-                          "GreaterOrEqual", "Add", "Sub", "Mul", "Div", "Neg", "Identity"})
-
 assert MASKED_BYTE * CODE_WEIGHT == MASK_ADD and 0 < CODE_WEIGHT <= 127  # an int8 b entry  # noqa: S101
 
 
@@ -127,121 +122,6 @@ def select_reference(x2: np.ndarray, codes: np.ndarray, rm: RuntimeMask) -> np.n
     return np.maximum(x2, KEPT_FLOOR) + CODE_WEIGHT * full
 
 
-def codes_shape(net: Network, mask: str, scores: tuple[int, ...]) -> tuple[int, ...]:
-    """The mask's shape right-aligned to the scores', 1 along every leading axis it does not vary on (the keys'
-    axis always the scores'): found through its producers (an elementwise operator varies where an input does,
-    a constant where its values differ, anything else along every axis longer than 1).
-
-    Raises:
-        OnnxError: the mask's shape does not broadcast to the scores (the message names the mask).
-    """
-    rank = len(scores)
-    shape = net.shapes.get(mask)
-    lead = rank - len(shape) if shape is not None else -1
-    if shape is None or lead < 0 or any(d not in (1, scores[lead + a]) for a, d in enumerate(shape)):
-        raise OnnxError(f"the attention mask {mask!r} has the shape {shape!r}, which does not broadcast to the "
-                        f"scores {scores!r} it is added to, so no program can read one mask row per score row: "
-                        "the model's shapes disagree (re-export it, or give the mask the scores' shape).")
-    axes = _varying(net, mask, rank, {}, _producers(net))
-    return tuple(scores[a] if a in axes or a == rank - 1 else 1 for a in range(rank))
-
-
-def _producers(net: Network) -> dict[str, Step]:
-    return {o: s for s in net.steps for o in s.outputs}
-
-
-def _varying(net: Network, name: str, rank: int, memo: dict[str, frozenset[int]],
-             producers: dict[str, Step]) -> frozenset[int]:
-    """The axes (of ``rank``, right-aligned) along which tensor ``name`` may take different values."""
-    if name in memo:
-        return memo[name]
-    if name in net.constants:
-        v = np.asarray(net.constants[name])
-        v = v.reshape((1,) * (rank - v.ndim) + v.shape) if v.ndim <= rank else v
-        found = frozenset(a for a in range(v.ndim) if v.shape[a] > 1
-                          and not np.array_equal(v, np.broadcast_to(np.take(v, [0], axis=a), v.shape)))
-    else:
-        from tinynpu.compiler.onnx.ir import OnnxStep
-
-        step = producers.get(name)
-        if isinstance(step, OnnxStep) and step.op in _ELEMENTWISE:
-            found = frozenset().union(*(_varying(net, i, rank, memo, producers) for i in step.inputs if i))
-        else:
-            shape = net.shapes.get(name) or ()
-            lead = rank - len(shape)
-            found = frozenset(lead + a for a, d in enumerate(shape) if d != 1) if lead >= 0 else frozenset(range(rank))
-    memo[name] = found
-    return found
-
-
-def fuse_runtime_masks(net: Network, cfg: ArchConfig) -> None:
-    """Each host select of a per-run mask and the accelerator's masked softmax that alone reads its output become
-    that softmax reading the mask's codes (one :class:`MaskCodesStep` per mask, where the first select was),
-    where the program fits; else both stay, the select saying why."""
-    from tinynpu.compiler.onnx.ir import NPU, MaskCodesStep, MaskStep, SoftmaxStep
-    from tinynpu.compiler.onnx.lower.nonlinear import check_fits
-
-    readers: dict[str, list[Step]] = {}
-    for step in net.steps:
-        for name in step.inputs:
-            readers.setdefault(name, []).append(step)
-    swap: dict[int, Step | None] = {}
-    codes_steps: dict[tuple[str, tuple[int, ...]], MaskCodesStep] = {}
-    for step in net.steps:
-        sm = readers.get(step.outputs[0], []) if isinstance(step, MaskStep) else []
-        if (not isinstance(step, MaskStep) or step.inputs[1] in net.constants or len(sm) != 1
-                or not isinstance(sm[0], SoftmaxStep) or sm[0].where != NPU or sm[0].params is None
-                or step.outputs[0] in net.outputs or step.inputs[0] not in net.shapes):
-            continue
-        scores, mask = tuple(net.shapes[step.inputs[0]]), step.inputs[1]
-        try:
-            rm = RuntimeMask(scores, codes_shape(net, mask, scores))
-        except OnnxError as exc:
-            raise OnnxError(f"Add {step.name!r} (the mask before Softmax {sm[0].name!r}): {exc}") from None
-        codes = codes_steps.get((mask, rm.codes))
-        first = codes is None
-        if codes is None:
-            name = f"{mask}_codes" + (f"_{len(codes_steps)}" if any(m == mask for m, _ in codes_steps) else "")
-            codes = MaskCodesStep(name=name, op="MaskCodes", where=step.where, inputs=(mask,), outputs=(name,),
-                                  floor=step.floor, shape=rm.codes,
-                                  reason="the per-run mask as one int8 code per position the program reads "
-                                         "(-128 masked, 0 kept), broadcast over rows and heads by its addressing")
-        params = replace(sm[0].params, runtime=rm)
-        inline = replace(sm[0], inputs=(step.inputs[0], codes.outputs[0]), params=params,
-                         reason=f"masked softmax on the accelerator, the per-run mask {mask!r} applied in its program "
-                                "(vmax, its codes by strided DMA, tmm by 2I)")
-        why = check_fits(inline, scores, cfg)
-        if why:
-            swap[id(step)] = replace(step, reason=f"{step.reason}; not in the softmax program: {why}")
-            continue
-        if first:  # the first select of this mask gives way to its codes, the others go
-            codes_steps[(mask, rm.codes)] = codes
-            net.shapes[codes.outputs[0]] = (rm.rows, scores[-1])
-        swap[id(step)] = codes if first else None
-        swap[id(sm[0])] = inline
-    net.steps[:] = [s for s in (swap.get(id(s), s) for s in net.steps) if s is not None]
-    for codes in codes_steps.values():
-        _read_the_condition(net, codes)
-
-
-def _read_the_condition(net: Network, codes: MaskCodesStep) -> None:
-    """When the mask is ``Where(cond, a, b)`` of two scalar constants that only the codes read, the codes read
-    ``cond`` and the ``Where`` goes: its float mask is never made."""
-    from tinynpu.compiler.onnx.ir import OnnxStep
-
-    where = next((s for s in net.steps if codes.inputs[0] in s.outputs), None)
-    if (not isinstance(where, OnnxStep) or where.op != "Where" or len(where.inputs) != 3
-            or codes.inputs[0] in net.outputs
-            or any(codes.inputs[0] in s.inputs for s in net.steps if s is not codes)):
-        return
-    branches = [np.asarray(net.constants[i]) for i in where.inputs[1:] if i in net.constants]
-    if len(branches) != 2 or any(v.size != 1 for v in branches):
-        return
-    a, b = (float(v.reshape(-1)[0]) for v in branches)
-    lean = replace(codes, inputs=(where.inputs[0],), branches=(a, b))
-    net.steps[:] = [lean if s is codes else s for s in net.steps if s is not where]
-
-
 def codes_of(step: MaskCodesStep, value: np.ndarray) -> np.ndarray:
     """The step's int8 codes (``[rows, keys]``) from its input: the float mask, or the ``Where``'s condition."""
     v = np.asarray(value)
@@ -259,5 +139,5 @@ def codes_of(step: MaskCodesStep, value: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(codes.astype(np.int8).reshape(-1, step.shape[-1]))
 
 
-__all__ = ["CODE_WEIGHT", "MASKED_BYTE", "RuntimeMask", "code_tile", "codes_of", "codes_shape", "emit_select",
-           "fuse_runtime_masks", "runs", "select_reference"]
+__all__ = ["CODE_WEIGHT", "MASKED_BYTE", "RuntimeMask", "code_tile", "codes_of", "emit_select", "runs",
+           "select_reference"]

@@ -122,7 +122,7 @@ def _run_step(step: Step, env: dict[str, np.ndarray], npu: Accelerator | None, r
     if isinstance(step, MaskStep):
         return [host.mask_select(step, env)]
     if isinstance(step, MaskCodesStep):
-        return [mask_codes(step, env)]
+        return [mask_codes(step, env, net)]
     if isinstance(step, MaxPoolStep):
         return [host.max_pool(step, env)]
     if isinstance(step, AvgPoolStep):

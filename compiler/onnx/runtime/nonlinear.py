@@ -36,10 +36,16 @@ def host_chain(step: NonlinearStep, env: dict[str, np.ndarray], net: Network) ->
     return [local[step.outputs[0]]]
 
 
-def mask_codes(step: MaskCodesStep, env: dict[str, np.ndarray]) -> np.ndarray:
-    """A per-run mask's int8 codes (:mod:`~tinynpu.compiler.onnx.lower.runtime_mask`), which the host writes to
-    their place in the image as it does any step's output."""
-    return codes_of(step, env[step.inputs[0]])
+def mask_codes(step: MaskCodesStep, env: dict[str, np.ndarray], net: Network) -> np.ndarray:
+    """A per-run mask's int8 codes (:mod:`~tinynpu.compiler.onnx.lower.runtime_mask`), from its input or, when
+    the step took over the input's conversion, from the network inputs through its nodes; the host writes them
+    to their place in the image as it does any step's output."""
+    from tinynpu.compiler.onnx.runtime.host import onnx_operator
+
+    local = dict(env)
+    for s in step.chain:
+        local.update(zip(s.outputs, onnx_operator(s, local, net), strict=False))
+    return codes_of(step, local[step.source or step.inputs[0]])
 
 
 def nonlinear_layer(step: NonlinearStep, x: np.ndarray, *, npu: Accelerator | None, run: LayerRun,
