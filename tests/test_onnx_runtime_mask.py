@@ -244,3 +244,16 @@ def test_a_mask_whose_conversion_the_user_reads_keeps_it_on_the_host(tmp_path: P
     feeds = cn.make_inputs(1)
     feeds["attention_mask"] = (np.arange(16) % 3 > 0).astype(np.int64)[None]
     assert run_network(cn, feeds=feeds)["verified"] is True
+
+
+def test_the_mask_benchmark_compares_both_paths(capsys: pytest.CaptureFixture[str]) -> None:
+    """``python -m tinynpu.compiler.onnx.bench_masks``: both paths on the padded inputs in one run, the ratios."""
+    from tinynpu.compiler.onnx.bench_masks import compare, main
+
+    r = compare("bert_eager", 5)
+    assert r["outputs_equal"] and r["in_program"]["bit_exact"] and r["host_select"]["bit_exact"]
+    assert r["in_program"]["host_compute_steps"] < r["host_select"]["host_compute_steps"]
+    assert r["in_program"]["host_bytes"] < r["host_select"]["host_bytes"]
+    assert main(["--keep", "9", "gpt2_past"]) == 0
+    out = capsys.readouterr().out
+    assert "first 9 key positions" in out and "outputs equal bit for bit: True" in out and "ratio" in out
