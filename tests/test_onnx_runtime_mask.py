@@ -86,12 +86,9 @@ def test_runs_are_strided_loads() -> None:
 
 
 def _padded(name: str, keep: int) -> dict[str, np.ndarray]:
-    with np.load(MODELS / f"{name.split('.')[0]}.inputs.npz") as data:
-        feeds = {k: data[k] for k in data.files}
-    mask = feeds["attention_mask"].copy()
-    mask[..., keep:] = 0
-    feeds["attention_mask"] = mask
-    return feeds
+    from tinynpu.compiler.onnx.bench_masks import padded_feeds
+
+    return padded_feeds(name, keep)
 
 
 @pytest.mark.parametrize(("name", "config"), [("bert_sdpa", "t8"), ("bert_eager", "default"),
