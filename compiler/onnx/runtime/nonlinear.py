@@ -59,7 +59,8 @@ def nonlinear_layer(step: NonlinearStep, x: np.ndarray, *, npu: Accelerator | No
     comp = cache.programs[key]
     rs = row_shape(step, x.shape, cache.cfg.tile)
     params = {"I": b_rows(step, rs), "P": parameter_rows(step, rs)}
-    run.note = f"{step.op} on the accelerator: {_NOTES[step.kind]}"
+    run.note = f"{step.op} on the accelerator: {_NOTES[step.kind]}" + (
+        "; the per-run mask: vmax, its codes by strided DMA, tmm by 2I" if codes is not None else "")
     flat = in_place(step, x.shape)
     device_x = (image_layout(x) if flat else x).reshape(rs.rows, rs.width)
     side = {"M": codes} if codes is not None else {}
