@@ -7,7 +7,7 @@ softmax program reads them there, each tile-row its own:
 
 - **One byte per position, on the host** (:class:`~tinynpu.compiler.onnx.ir.MaskCodesStep`):
   -128 where masked, 0 where kept, over the mask's own shape with every axis it does not
-  vary on kept at 1 (:func:`codes_shape`).  BERT's mask, ``[1, 1, S, T]`` after the export's
+  vary on kept at 1 (:func:`.mask_fusion.codes_shape`).  BERT's mask, ``[1, 1, S, T]`` after the export's
   ``And`` with an all-true constant, varies only along the keys: ``T`` bytes, written once
   per run whatever the number of layers and heads.  It is the conversion of a network input
   into the form the accelerator reads, as quantizing an input is; it replaces the ``Where``
