@@ -38,8 +38,12 @@ _NOT_COMPUTE = ("QuantizeLinear", "DequantizeLinear")
 
 
 def host_compute_steps(net: Network) -> list[str]:
-    """The names of the host steps that compute (not data movement, not a Q/DQ conversion)."""
-    return [s.name for s in net.steps if s.where == HOST and s.kind != "move" and s.op not in _NOT_COMPUTE]
+    """The names of the host steps that compute (not data movement, not a Q/DQ conversion, not a per-run mask's
+    codes made from a network input: that input's conversion, docs/onnx.md "Runtime masks")."""
+    from tinynpu.compiler.onnx.lower.mask_fusion import is_input_conversion
+
+    return [s.name for s in net.steps if s.where == HOST and s.kind != "move" and s.op not in _NOT_COMPUTE
+            and not is_input_conversion(s, net)]
 
 
 def _float_operator(step: NonlinearStep, env: dict[str, np.ndarray], net: Network) -> np.ndarray:

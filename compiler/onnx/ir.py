@@ -76,7 +76,8 @@ class Step:
         inputs, outputs: Tensor names in the environment.
         reason: Why a node that could in principle run on the accelerator runs on the host.
         kind: How it runs (a class constant): ``conv``, ``gemm``, ``matmul``, ``add`` (either place),
-            ``concat``, ``move``, ``mask`` (host, integer select), ``maxpool``, ``avgpool`` (host integer),
+            ``concat``, ``move``, ``mask`` (host, integer select), ``mask_codes`` (host, a per-run mask's codes),
+            ``maxpool``, ``avgpool`` (host integer),
             ``onnx`` (host, the ONNX operator on float values), ``lut``, ``softmax``, ``norm``, ``rotary``
             (either place: the nonlinear programs, or their ONNX nodes on the host).
     """
@@ -291,6 +292,33 @@ class MaskStep(Step):
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
+class MaskCodesStep(Step):
+    """A per-run additive mask as the int8 codes a masked softmax program adds itself
+    (:mod:`~tinynpu.compiler.onnx.lower.select`): one byte per position of ``shape`` (the mask's shape, 1 along
+    every axis it does not vary on), -128 where masked, 0 where kept, as ``[rows, keys]`` rows.
+
+    The codes come from ``source`` (default ``inputs[0]``): the float mask (masked at or below ``floor``), or,
+    with ``branches``, the condition of the ``Where(cond, branches[0], branches[1])`` that made it.  ``chain``:
+    the host operators (in order) that compute ``source`` from ``inputs``, the network inputs, when the step
+    took them over (the input's conversion, :mod:`~tinynpu.compiler.onnx.lower.mask_fusion`).
+    """
+
+    kind: ClassVar[str] = "mask_codes"
+
+    floor: float
+    shape: tuple[int, ...]
+    branches: tuple[float, float] | None = None
+    source: str = ""
+    chain: tuple[OnnxStep, ...] = ()
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.inputs or len(self.outputs) != 1 or not self.shape or (self.chain and not self.source):
+            raise self.fail("it reads a mask (or its condition, or the network inputs it is computed from) and "
+                            "writes one tensor of codes.")
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
 class NonlinearStep(Step, ABC):
     """A transformer nonlinearity lowered to an accelerator program on int8 rows, or, where the
     lowering cannot take it (``reason``) or ``--nonlinear host`` asks, its ONNX nodes on the host.
@@ -306,14 +334,18 @@ class NonlinearStep(Step, ABC):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if len(self.inputs) != 1 or len(self.outputs) != 1:
-            raise self.fail("it reads one int8 tensor and writes one.")
+        if len(self.inputs) != 1 + self.side_inputs() or len(self.outputs) != 1:
+            raise self.fail("it reads one int8 tensor (and a per-run mask's codes, if it has one) and writes one.")
         if self.where == NPU and self.lowered() is None:
             raise self.fail("on the accelerator it needs its integer parameters.")
 
     @abstractmethod
     def lowered(self) -> Any:
         """The integer parameters of the program (None: host only); each kind says which."""
+
+    def side_inputs(self) -> int:
+        """Inputs after the int8 tensor: a softmax's per-run mask codes (:class:`MaskCodesStep`)."""
+        return 0
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -338,6 +370,9 @@ class SoftmaxStep(NonlinearStep):
 
     def lowered(self) -> Any:
         return self.params
+
+    def side_inputs(self) -> int:
+        return int(self.params is not None and self.params.runtime is not None)
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -422,6 +457,6 @@ class Network:
 
 
 __all__ = ["HOST", "NPU", "AddStep", "AddTerm", "AvgPoolStep", "ConcatStep", "ConvStep", "GemmStep", "LayerStep",
-           "LutStep", "MaskStep", "MatmulStep", "MaxPoolStep", "MoveStep", "Network", "NodeStep", "NonlinearStep",
-           "NormStep", "OnnxStep", "OperandView", "PoolWindow", "QParam", "RotaryStep", "SoftmaxStep", "Step",
-           "StepError"]
+           "LutStep", "MaskCodesStep", "MaskStep", "MatmulStep", "MaxPoolStep", "MoveStep", "Network", "NodeStep",
+           "NonlinearStep", "NormStep", "OnnxStep", "OperandView", "PoolWindow", "QParam", "RotaryStep", "SoftmaxStep",
+           "Step", "StepError"]

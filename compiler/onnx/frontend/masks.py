@@ -20,6 +20,11 @@ rounds to 0 and every softmax row comes out uniform.  So:
    first ``vlut`` moves the code -128 below any kept code so that it weighs
    nothing (:mod:`~tinynpu.compiler.onnx.lower.softmax`).
 
+The planner then moves the select into the softmax program where that fits: a
+constant mask's rows (:mod:`~tinynpu.compiler.onnx.lower.select`), a mask
+computed at run time as int8 codes the run writes
+(:mod:`~tinynpu.compiler.onnx.lower.mask_fusion`).
+
 A masked entry then gets probability 0 exactly, as ``exp(-inf)`` does in
 float; the guard after torch's softmax (it only replaces the NaN of a row with
 every entry masked) is absorbed.  With ``--nonlinear host`` the same graph runs
@@ -176,7 +181,7 @@ def masked_softmax_at(g: QdqGraph, sm: Any) -> tuple[list[Any], list[tuple[Any, 
     g.qparams[selected] = qx
     select = MaskStep(name=node_name(add), op="Add", where=HOST, inputs=(x, mask), outputs=(selected,),
                       floor=MASK_FLOOR, reason="the mask as a select on the int8 scores (kept ones clamped to "
-                      "[-127, 127], masked ones -128), on the host: the mask is no row a program reads")
+                      "[-127, 127], masked ones -128), on the host where the softmax program cannot take it")
     step = SoftmaxStep(name=name, op="Softmax", where=NPU, inputs=(selected,), outputs=(q.output[0],), chain=chain,
                        params=params, reason="masked softmax on the accelerator")
     return absorbed, [(add, select), (q, step)]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tinynpu.compiler.onnx.ir import LutStep, NonlinearStep, NormStep, RotaryStep, SoftmaxStep
-from tinynpu.compiler.onnx.lower import lut, norm, rotary, select, softmax
+from tinynpu.compiler.onnx.lower import lut, norm, rotary, runtime_mask, select, softmax
 from tinynpu.compiler.onnx.lower.rowwise import Body, RowShape, row_compiled
 from tinynpu.isa import ArchConfig
 
@@ -51,12 +51,13 @@ def in_place(step: NonlinearStep, shape: tuple[int, ...]) -> bool:
     return isinstance(step, LutStep) or len(shape) != 4
 
 
-def reference(step: NonlinearStep, x: np.ndarray) -> np.ndarray:
-    """The program's integer arithmetic on int8 ``x`` (the step's input, as the network sees it)."""
+def reference(step: NonlinearStep, x: np.ndarray, codes: np.ndarray | None = None) -> np.ndarray:
+    """The program's integer arithmetic on int8 ``x`` (the step's input, as the network sees it); ``codes``: a
+    softmax's per-run mask (:mod:`.runtime_mask`)."""
     if isinstance(step, LutStep) and step.table is not None:
         return lut.lut_reference(x, step.table)
     if isinstance(step, SoftmaxStep) and step.params is not None:
-        return softmax.softmax_reference(x, step.params)
+        return softmax.softmax_reference(x, step.params, codes)
     if isinstance(step, NormStep) and step.params is not None:
         return norm.norm_reference(x, step.params)
     if isinstance(step, RotaryStep) and step.params is not None:
@@ -85,7 +86,17 @@ def b_rows(step: NonlinearStep, shape: RowShape) -> np.ndarray:
     embedding's rotation tiles."""
     if isinstance(step, RotaryStep) and step.params is not None:
         return rotary.rotation_tiles(step.params, shape)[0]
+    if isinstance(step, SoftmaxStep) and step.params is not None and step.params.runtime is not None:
+        return np.concatenate([np.eye(shape.tile, dtype=np.int8), runtime_mask.code_tile(shape.tile)])
     return np.eye(shape.tile, dtype=np.int8)
+
+
+def codes_shape(step: NonlinearStep) -> tuple[int, int] | None:
+    """The ``M`` tensor of the step's program: a softmax's per-run mask codes, ``[rows, keys]``; else None."""
+    if isinstance(step, SoftmaxStep) and step.params is not None and step.params.runtime is not None:
+        rm = step.params.runtime
+        return (rm.rows, rm.codes[-1])
+    return None
 
 
 @dataclass(frozen=True)
@@ -103,8 +114,10 @@ def _body(step: NonlinearStep, shape: RowShape, cfg: ArchConfig) -> BodyPlan:
     tile = shape.tile
     if isinstance(step, SoftmaxStep) and step.params is not None:
         sp = step.params
-        if sp.mask is None:
-            return BodyPlan(softmax.softmax_body(sp, tile), 2, (bool(sp.zero_point), sp.masked))
+        if sp.mask is None:  # a per-run mask's addressing is part of the program
+            rm = sp.runtime
+            return BodyPlan(softmax.softmax_body(sp, tile), 2, (bool(sp.zero_point), sp.masked)
+                            + ((rm.scores, rm.codes) if rm is not None else ()))
         head = len(softmax.softmax_rows(sp, tile))
         stream = select.streamed(sp.mask, shape, head, cfg.rows("acc"))
         form = (bool(sp.zero_point), sp.masked, select.blocks(sp.mask, tile), stream)  # a mask block per tile-row
@@ -130,8 +143,9 @@ def program_key(cache: ProgramCache, step: NonlinearStep, shape: tuple[int, ...]
     key = (step.kind, rs.rows, rs.width, params.shape[0], *bp.form)
     what = f"{step.op} {step.name!r}"
     cache.get(key, lambda: row_compiled(cache.cfg, rs, params, bp.blocks, bp.body,
-                                        lambda x: reference(step, x.reshape(rs.rows, rs.width)), kind=step.kind,
-                                        what=what, b_rows=b_rows(step, rs), resident=bp.resident))
+                                        lambda x, codes=None: reference(step, x.reshape(rs.rows, rs.width), codes),
+                                        kind=step.kind, what=what, b_rows=b_rows(step, rs), resident=bp.resident,
+                                        codes=codes_shape(step)))
     return key
 
 
@@ -152,4 +166,5 @@ def check_fits(step: NonlinearStep, shape: tuple[int, ...], cfg: ArchConfig) -> 
     return ""
 
 
-__all__ = ["BodyPlan", "b_rows", "check_fits", "in_place", "parameter_rows", "program_key", "reference", "row_shape"]
+__all__ = ["BodyPlan", "b_rows", "check_fits", "codes_shape", "in_place", "parameter_rows", "program_key", "reference",
+           "row_shape"]

@@ -39,10 +39,13 @@ if TYPE_CHECKING:
 
 def place(net: Network, cfg: ArchConfig) -> None:
     """Move accelerator steps the lowering cannot take to the host, with the reason; a constant mask's
-    select into the softmax program after it where that program fits (:func:`fuse_constant_masks`)."""
+    select into the softmax program after it where that program fits (:func:`fuse_constant_masks`), and a
+    per-run mask's (:func:`~.mask_fusion.fuse_runtime_masks`)."""
+    from tinynpu.compiler.onnx.lower.mask_fusion import fuse_runtime_masks
     from tinynpu.compiler.onnx.lower.nonlinear import check_fits
 
     fuse_constant_masks(net, cfg)
+    fuse_runtime_masks(net, cfg)
     for i, step in enumerate(net.steps):
         if isinstance(step, (ConvStep, NonlinearStep)) and step.inputs[0] not in net.shapes:
             net.steps[i] = replace(step, where=HOST, reason="input shape unknown")

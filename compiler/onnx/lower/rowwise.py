@@ -49,6 +49,7 @@ class TileRow:
         index: Which tile-row (logical rows ``index*T..``): a constant mask's rows depend on it.
         a: First ``a`` row of segment 0 (segment ``j`` at ``a + j*T``): the int8 rows, for a body's own ``tmm``.
         p_addr: DRAM address of the parameter rows, for a body that loads the rows past the resident ones.
+        m_addr: DRAM address of a per-run mask's codes (``M``), for a body that reads them.
     """
 
     data: int
@@ -58,6 +59,7 @@ class TileRow:
     index: int = 0
     a: int = 0
     p_addr: int = 0
+    m_addr: int = 0
 
 
 @dataclass(frozen=True)
@@ -115,13 +117,15 @@ def check_b_tiles(cfg: ArchConfig, b_tiles: int, *, what: str) -> None:
 
 
 def row_program(cfg: ArchConfig, shape: RowShape, params: np.ndarray, blocks: int, body: Body, *,
-                what: str, b_tiles: int = 1, resident: int | None = None) -> Program:
+                what: str, b_tiles: int = 1, resident: int | None = None,
+                codes: tuple[int, int] | None = None) -> Program:
     """The program: ``X`` (int8 ``rows x width``) through ``body`` into ``Y`` (int8, same shape).
 
     DRAM tensors: ``X``, ``I`` (``b_tiles`` int8 tiles loaded into ``b`` rows 0..: the identity tile, then
     any a body multiplies by, such as a rotary embedding's rotation), ``P`` (``params``, int32 rows of
     ``T``: the first ``resident`` of them, default all, loaded once; the body loads any others it needs
-    into its blocks), ``Y``.
+    into its blocks), ``M`` (with ``codes``: a per-run mask's int8 codes of that shape, which the body reads),
+    ``Y``.
     """
     from tinynpu.compiler.workload import DramAllocator
 
@@ -133,6 +137,7 @@ def row_program(cfg: ArchConfig, shape: RowShape, params: np.ndarray, blocks: in
     check_b_tiles(cfg, b_tiles, what=what)
     ident = dram.add("I", (b_tiles * t, t), "int8", "input")
     p = dram.add("P", tuple(params.shape), "int32", "input")
+    m = dram.add("M", codes, "int8", "input") if codes is not None else None
     y = dram.add("Y", (shape.rows, shape.width), "int8", "output")
     emit = Emitter(load_isa(), cfg)
     per = (n + blocks) * t
@@ -148,8 +153,8 @@ def row_program(cfg: ArchConfig, shape: RowShape, params: np.ndarray, blocks: in
             emit.load("a", a_row + j * t, x.addr + r0 * shape.width + j * t, rows=r, cols=shape.seg_cols(j),
                       stride=shape.width)
         emit.tmm(buf, a_row, 0, m=n, n=1, k=1, accumulate=False, comment="int8 rows into acc (x @ I)")
-        body(emit, TileRow(buf, tuple(buf + (n + b) * t for b in range(blocks)), param_row, r, index, a_row, p.addr),
-             shape)
+        body(emit, TileRow(buf, tuple(buf + (n + b) * t for b in range(blocks)), param_row, r, index, a_row, p.addr,
+                           m.addr if m is not None else 0), shape)
         for j in range(n):
             emit.store(buf + j * t, y.addr + r0 * shape.width + j * t, rows=r, cols=shape.seg_cols(j),
                        stride=shape.width, narrow=True)
@@ -163,23 +168,28 @@ def alu(emit: Emitter, mnemonic: str, dst: int, rows: int, **fields: int) -> Non
 
 
 def row_compiled(cfg: ArchConfig, shape: RowShape, params: np.ndarray, blocks: int, body: Body,
-                 reference: Callable[[np.ndarray], np.ndarray], *, kind: str, what: str,
-                 b_rows: np.ndarray | None = None, resident: int | None = None) -> Compiled:
+                 reference: Callable[..., np.ndarray], *, kind: str, what: str,
+                 b_rows: np.ndarray | None = None, resident: int | None = None,
+                 codes: tuple[int, int] | None = None) -> Compiled:
     """:func:`row_program` as a compiled workload (its inputs and output its only traffic); ``b_rows``: the
-    ``I`` tensor (default the identity tile alone); ``resident``: see :func:`row_program`."""
+    ``I`` tensor (default the identity tile alone); ``resident``, ``codes``: see :func:`row_program` (with
+    ``codes``, ``reference`` takes ``X`` and ``M``, and the random ``M`` is -128 or 0 per byte)."""
     io = 2 * shape.rows * shape.width
     t = cfg.tile
     ident = np.eye(t, dtype=np.int8) if b_rows is None else b_rows
 
     def make_inputs(seed: int) -> dict[str, np.ndarray]:
         rng = np.random.default_rng(seed)
-        return {"X": rng.integers(-128, 128, (shape.rows, shape.width), dtype=np.int8),
-                "I": ident, "P": params}
+        inputs = {"X": rng.integers(-128, 128, (shape.rows, shape.width), dtype=np.int8), "I": ident, "P": params}
+        if codes is not None:
+            inputs["M"] = np.where(rng.random(codes) < 0.3, -128, 0).astype(np.int8)
+        return inputs
 
     def ref(inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return {"Y": reference(inputs["X"])}
+        return {"Y": reference(inputs["X"]) if codes is None else reference(inputs["X"], inputs["M"])}
 
-    program = row_program(cfg, shape, params, blocks, body, what=what, b_tiles=ident.shape[0] // t, resident=resident)
+    program = row_program(cfg, shape, params, blocks, body, what=what, b_tiles=ident.shape[0] // t, resident=resident,
+                          codes=codes)
     return Compiled(program=program, comments={},
                     workload={"kind": kind, "rows": shape.rows, "width": shape.width, "config": cfg.name},
                     trace=(), bounds=Bounds(io_lower_bound_bytes=io, best_tiling_bytes=io,

@@ -45,8 +45,9 @@ import numpy as np
 
 from tinynpu.compiler.emitter import Emitter
 from tinynpu.compiler.epilogue import quantize_multiplier
-from tinynpu.compiler.onnx.lower import fixed, select
+from tinynpu.compiler.onnx.lower import fixed, runtime_mask, select
 from tinynpu.compiler.onnx.lower.rowwise import Body, RowShape, TileRow, alu, broadcast_rows
+from tinynpu.compiler.onnx.lower.runtime_mask import RuntimeMask
 from tinynpu.errors import OnnxError, UsageError
 from tinynpu.intmath import ceil_div
 
@@ -79,6 +80,8 @@ class SoftmaxParams:
     #: A constant mask the program applies itself (:mod:`.select`): bool, its ``period`` rows of the
     #: ``[rows, width]`` scores, True where masked; None: the scores arrive selected.
     mask: np.ndarray | None = None
+    #: A per-run mask the program applies itself (:mod:`.runtime_mask`): where its codes are for each row.
+    runtime: RuntimeMask | None = None
 
 
 def mask_table() -> np.ndarray:
@@ -112,11 +115,16 @@ def softmax_params(s_in: float, s_out: float, zero_point: int, *, what: str, mas
                          masked=masked)
 
 
-def softmax_reference(x: np.ndarray, p: SoftmaxParams) -> np.ndarray:
-    """The program's arithmetic on int8 rows ``x`` (softmax along the last axis), bit for bit."""
+def softmax_reference(x: np.ndarray, p: SoftmaxParams, codes: np.ndarray | None = None) -> np.ndarray:
+    """The program's arithmetic on int8 rows ``x`` (softmax along the last axis), bit for bit; ``codes``: a
+    per-run mask's (:mod:`.runtime_mask`)."""
     x2 = np.asarray(x, dtype=np.int64).reshape(-1, x.shape[-1])
     if p.mask is not None:
         x2 = select.select_reference(x2, p.mask)
+    if p.runtime is not None:
+        if codes is None:
+            raise RuntimeError("a softmax with a per-run mask needs its codes")  # never: the runtime passes them
+        x2 = runtime_mask.select_reference(x2, codes, p.runtime)
     if p.masked:
         x2 = fixed.lut(x2, mask_table(), CODE_BASE)
     d = x2 - fixed.red_max(x2)
@@ -150,8 +158,10 @@ def _table_rows(table: np.ndarray, tile: int) -> np.ndarray:
 
 def softmax_body(p: SoftmaxParams, tile: int, *, streamed_mask: bool = False) -> Body:
     """The instructions of one tile-row (two blocks: the maximum, then the sum and its reciprocal; with
-    ``streamed_mask``, ``n`` more for the constant mask's rows of this tile-row, loaded from ``P``)."""
+    ``streamed_mask``, ``n`` more for the constant mask's rows of this tile-row, loaded from ``P``; a per-run
+    mask's codes go through the tile-row's ``a`` rows and ``b``'s second tile, no block)."""
     table_rows = ceil_div(fixed.LUT_ENTRIES, tile)
+    offsets = p.runtime.row_offsets() if p.runtime is not None else None
 
     def body(emit: Emitter, tr: TileRow, shape: RowShape) -> None:
         n, t, cols = shape.segments, shape.tile, shape.last_cols
@@ -166,6 +176,8 @@ def softmax_body(p: SoftmaxParams, tile: int, *, streamed_mask: bool = False) ->
                           comment="the tile-row's mask rows")
                 src = tr.blocks[2]
             alu(emit, "vadd", tr.data, whole, src=src)
+        if offsets is not None:  # the per-run mask's codes, read from M (see .runtime_mask)
+            runtime_mask.emit_select(emit, tr, shape, offsets, b_row=t)
         if p.masked:  # the mask's code -128 far below every kept code (the mask table: the last parameter rows)
             alu(emit, "vlut", tr.data, whole, src=tr.params + table_rows + 2 + bool(p.zero_point), base=CODE_BASE)
         alu(emit, "vredmax", mx, t, src=tr.data, n=n, cols=cols)

@@ -20,6 +20,7 @@ from tinynpu.compiler.onnx.ir import (
     ConcatStep,
     ConvStep,
     GemmStep,
+    MaskCodesStep,
     MaskStep,
     MatmulStep,
     MaxPoolStep,
@@ -33,7 +34,7 @@ from tinynpu.compiler.onnx.lower.programs import ProgramCache
 from tinynpu.compiler.onnx.runtime import host
 from tinynpu.compiler.onnx.runtime.image import DramImage
 from tinynpu.compiler.onnx.runtime.layers import Accelerator, LayerRun, add_layer, conv_layer, gemm_in_place, gemm_layer
-from tinynpu.compiler.onnx.runtime.nonlinear import host_chain, nonlinear_layer
+from tinynpu.compiler.onnx.runtime.nonlinear import host_chain, mask_codes, nonlinear_layer
 
 
 @dataclass
@@ -121,6 +122,8 @@ def _run_step(step: Step, env: dict[str, np.ndarray], npu: Accelerator | None, r
         return host.move(step, env, net)
     if isinstance(step, MaskStep):
         return [host.mask_select(step, env)]
+    if isinstance(step, MaskCodesStep):
+        return [mask_codes(step, env, net)]
     if isinstance(step, MaxPoolStep):
         return [host.max_pool(step, env)]
     if isinstance(step, AvgPoolStep):
@@ -128,7 +131,8 @@ def _run_step(step: Step, env: dict[str, np.ndarray], npu: Accelerator | None, r
     if isinstance(step, NonlinearStep):
         if step.where != NPU:
             return host_chain(step, env, net)
-        return [nonlinear_layer(step, env[step.inputs[0]], npu=npu, run=run)]
+        return [nonlinear_layer(step, env[step.inputs[0]], npu=npu, run=run,
+                                codes=env[step.inputs[1]] if step.side_inputs() else None)]
     if isinstance(step, OnnxStep):
         return host.onnx_operator(step, env, net)
     raise TypeError(f"step {step.name!r}: no runtime for a {type(step).__name__}")
