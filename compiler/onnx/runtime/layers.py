@@ -20,7 +20,8 @@ import numpy as np
 from tinynpu.compiler.compiled import Compiled
 from tinynpu.compiler.epilogue import Epilogue as NpuEpilogue
 from tinynpu.compiler.onnx.intops import Epilogue, conv_int32_general, gemm_int32
-from tinynpu.compiler.onnx.ir import NPU, AddStep, ConvStep, GemmStep
+from tinynpu.compiler.onnx.ir import NPU, AddStep, ConvStep, GemmStep, ProductStep
+from tinynpu.compiler.onnx.lower.eltwise import TermScale
 from tinynpu.compiler.onnx.lower.programs import (
     ProgramCache,
     ProgramKey,
@@ -212,21 +213,31 @@ def gemm_layer(a2d: np.ndarray, w_nk: np.ndarray, epi: Epilogue, *, npu: Acceler
     return _simulate(npu, comp, staged, "C", npu_epi, run, key=(*key, *(names or ("",))), bases=bases)
 
 
-def add_layer(step: AddStep, xs: list[np.ndarray], *, npu: Accelerator | None, run: LayerRun) -> np.ndarray:
-    """A residual add step's int8 output (the inputs' shape); ``npu`` None = the numpy reference."""
-    from tinynpu.compiler.onnx.lower.eltwise import FRACTION_BITS, add_parameters, add_reference
+def add_layer(step: AddStep | ProductStep, xs: list[np.ndarray], *, npu: Accelerator | None,
+              run: LayerRun) -> np.ndarray:
+    """A residual add (or product) step's int8 output (the inputs' shape); ``npu`` None = the numpy reference."""
+    from tinynpu.compiler.onnx.lower.eltwise import FRACTION_BITS, add_parameters, add_reference, product_reference
     from tinynpu.compiler.onnx.runtime.image import from_image_layout, image_layout
 
-    if step.scales is None:  # never: an accelerator add step has its scales (ir.AddStep checks)
+    if isinstance(step, ProductStep):
+        scales: tuple[TermScale, ...] = (step.scale,)
+        note = ("product on the accelerator: both inputs through tmm with an identity tile, multiplied (vmulb by "
+                "the second input's tile), requantized once (vrequant)")
+    elif step.scales is None:  # never: an accelerator add step has its scales (ir.AddStep checks)
         raise RuntimeError(f"add step {step.name!r} has no fixed-point scales")
+    else:
+        scales = step.scales
+        note = ("residual add on the accelerator: each input through tmm with an identity tile, scaled to "
+                f"{FRACTION_BITS} bits below the point (vmul, vrequant), summed (vadd), rounded by the store")
     if npu is None:
-        return add_reference(xs, step.scales, relu=step.relu)
+        if isinstance(step, ProductStep):
+            return product_reference(xs[0], xs[1], step.scale)
+        return add_reference(xs, scales, relu=step.relu)
     key = add_program_key(npu.cache, step, xs[0].shape)
     comp = npu.cache.programs[key]
-    run.note = ("residual add on the accelerator: each input through tmm with an identity tile, scaled to "
-                f"{FRACTION_BITS} bits below the point (vmul, vrequant), summed (vadd), rounded by the store")
+    run.note = note
     tile = npu.cache.cfg.tile
-    params = {"I": np.eye(tile, dtype=np.int8), "P": add_parameters(step.scales, tile)}
+    params = {"I": np.eye(tile, dtype=np.int8), "P": add_parameters(scales, tile)}
     image = npu.image
     if image is None:
         inputs = {f"X{i}": image_layout(x).reshape(comp.program.tensor("X0").shape) for i, x in enumerate(xs)}
