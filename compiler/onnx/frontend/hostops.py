@@ -24,7 +24,7 @@ _REASONS = {
             "cannot take; or a Mul by a constant no fold takes"),
 }
 
-_LAYOUT = ("Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Concat", "Slice", "Split", "Gather")
+_LAYOUT = ("Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Expand", "Concat", "Slice", "Split", "Gather")
 
 #: ONNX operators the host fallback (onnx.reference, numpy) runs (function ops such as Gelu expanded).
 HOST_OPS = frozenset((

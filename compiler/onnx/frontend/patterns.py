@@ -41,7 +41,7 @@ Match = tuple[Step, list[Any]]
 
 #: Operators that only move elements: on int8 values they give the int8 values a Q/DQ pair at one
 #: scale around them would.
-MOVES = ("Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze")
+MOVES = ("Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Expand")
 
 
 def step_at(g: QdqGraph, node: Any) -> Match | None:

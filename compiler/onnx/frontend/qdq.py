@@ -206,7 +206,9 @@ def build_network(model: Any, *, nonlinear: str = NPU, known: dict[str, np.ndarr
     (:mod:`.nonlinear`); ``host`` keeps them ONNX operators on the host in float.  ``known``: see
     :class:`QdqGraph`.
     """
-    g = QdqGraph(model, known)
+    from tinynpu.compiler.onnx.frontend.movechains import split_move_chains
+
+    g = QdqGraph(split_move_chains(model), known)
     fused: set[int] = set()
     anchored: dict[int, Step] = {}
     if nonlinear == NPU:  # layers first (their folds), then what is nonlinear, then the other integer patterns
