@@ -11,9 +11,11 @@ import pytest
 
 from tinynpu.compiler.onnx.lower.eltwise import (
     FRACTION_BITS,
+    GATED_PRODUCT_BITS,
     add_compiled,
     add_reference,
     chunk_rows,
+    gate_table,
     product_compiled,
     product_reference,
     product_scale,
@@ -123,17 +125,27 @@ def test_emitted_program_keeps_the_cycles_of_the_hand_tokened_one(pixels: int, c
 # -- the product of two activations (SwiGLU's silu(gate) * up) ------------------------------------------------
 
 
+def _silu_gate() -> np.ndarray:
+    codes = np.arange(-128, 128) * 0.05
+    hit = gate_table(codes / (1 + np.exp(-codes)))
+    assert hit is not None
+    return hit[0]
+
+
+@pytest.mark.parametrize("gated", [False, True], ids=["int8", "gated"])
 @pytest.mark.parametrize(("config", "pixels", "channels", "ratio"), [
     ("default", 16, 64, 0.0123),     # Llama's SwiGLU shape: one pass, four column tiles
     ("default", 1100, 24, 0.37),     # more pixels than one pass holds, a partial column tile
     ("t8", 90, 11, 3.7),             # a ratio above 1: a vmul by 2^g first
     ("t32", 45, 70, 2.0**-20),       # a tiny ratio (most products round to 0 or +-1)
 ])
-def test_product_program_is_its_reference(config: str, pixels: int, channels: int, ratio: float) -> None:
+def test_product_program_is_its_reference(config: str, pixels: int, channels: int, ratio: float,
+                                          gated: bool) -> None:
+    """Plain, and with a SiLU gate table looked up first (vlut, 16-bit entries: products up to 2^22)."""
     cfg = load_config(config)
-    scale = product_scale(ratio)
+    scale = product_scale(ratio / 256 if gated else ratio, bits=GATED_PRODUCT_BITS if gated else 14)
     assert scale is not None
-    comp = product_compiled(cfg, pixels, channels, scale)
+    comp = product_compiled(cfg, pixels, channels, scale, _silu_gate() if gated else None)
     inputs = comp.make_inputs(5)
     inputs["X0"][0, 0] = inputs["X1"][0, 0] = -128  # the largest product, 2^14
     machine = Machine(cfg)
@@ -162,6 +174,27 @@ def test_product_reference_is_the_exact_product_rounded_once(ratio: float) -> No
         assert y == max(-128, min(127, want)), (a, b)
 
 
+def test_gated_reference_is_the_table_entry_times_u_rounded_once() -> None:
+    """With a gate: ``round(table[x] u r')`` (ties up), saturated, against Fractions; and the table within half a
+    step of ``s_t`` of the float function."""
+    codes = np.arange(-128, 128) * 0.05
+    silu = codes / (1 + np.exp(-codes))
+    hit = gate_table(silu)
+    assert hit is not None
+    gate, s_t = hit
+    assert int(np.max(np.abs(gate))) == 2**15 - 1 and np.all(np.abs(gate * s_t - silu) <= s_t / 2 + 1e-12)
+    scale = product_scale(s_t * 0.04 / 0.01, bits=GATED_PRODUCT_BITS)
+    assert scale is not None
+    held = Fraction(scale.multiplier << scale.prescale, 2 ** (31 + scale.shift))
+    x = np.repeat(np.arange(-128, 128, dtype=np.int8), 3)
+    u = np.tile(np.array([-128, 1, 127], np.int8), 256)
+    got = product_reference(x, u, scale, gate)
+    for a, b, y in zip(x.tolist(), u.tolist(), got.tolist(), strict=True):
+        want = math.floor(int(gate[a + 128]) * b * held + Fraction(1, 2))
+        assert y == max(-128, min(127, want)), (a, b)
+    assert gate_table(np.zeros(256)) is None and gate_table(np.full(256, np.inf)) is None
+
+
 def test_product_scales_that_cannot_be_held_are_refused() -> None:
     assert product_scale(0.01) is not None
     assert product_scale(2.0**15) is not None  # 2^14 * 2^16 = 2^30: still inside int32
@@ -169,3 +202,5 @@ def test_product_scales_that_cannot_be_held_are_refused() -> None:
     assert product_scale(0.0) is None
     assert product_scale(float("nan")) is None
     assert product_scale(-0.5) is None
+    assert product_scale(2.0**7, bits=GATED_PRODUCT_BITS) is not None  # 2^22 * 2^8 = 2^30
+    assert product_scale(2.0**8, bits=GATED_PRODUCT_BITS) is None

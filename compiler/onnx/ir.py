@@ -239,17 +239,24 @@ class AddStep(Step):
 @dataclass(frozen=True, kw_only=True, eq=False)
 class ProductStep(Step):
     """``clamp(round(x * u * r))``: the elementwise product of two int8 tensors of one shape and zero point 0
-    (SwiGLU's ``silu(gate) * up``), requantized once on the accelerator (``scale``: ``r = s_x s_u / s_y``)."""
+    (SwiGLU's ``silu(gate) * up``), requantized once on the accelerator (``scale``: ``r = s_x s_u / s_y``).
+
+    ``gate``: 256 entries of 16 bits that ``x``'s codes are looked up in first (SwiGLU's SiLU fused in:
+    :mod:`~tinynpu.compiler.onnx.frontend.gated`), ``r`` then with the table's scale for ``s_x``.
+    """
 
     kind: ClassVar[str] = "product"
     places: ClassVar[tuple[str, ...]] = (NPU,)
 
     scale: TermScale
+    gate: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if len(self.inputs) != 2 or len(self.outputs) != 1:
             raise self.fail("it reads two int8 tensors and writes one.")
+        if self.gate is not None and (self.gate.shape != (256,) or np.any(np.abs(self.gate) >= 2**15)):
+            raise self.fail(f"its gate table is {self.gate.dtype} {self.gate.shape}, not 256 entries of 16 bits.")
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)

@@ -25,7 +25,10 @@ The product of two activations (Llama's SwiGLU, ``silu(gate) * up``) brings both
 multiplies them elementwise with ``vmulb`` (the second input's tile of ``T`` rows is the block each ``T``
 rows of the first are multiplied by: int8 times int8, exact in int32), and requantizes the product
 once (``vrequant``, after a ``vmul`` by ``2^g`` when the ratio ``r = s_x s_u / s_y`` is not below 1);
-:func:`product_reference` is that arithmetic.
+:func:`product_reference` is that arithmetic.  With a gate table (:func:`gate_table`: SwiGLU's SiLU fused in)
+the first input's codes go through ``vlut`` first, into 16-bit values of the SiLU at a finer scale
+``s_t = max|silu| / (2^15 - 1)``, so the SiLU is not rounded to int8 on the way: the only roundings are the
+table's (``2^-16`` of its largest value) and the output's.
 """
 
 from __future__ import annotations
@@ -52,8 +55,11 @@ if TYPE_CHECKING:
 FRACTION_BITS = 20
 #: Largest pre-scale exponent: an int8 term times 2^g stays well inside int32.
 MAX_PRESCALE = 23
-#: Largest pre-scale exponent of a product: ``|x u| <= 2^14`` times ``2^16`` stays inside int32.
-MAX_PRODUCT_PRESCALE = 16
+#: Bits of an int8 product's magnitude (``|x u| <= 2^14``); a gate table's 16-bit entries times int8: 22.
+PRODUCT_BITS = 14
+GATED_PRODUCT_BITS = 22
+#: Largest entry of a gate table (``vlut`` keeps 16 bits, signed).
+GATE_MAX = 2**15 - 1
 
 
 @dataclass(frozen=True)
@@ -96,31 +102,57 @@ def add_reference(xs: list[np.ndarray], scales: tuple[TermScale, ...], *, relu: 
     return np.clip(y, -128, 127).astype(np.int8)
 
 
-def product_scale(ratio: float) -> TermScale | None:
+def product_scale(ratio: float, *, bits: int = PRODUCT_BITS) -> TermScale | None:
     """The product's :class:`TermScale` for ``r = s_x s_u / s_y``: ``vmul`` by ``2^g`` (only when ``r >= 1``) and a
-    q31 ``vrequant`` by ``r / 2^g``; None when ``r`` is not positive and finite or needs ``g`` past
-    :data:`MAX_PRODUCT_PRESCALE` (an int8 product times ``2^g`` would leave int32)."""
+    q31 ``vrequant`` by ``r / 2^g``; None when ``r`` is not positive and finite or needs ``g`` past ``30 - bits``
+    (a product of up to ``2^bits`` times ``2^g`` would leave int32)."""
     if not (math.isfinite(ratio) and ratio > 0):
         return None
     prescale = max(0, math.frexp(ratio)[1])  # ratio / 2^prescale < 1, as vrequant needs
-    if prescale > MAX_PRODUCT_PRESCALE:
+    if prescale > 30 - bits:
         return None
     m, s = quantize_multiplier(np.array([ratio / 2.0**prescale]))
     return TermScale(prescale, int(m[0]), int(s[0]))
 
 
-def product_reference(x: np.ndarray, u: np.ndarray, scale: TermScale) -> np.ndarray:
-    """The product program's arithmetic on int8 ``x``, ``u`` of one shape (see the module docstring)."""
-    p = np.asarray(x, dtype=np.int64) * np.asarray(u, dtype=np.int64)  # vmulb, shift 0: exact, |p| <= 2^14
+def gate_table(values: np.ndarray) -> tuple[np.ndarray, float] | None:
+    """A gate function's 256 float values (entry ``i`` for input code ``i - 128``) as ``vlut`` entries of 16 bits,
+    ``round(v / s_t)`` with ``s_t = max|v| / GATE_MAX``, and ``s_t``; None when the values are all 0 or not finite."""
+    v = np.asarray(values, dtype=np.float64).reshape(-1)
+    amax = float(np.max(np.abs(v))) if v.size == 256 else 0.0
+    if not (math.isfinite(amax) and amax > 0):
+        return None
+    scale = amax / GATE_MAX
+    return np.clip(np.rint(v / scale), -GATE_MAX, GATE_MAX).astype(np.int32), scale
+
+
+def product_reference(x: np.ndarray, u: np.ndarray, scale: TermScale, gate: np.ndarray | None = None) -> np.ndarray:
+    """The product program's arithmetic on int8 ``x``, ``u`` of one shape (see the module docstring); ``gate``:
+    ``x``'s codes looked up first (``vlut``, base -128)."""
+    xs = np.asarray(x, dtype=np.int64)
+    if gate is not None:
+        xs = np.asarray(gate, dtype=np.int64)[xs + 128]
+    p = xs * np.asarray(u, dtype=np.int64)  # vmulb, shift 0: exact, |p| <= 2^22
     wide = (p << scale.prescale).astype(np.int32)  # vmul: exact, |p| 2^g <= 2^30
     y = requantize(wide, np.int32(scale.multiplier), np.int32(scale.shift))
     return np.clip(y, -128, 127).astype(np.int8)  # the narrow store saturates
 
 
-def chunk_rows(cfg: ArchConfig, inputs: int) -> int:
-    """Pixels per pass: each input's rows in the accumulators at once, beside the parameter rows."""
+def product_parameters(scale: TermScale, gate: np.ndarray | None, tile: int) -> np.ndarray:
+    """The product's ``P`` rows: the multiplier and shift rows, then the gate table's ``ceil(256 / T)`` rows."""
+    head = add_parameters((scale,), tile)
+    if gate is None:
+        return head
+    table = np.zeros(ceil_div(256, tile) * tile, dtype=np.int32)
+    table[:256] = gate
+    return np.concatenate([head, table.reshape(-1, tile)])
+
+
+def chunk_rows(cfg: ArchConfig, inputs: int, params: int | None = None) -> int:
+    """Pixels per pass: each input's rows in the accumulators at once, beside the parameter rows (default two
+    per input)."""
     t = cfg.tile
-    fit = (cfg.rows("acc") - 2 * inputs) // inputs // t * t
+    fit = (cfg.rows("acc") - (2 * inputs if params is None else params)) // inputs // t * t
     return max(t, min(fit, 127 * t, cfg.rows("a_reg") // inputs // t * t))
 
 
@@ -139,7 +171,7 @@ def _program(cfg: ArchConfig, pixels: int, channels: int, n: int, params: int,
     from tinynpu.compiler.workload import DramAllocator
 
     t = cfg.tile
-    rows = min(chunk_rows(cfg, n), round_up(pixels, t))
+    rows = min(chunk_rows(cfg, n, params), round_up(pixels, t))
     dram = DramAllocator(cfg, "the elementwise program")
     xs = [dram.add(f"X{i}", (pixels, channels), "int8", "input") for i in range(n)]
     ident = dram.add("I", (t, t), "int8", "input")
@@ -187,19 +219,25 @@ def add_program(cfg: ArchConfig, pixels: int, channels: int, scales: tuple[TermS
     return _program(cfg, pixels, channels, n, 2 * n, combine, relu=relu, shift=FRACTION_BITS)
 
 
-def product_program(cfg: ArchConfig, pixels: int, channels: int, scale: TermScale) -> Program:
-    """The program multiplying int8 ``X0`` by ``X1`` elementwise (``pixels`` x ``channels``) into ``Y``
-    (:func:`_program`): ``vmulb`` by the second input's ``T``-row tile, then one requantization."""
+def product_program(cfg: ArchConfig, pixels: int, channels: int, scale: TermScale,
+                    gate: np.ndarray | None = None) -> Program:
+    """The program multiplying int8 ``X0`` (through ``gate``'s ``vlut`` first, if given) by ``X1`` elementwise
+    (``pixels`` x ``channels``) into ``Y`` (:func:`_program`): ``vmulb`` by the second input's ``T``-row tile,
+    then one requantization."""
     t = cfg.tile
 
     def combine(emit: Emitter, rows: int, r: int) -> None:
+        if gate is not None:
+            emit.emit("vlut", {"dst": 0, "rows": r, "src": 2 * rows + 2, "base": -128},
+                      comment="the gate (SiLU) in 16 bits")
         for k in range(0, r, t):  # X0's T rows times X1's T rows (the block vmulb repeats every T rows)
-            emit.alu("vmulb", k, rows=min(t, r - k), src=rows + k, shift=0, comment="x * u: int8 products, exact")
+            emit.alu("vmulb", k, rows=min(t, r - k), src=rows + k, shift=0, comment="x * u: exact products")
         if scale.prescale:
             emit.alu("vmul", 0, rows=r, imm=1 << scale.prescale)
         emit.alu("vrequant", 0, rows=r, src=2 * rows)
 
-    return _program(cfg, pixels, channels, 2, 2, combine, relu=False, shift=0)
+    params = product_parameters(scale, gate, t).shape[0]
+    return _program(cfg, pixels, channels, 2, params, combine, relu=False, shift=0)
 
 
 def _compiled(program: Program, workload: dict[str, Any], io: int, cfg: ArchConfig,
@@ -237,16 +275,18 @@ def add_compiled(cfg: ArchConfig, pixels: int, channels: int, scales: tuple[Term
                      reference)
 
 
-def product_compiled(cfg: ArchConfig, pixels: int, channels: int, scale: TermScale) -> Compiled:
+def product_compiled(cfg: ArchConfig, pixels: int, channels: int, scale: TermScale,
+                     gate: np.ndarray | None = None) -> Compiled:
     """:func:`product_program` as a compiled workload."""
 
     def reference(inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return {"Y": product_reference(inputs["X0"], inputs["X1"], scale)}
+        return {"Y": product_reference(inputs["X0"], inputs["X1"], scale, gate)}
 
-    return _compiled(product_program(cfg, pixels, channels, scale),
-                     {"kind": "product", "pixels": pixels, "channels": channels}, 3 * pixels * channels, cfg,
+    return _compiled(product_program(cfg, pixels, channels, scale, gate),
+                     {"kind": "product", "pixels": pixels, "channels": channels, "gated": gate is not None},
+                     3 * pixels * channels, cfg,
                      lambda seed: _random_inputs(seed, 2, pixels, channels, cfg.tile,
-                                                 add_parameters((scale,), cfg.tile)),
+                                                 product_parameters(scale, gate, cfg.tile)),
                      reference)
 
 
@@ -255,6 +295,6 @@ def add_parameters(scales: tuple[TermScale, ...], tile: int) -> np.ndarray:
     return np.array([row for sc in scales for row in ([sc.multiplier] * tile, [sc.shift] * tile)], dtype=np.int32)
 
 
-__all__ = ["FRACTION_BITS", "MAX_PRODUCT_PRESCALE", "TermScale", "add_compiled", "add_parameters", "add_program",
-           "add_reference", "chunk_rows", "product_compiled", "product_program", "product_reference", "product_scale",
-           "term_scales"]
+__all__ = ["FRACTION_BITS", "GATED_PRODUCT_BITS", "GATE_MAX", "PRODUCT_BITS", "TermScale", "add_compiled",
+           "add_parameters", "add_program", "add_reference", "chunk_rows", "gate_table", "product_compiled",
+           "product_parameters", "product_program", "product_reference", "product_scale", "term_scales"]

@@ -105,7 +105,8 @@ def _weight_bytes(net: Network, tile: int) -> int:
             total += programs * (round_up(w.nbytes // programs * per, ALIGN)
                                  + round_up(4 * round_up(k_part, tile) * 4, ALIGN))
         elif step.where == NPU and isinstance(step, (AddStep, ProductStep)):  # identity tile, two scale rows an input
-            total += round_up(tile * tile, ALIGN) + round_up(2 * len(step.inputs) * tile * 4, ALIGN)
+            gate = 256 * 4 if isinstance(step, ProductStep) and step.gate is not None else 0  # its table's rows
+            total += round_up(tile * tile, ALIGN) + round_up(2 * len(step.inputs) * tile * 4 + gate, ALIGN)
         elif step.where == NPU and isinstance(step, NonlinearStep):  # its b tiles and the parameter rows
             from tinynpu.compiler.onnx.lower.nonlinear import b_rows, parameter_rows, row_shape
 

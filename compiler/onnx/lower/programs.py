@@ -190,8 +190,9 @@ def add_program_key(cache: ProgramCache, step: AddStep | ProductStep, shape: tup
 
     pixels, channels = rows_and_channels(shape)
     if isinstance(step, ProductStep):
-        key: ProgramKey = ("product", pixels, channels, step.scale)
-        cache.get(key, lambda: product_compiled(cache.cfg, pixels, channels, step.scale))
+        gate = step.gate
+        key: ProgramKey = ("product", pixels, channels, step.scale, None if gate is None else gate.tobytes())
+        cache.get(key, lambda: product_compiled(cache.cfg, pixels, channels, step.scale, gate))
         return key
     if step.scales is None:  # never: an accelerator add step has its scales (ir.AddStep checks)
         raise RuntimeError(f"add step {step.name!r} has no fixed-point scales")

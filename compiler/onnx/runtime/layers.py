@@ -216,13 +216,20 @@ def gemm_layer(a2d: np.ndarray, w_nk: np.ndarray, epi: Epilogue, *, npu: Acceler
 def add_layer(step: AddStep | ProductStep, xs: list[np.ndarray], *, npu: Accelerator | None,
               run: LayerRun) -> np.ndarray:
     """A residual add (or product) step's int8 output (the inputs' shape); ``npu`` None = the numpy reference."""
-    from tinynpu.compiler.onnx.lower.eltwise import FRACTION_BITS, add_parameters, add_reference, product_reference
+    from tinynpu.compiler.onnx.lower.eltwise import (
+        FRACTION_BITS,
+        add_parameters,
+        add_reference,
+        product_parameters,
+        product_reference,
+    )
     from tinynpu.compiler.onnx.runtime.image import from_image_layout, image_layout
 
     if isinstance(step, ProductStep):
         scales: tuple[TermScale, ...] = (step.scale,)
-        note = ("product on the accelerator: both inputs through tmm with an identity tile, multiplied (vmulb by "
-                "the second input's tile), requantized once (vrequant)")
+        note = ("product on the accelerator: both inputs through tmm with an identity tile, "
+                + ("the first through its gate table (vlut, 16 bits), " if step.gate is not None else "")
+                + "multiplied (vmulb by the second input's tile), requantized once (vrequant)")
     elif step.scales is None:  # never: an accelerator add step has its scales (ir.AddStep checks)
         raise RuntimeError(f"add step {step.name!r} has no fixed-point scales")
     else:
@@ -231,13 +238,15 @@ def add_layer(step: AddStep | ProductStep, xs: list[np.ndarray], *, npu: Acceler
                 f"{FRACTION_BITS} bits below the point (vmul, vrequant), summed (vadd), rounded by the store")
     if npu is None:
         if isinstance(step, ProductStep):
-            return product_reference(xs[0], xs[1], step.scale)
+            return product_reference(xs[0], xs[1], step.scale, step.gate)
         return add_reference(xs, scales, relu=step.relu)
     key = add_program_key(npu.cache, step, xs[0].shape)
     comp = npu.cache.programs[key]
     run.note = note
     tile = npu.cache.cfg.tile
-    params = {"I": np.eye(tile, dtype=np.int8), "P": add_parameters(scales, tile)}
+    rows = product_parameters(step.scale, step.gate, tile) if isinstance(step, ProductStep) else \
+        add_parameters(scales, tile)
+    params = {"I": np.eye(tile, dtype=np.int8), "P": rows}
     image = npu.image
     if image is None:
         inputs = {f"X{i}": image_layout(x).reshape(comp.program.tensor("X0").shape) for i, x in enumerate(xs)}
