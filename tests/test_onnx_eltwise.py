@@ -90,10 +90,11 @@ def test_program_agrees_on_the_rtl_of_other_tile_edges(config: str) -> None:
         comp = add_compiled(cfg, pixels, channels, scales, relu=relu)
         inputs = comp.make_inputs(1)
         cases.append((CosimCase(f"add{len(ratios)}", comp.program, comp.to_device(inputs)), comp.reference(inputs)))
-    for pixels, channels, ratio in [(37, 20, 0.0123), (20, 9, 3.7)]:  # the product, with and without a vmul
-        scale = product_scale(ratio)
+    for pixels, channels, ratio, gated in [(37, 20, 0.0123, False), (20, 9, 3.7, False), (21, 13, 0.5, True)]:
+        # the product with and without a vmul, and with a SiLU gate table (vlut first)
+        scale = product_scale(ratio / 256 if gated else ratio, bits=GATED_PRODUCT_BITS if gated else 14)
         assert scale is not None
-        comp = product_compiled(cfg, pixels, channels, scale)
+        comp = product_compiled(cfg, pixels, channels, scale, _silu_gate() if gated else None)
         inputs = comp.make_inputs(1)
         cases.append((CosimCase(f"product{pixels}", comp.program, comp.to_device(inputs)), comp.reference(inputs)))
     for report, (_, want) in zip(cosimulate(load_isa(), cfg, [c for c, _ in cases], simulator="verilator"), cases,

@@ -167,10 +167,11 @@ def tables_before_moves(net: Network) -> Network:
         chain = list(lut.chain)
         chain[0], chain[-1] = _renamed(chain[0], lut.inputs[0], source), _renamed(chain[-1], out, before)
         early = replace(lut, inputs=(source,), outputs=(before,), chain=tuple(chain))
-        placed = {id(moves[0]): [early, replace(moves[0], inputs=(before, *moves[0].inputs[1:]))],
-                  id(moves[-1]): [replace(moves[-1], outputs=(out,))]}
+        first = replace(moves[0], inputs=(before, *moves[0].inputs[1:]))
+        last = replace(moves[-1], outputs=(out,))
+        placed: dict[int, list[Step]] = {id(moves[0]): [early, first], id(moves[-1]): [last]}
         if len(moves) == 1:
-            placed[id(moves[0])] = [early, replace(moves[0], inputs=(before, *moves[0].inputs[1:]), outputs=(out,))]
+            placed[id(moves[0])] = [early, replace(first, outputs=(out,))]
         steps = [t for s in steps if s is not lut for t in placed.get(id(s), [s])]
     return replace(net, steps=steps)
 
