@@ -66,9 +66,9 @@ def test_grouped_query_attention_end_to_end(tmp_path: Path) -> None:
 
 
 def test_a_llama_style_decoder_end_to_end(tmp_path: Path) -> None:
-    """RMSNorm, rotary positions, the SiLU-gated MLP and grouped-query attention: the rotated keys enter the
-    cache in place (an accelerator program makes them; the host's Concat copies only those rows in), and the
-    tokens equal the integer reference's and, here, the float model's."""
+    """RMSNorm, rotary positions, the SiLU-gated MLP (one product program) and grouped-query attention: the
+    rotated keys enter the cache in place (an accelerator program makes them; the host's Concat copies only those
+    rows in), and the tokens equal the integer reference's and, here, the float model's."""
     import onnx
 
     path = tmp_path / "llama.onnx"
@@ -76,7 +76,8 @@ def test_a_llama_style_decoder_end_to_end(tmp_path: Path) -> None:
     cd = compile_llm(path, prompt_tokens=5, generate=4)
     assert cd.itf.kv_heads == 2 and cd.itf.positions == TINY_LLAMA.positions  # the rotary tables' rows
     kinds = {(type(s).__name__, s.op) for s in cd.steps[1].net.steps if s.where == "npu"}
-    assert {("NormStep", "RMSNorm"), ("LutStep", "Sigmoid+Mul")} <= kinds
+    # the SiLU fused into SwiGLU's product (frontend/gated.py)
+    assert {("NormStep", "RMSNorm"), ("ProductStep", "Sigmoid+Mul*Mul")} <= kinds
     gen = generate(cd)
     assert gen.tokens == gen.reference_tokens == cd.float_tokens
     assert [s.cache_bytes_written for s in gen.steps] == [cd.itf.cache_bytes(s.new) for s in gen.steps]

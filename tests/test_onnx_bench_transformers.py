@@ -63,7 +63,9 @@ def test_section_json_carries_every_figure(capfd: pytest.CaptureFixture[str]) ->
     block, bert = r["transformers"]
     assert block["host_compute_steps"] == [] and block["cycles"] > 0
     assert block["host_move_steps"] == 0  # its head split and merge are folded into the attention matmuls
-    assert bert["host_move_steps"] > 0 and bert["host_bytes"] > 0  # SDPA's scaled Q and K keep theirs
+    # SDPA's scaled Q and K too: their scaling tables run before the head split (frontend/movechains.py), which
+    # then folds into the attention matmuls; the host still stages operands (bytes)
+    assert bert["host_move_steps"] == 0 and bert["host_bytes"] > 0
     assert {op["op"] for op in block["operators"]} >= {"Softmax", "LayerNormalization"}
     assert block["loading"]["programs"] > block["loading"]["compiled_programs"] > 0
     assert [o["name"] for o in bert["outputs"]] == ["last_hidden_state", "pooler_output"]

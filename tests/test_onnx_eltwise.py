@@ -1,11 +1,26 @@
-"""Residual adds on the accelerator: the program equals its numpy arithmetic, which is the real-valued sum's."""
+"""Residual adds and products on the accelerator: each program equals its numpy arithmetic, which is the real-valued
+sum's (product's)."""
 
 from __future__ import annotations
+
+import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
 
-from tinynpu.compiler.onnx.lower.eltwise import FRACTION_BITS, add_compiled, add_reference, chunk_rows, term_scales
+from tinynpu.compiler.onnx.lower.eltwise import (
+    FRACTION_BITS,
+    GATED_PRODUCT_BITS,
+    add_compiled,
+    add_reference,
+    chunk_rows,
+    gate_table,
+    product_compiled,
+    product_reference,
+    product_scale,
+    term_scales,
+)
 from tinynpu.intmath import ceil_div, round_up
 from tinynpu.isa import load_config, load_isa
 from tinynpu.simulator import Machine
@@ -60,7 +75,7 @@ def test_scales_that_cannot_be_held_are_refused() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("config", ["t8", "t32"])
 def test_program_agrees_on_the_rtl_of_other_tile_edges(config: str) -> None:
-    """The token-ordered add program on the RTL built for T = 8 and 32: cycle-exact and equal to numpy
+    """The token-ordered add and product programs on the RTL built for T = 8 and 32: cycle-exact and equal to numpy
     (the default config's run is in test_rtl_cosim, on Icarus and Verilator)."""
     from test_rtl_cosim import require_simulator
 
@@ -75,6 +90,13 @@ def test_program_agrees_on_the_rtl_of_other_tile_edges(config: str) -> None:
         comp = add_compiled(cfg, pixels, channels, scales, relu=relu)
         inputs = comp.make_inputs(1)
         cases.append((CosimCase(f"add{len(ratios)}", comp.program, comp.to_device(inputs)), comp.reference(inputs)))
+    for pixels, channels, ratio, gated in [(37, 20, 0.0123, False), (20, 9, 3.7, False), (21, 13, 0.5, True)]:
+        # the product with and without a vmul, and with a SiLU gate table (vlut first)
+        scale = product_scale(ratio / 256 if gated else ratio, bits=GATED_PRODUCT_BITS if gated else 14)
+        assert scale is not None
+        comp = product_compiled(cfg, pixels, channels, scale, _silu_gate() if gated else None)
+        inputs = comp.make_inputs(1)
+        cases.append((CosimCase(f"product{pixels}", comp.program, comp.to_device(inputs)), comp.reference(inputs)))
     for report, (_, want) in zip(cosimulate(load_isa(), cfg, [c for c, _ in cases], simulator="verilator"), cases,
                                  strict=True):
         assert report.rtl_error is None and report.model_error is None and report.agree, report.to_json()
@@ -99,3 +121,87 @@ def test_emitted_program_keeps_the_cycles_of_the_hand_tokened_one(pixels: int, c
     for name, value in comp.make_inputs(0).items():
         machine.write_tensor(name, value)
     assert machine.run(check_races=True).to_json()["cycles"] == cycles
+
+
+# -- the product of two activations (SwiGLU's silu(gate) * up) ------------------------------------------------
+
+
+def _silu_gate() -> np.ndarray:
+    codes = np.arange(-128, 128) * 0.05
+    hit = gate_table(codes / (1 + np.exp(-codes)))
+    assert hit is not None
+    return hit[0]
+
+
+@pytest.mark.parametrize("gated", [False, True], ids=["int8", "gated"])
+@pytest.mark.parametrize(("config", "pixels", "channels", "ratio"), [
+    ("default", 16, 64, 0.0123),     # Llama's SwiGLU shape: one pass, four column tiles
+    ("default", 1100, 24, 0.37),     # more pixels than one pass holds, a partial column tile
+    ("t8", 90, 11, 3.7),             # a ratio above 1: a vmul by 2^g first
+    ("t32", 45, 70, 2.0**-20),       # a tiny ratio (most products round to 0 or +-1)
+])
+def test_product_program_is_its_reference(config: str, pixels: int, channels: int, ratio: float,
+                                          gated: bool) -> None:
+    """Plain, and with a SiLU gate table looked up first (vlut, 16-bit entries: products up to 2^22)."""
+    cfg = load_config(config)
+    scale = product_scale(ratio / 256 if gated else ratio, bits=GATED_PRODUCT_BITS if gated else 14)
+    assert scale is not None
+    comp = product_compiled(cfg, pixels, channels, scale, _silu_gate() if gated else None)
+    inputs = comp.make_inputs(5)
+    inputs["X0"][0, 0] = inputs["X1"][0, 0] = -128  # the largest product, 2^14
+    machine = Machine(cfg)
+    machine.load(comp.program)
+    for name, value in inputs.items():
+        machine.write_tensor(name, value)
+    assert machine.run(check_races=True).to_json()["cycles"] > 0  # the syncs and tokens leave no race
+    np.testing.assert_array_equal(machine.read_tensor("Y"), comp.reference(inputs)["Y"])
+
+
+@pytest.mark.parametrize("ratio", [0.0123, 0.5, 0.999, 1.0, 3.7, 60000.0 / 2**14, 2.0**-40])
+def test_product_reference_is_the_exact_product_rounded_once(ratio: float) -> None:
+    """Against Python integers and Fractions: ``round(x u r')`` (ties up), saturated, with ``r'`` the q31
+    multiplier's scale (within 2^-31 relative of ``r``): one rounding, no other error."""
+    scale = product_scale(ratio)
+    assert scale is not None
+    held = Fraction(scale.multiplier << scale.prescale, 2 ** (31 + scale.shift))
+    assert abs(held / Fraction(ratio) - 1) < Fraction(1, 2**30)
+    rng = np.random.default_rng(2)
+    x = np.concatenate([np.array([-128, -128, 127, 0, 1, -1], np.int8), rng.integers(-128, 128, 2000, dtype=np.int8)])
+    u = np.concatenate([np.array([-128, 127, 127, 5, -1, -1], np.int8), rng.integers(-128, 128, 2000, dtype=np.int8)])
+    got = product_reference(x, u, scale)
+    for a, b, y in zip(x.tolist(), u.tolist(), got.tolist(), strict=True):
+        exact = a * b * held
+        want = math.floor(exact + Fraction(1, 2))  # round to nearest, ties toward +infinity
+        assert y == max(-128, min(127, want)), (a, b)
+
+
+def test_gated_reference_is_the_table_entry_times_u_rounded_once() -> None:
+    """With a gate: ``round(table[x] u r')`` (ties up), saturated, against Fractions; and the table within half a
+    step of ``s_t`` of the float function."""
+    codes = np.arange(-128, 128) * 0.05
+    silu = codes / (1 + np.exp(-codes))
+    hit = gate_table(silu)
+    assert hit is not None
+    gate, s_t = hit
+    assert int(np.max(np.abs(gate))) == 2**15 - 1 and np.all(np.abs(gate * s_t - silu) <= s_t / 2 + 1e-12)
+    scale = product_scale(s_t * 0.04 / 0.01, bits=GATED_PRODUCT_BITS)
+    assert scale is not None
+    held = Fraction(scale.multiplier << scale.prescale, 2 ** (31 + scale.shift))
+    x = np.repeat(np.arange(-128, 128, dtype=np.int8), 3)
+    u = np.tile(np.array([-128, 1, 127], np.int8), 256)
+    got = product_reference(x, u, scale, gate)
+    for a, b, y in zip(x.tolist(), u.tolist(), got.tolist(), strict=True):
+        want = math.floor(int(gate[a + 128]) * b * held + Fraction(1, 2))
+        assert y == max(-128, min(127, want)), (a, b)
+    assert gate_table(np.zeros(256)) is None and gate_table(np.full(256, np.inf)) is None
+
+
+def test_product_scales_that_cannot_be_held_are_refused() -> None:
+    assert product_scale(0.01) is not None
+    assert product_scale(2.0**15) is not None  # 2^14 * 2^16 = 2^30: still inside int32
+    assert product_scale(2.0**16) is None  # would need a vmul by 2^17
+    assert product_scale(0.0) is None
+    assert product_scale(float("nan")) is None
+    assert product_scale(-0.5) is None
+    assert product_scale(2.0**7, bits=GATED_PRODUCT_BITS) is not None  # 2^22 * 2^8 = 2^30
+    assert product_scale(2.0**8, bits=GATED_PRODUCT_BITS) is None

@@ -77,3 +77,19 @@ def test_an_add_on_the_accelerator_needs_a_scale_per_term() -> None:
     assert AddStep(**common, where=NPU, scales=scales).scales == scales  # type: ignore[arg-type]
     with pytest.raises(StepError, match="terms are not its inputs"):
         AddStep(**(common | {"inputs": ("b", "a")}), where=HOST)  # type: ignore[arg-type]
+
+
+def test_a_product_reads_two_tensors_and_its_gate_is_256_entries_of_16_bits() -> None:
+    from tinynpu.compiler.onnx.ir import ProductStep
+    from tinynpu.compiler.onnx.lower.eltwise import product_scale
+
+    scale = product_scale(0.01)
+    assert scale is not None
+    common: dict[str, object] = {"name": "mul", "op": "Mul", "where": NPU, "outputs": ("y",), "scale": scale}
+    assert ProductStep(**common, inputs=("a", "b")).gate is None  # type: ignore[arg-type]
+    with pytest.raises(StepError, match="reads two int8 tensors"):
+        ProductStep(**common, inputs=("a",))  # type: ignore[arg-type]
+    with pytest.raises(StepError, match="not 256 entries of 16 bits"):
+        ProductStep(**common, inputs=("a", "b"), gate=np.full(256, 2**15, np.int32))  # type: ignore[arg-type]
+    with pytest.raises(StepError, match="cannot run on the 'host'"):
+        ProductStep(**(common | {"where": HOST}), inputs=("a", "b"))  # type: ignore[arg-type]

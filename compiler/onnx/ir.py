@@ -76,8 +76,8 @@ class Step:
         inputs, outputs: Tensor names in the environment.
         reason: Why a node that could in principle run on the accelerator runs on the host.
         kind: How it runs (a class constant): ``conv``, ``gemm``, ``matmul``, ``add`` (either place),
-            ``concat``, ``move``, ``mask`` (host, integer select), ``mask_codes`` (host, a per-run mask's codes),
-            ``maxpool``, ``avgpool`` (host integer),
+            ``product`` (accelerator), ``concat``, ``move``, ``mask`` (host, integer select), ``mask_codes`` (host,
+            a per-run mask's codes), ``maxpool``, ``avgpool`` (host integer),
             ``onnx`` (host, the ONNX operator on float values), ``lut``, ``softmax``, ``norm``, ``rotary``
             (either place: the nonlinear programs, or their ONNX nodes on the host).
     """
@@ -234,6 +234,29 @@ class AddStep(Step):
             raise self.fail(f"clamp {self.lo}..{self.hi} is not within int8.")
         if self.where == NPU and (self.scales is None or len(self.scales) != len(self.terms)):
             raise self.fail("on the accelerator it needs one fixed-point scale per term.")
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class ProductStep(Step):
+    """``clamp(round(x * u * r))``: the elementwise product of two int8 tensors of one shape and zero point 0
+    (SwiGLU's ``silu(gate) * up``), requantized once on the accelerator (``scale``: ``r = s_x s_u / s_y``).
+
+    ``gate``: 256 entries of 16 bits that ``x``'s codes are looked up in first (SwiGLU's SiLU fused in:
+    :mod:`~tinynpu.compiler.onnx.frontend.gated`), ``r`` then with the table's scale for ``s_x``.
+    """
+
+    kind: ClassVar[str] = "product"
+    places: ClassVar[tuple[str, ...]] = (NPU,)
+
+    scale: TermScale
+    gate: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if len(self.inputs) != 2 or len(self.outputs) != 1:
+            raise self.fail("it reads two int8 tensors and writes one.")
+        if self.gate is not None and (self.gate.shape != (256,) or np.any(np.abs(self.gate) >= 2**15)):
+            raise self.fail(f"its gate table is {self.gate.dtype} {self.gate.shape}, not 256 entries of 16 bits.")
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -458,5 +481,6 @@ class Network:
 
 __all__ = ["HOST", "NPU", "AddStep", "AddTerm", "AvgPoolStep", "ConcatStep", "ConvStep", "GemmStep", "LayerStep",
            "LutStep", "MaskCodesStep", "MaskStep", "MatmulStep", "MaxPoolStep", "MoveStep", "Network", "NodeStep",
-           "NonlinearStep", "NormStep", "OnnxStep", "OperandView", "PoolWindow", "QParam", "RotaryStep", "SoftmaxStep",
+           "NonlinearStep", "NormStep", "OnnxStep", "OperandView", "PoolWindow", "ProductStep", "QParam", "RotaryStep",
+           "SoftmaxStep",
            "Step", "StepError"]

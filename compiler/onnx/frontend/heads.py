@@ -25,12 +25,17 @@ from tinynpu.compiler.onnx.ir import NPU, MatmulStep, MoveStep, Network, Operand
 
 #: Moves that reorder elements without dropping any (a chain of them after a matmul is a permutation).
 _PERMUTING = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose")
-#: Moves a matmul operand can be read through (a Split picks some elements).
-_READABLE = (*_PERMUTING, "Split")
+#: Moves a matmul operand can be read through (a Split picks some elements; an Expand repeats them: grouped-query
+#: attention's kv heads, each read by the query heads of its group).
+_READABLE = (*_PERMUTING, "Split", "Expand")
 
 
 def fold_head_moves(net: Network) -> Network:
-    """``net`` with the move chains before and after every accelerator matmul folded into its views."""
+    """``net`` with the move chains before and after every accelerator matmul folded into its views (a table
+    lookup between such a chain and its matmul first moved before the chain: :mod:`.movechains`)."""
+    from tinynpu.compiler.onnx.frontend.movechains import tables_before_moves
+
+    net = tables_before_moves(net)
     steps = list(net.steps)
     producer: dict[str, Step] = {o: s for s in steps for o in s.outputs if o}
     gone: set[int] = set()
@@ -113,6 +118,11 @@ def _apply(net: Network, step: MoveStep, x: np.ndarray, out: str) -> np.ndarray 
     shape = _shape(net, out)
     if shape is None:
         return None
+    if step.op == "Expand":
+        try:
+            return np.broadcast_to(x, np.broadcast_shapes(x.shape, shape))
+        except ValueError:
+            return None
     if step.op == "Split":
         axis = int(attrs.get("axis", 0)) % x.ndim
         sizes = [_shape(net, o) for o in step.outputs]

@@ -19,9 +19,12 @@ _REASONS = {
     "LayerNormalization": "float norm on the host (--nonlinear host, or a form the lowering does not take)",
     "Gelu": "float GELU on the host (--nonlinear host, or not one int8 input to one QuantizeLinear)",
     "Erf": "float erf on the host (--nonlinear host, or not one int8 input to one QuantizeLinear)",
+    "Mul": ("float product on the host: not a product of two activations of one shape (a broadcast), a zero "
+            "point, or a scale ratio s_x s_u / s_y of 2^16 or more, which the accelerator's product program "
+            "cannot take; or a Mul by a constant no fold takes"),
 }
 
-_LAYOUT = ("Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Concat", "Slice", "Split", "Gather")
+_LAYOUT = ("Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Expand", "Concat", "Slice", "Split", "Gather")
 
 #: ONNX operators the host fallback (onnx.reference, numpy) runs (function ops such as Gelu expanded).
 HOST_OPS = frozenset((

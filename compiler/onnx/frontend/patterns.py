@@ -27,10 +27,11 @@ from tinynpu.compiler.onnx.ir import (
     MaxPoolStep,
     MoveStep,
     PoolWindow,
+    ProductStep,
     QParam,
     Step,
 )
-from tinynpu.compiler.onnx.lower.eltwise import term_scales
+from tinynpu.compiler.onnx.lower.eltwise import product_scale, term_scales
 
 if TYPE_CHECKING:
     from tinynpu.compiler.onnx.frontend.qdq import QdqGraph
@@ -40,7 +41,7 @@ Match = tuple[Step, list[Any]]
 
 #: Operators that only move elements: on int8 values they give the int8 values a Q/DQ pair at one
 #: scale around them would.
-MOVES = ("Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze")
+MOVES = ("Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Expand")
 
 
 def step_at(g: QdqGraph, node: Any) -> Match | None:
@@ -50,6 +51,8 @@ def step_at(g: QdqGraph, node: Any) -> Match | None:
         return layer_step(g, node)
     if op in ("Add", "Sum"):
         return add_step(g, node)
+    if op == "Mul":
+        return product_step(g, node)
     if op in ("AveragePool", "GlobalAveragePool", "MaxPool"):
         return pool_step(g, node)
     if op == "Concat":
@@ -201,6 +204,26 @@ def add_step(g: QdqGraph, node: Any) -> Match | None:
                    "(broadcast, or a zero point)"), end.absorbed + [end.q]
 
 
+def product_step(g: QdqGraph, node: Any) -> Match | None:
+    """``DQ(x) * DQ(u) -> Q`` of two activations of one shape, every zero point 0 (Llama's SwiGLU, ``silu(gate) *
+    up``): the product program (:mod:`~tinynpu.compiler.onnx.lower.eltwise`).  A Mul by a constant is not this
+    pattern (the nonlinear and affine folds take it); a broadcast, a zero point, a fused activation or a ratio
+    ``s_x s_u / s_y`` the program cannot hold leave the float ``Mul`` on the host (its reason in the report)."""
+    ins = [g.act(i) for i in node.input]
+    end = g.tail(node) if len(ins) == 2 and None not in ins else None
+    if end is None or end.activation is not None:
+        return None
+    (x, qx), (u, qu) = (i for i in ins if i is not None)
+    out_qp = g.qparams[end.q.output[0]]
+    shapes = {g.shapes.get(i) for i in node.input} | {g.shapes.get(x), g.shapes.get(u)}
+    scale = product_scale(qx.s * qu.s / out_qp.s)
+    if (scale is None or len(shapes) != 1 or None in shapes or not (qx.per_tensor and qu.per_tensor)
+            or (qx.z, qu.z, out_qp.z) != (0, 0, 0)):
+        return None
+    return ProductStep(name=node_name(node), op="Mul", where=NPU, inputs=(x, u), outputs=(end.q.output[0],),
+                       scale=scale, reason="product of two activations on the accelerator"), end.absorbed + [end.q]
+
+
 def concat_step(g: QdqGraph, node: Any) -> Match | None:
     """``DQ(x_i) -> Concat -> Q`` with every ``x_i`` at the output's scale: the int8 values concatenated."""
     ins = [g.act(i) for i in node.input]
@@ -275,4 +298,4 @@ def _pool_window(node: Any, in_shape: tuple[int, ...] | None) -> PoolWindow | No
 
 
 __all__ = ["MOVES", "Match", "add_step", "clip_bounds", "concat_step", "layer_step", "move_step", "pool_step",
-           "split_step", "step_at"]
+           "product_step", "split_step", "step_at"]

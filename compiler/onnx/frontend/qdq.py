@@ -206,7 +206,9 @@ def build_network(model: Any, *, nonlinear: str = NPU, known: dict[str, np.ndarr
     (:mod:`.nonlinear`); ``host`` keeps them ONNX operators on the host in float.  ``known``: see
     :class:`QdqGraph`.
     """
-    g = QdqGraph(model, known)
+    from tinynpu.compiler.onnx.frontend.movechains import split_move_chains
+
+    g = QdqGraph(split_move_chains(model), known)
     fused: set[int] = set()
     anchored: dict[int, Step] = {}
     if nonlinear == NPU:  # layers first (their folds), then what is nonlinear, then the other integer patterns
@@ -231,8 +233,13 @@ def build_network(model: Any, *, nonlinear: str = NPU, known: dict[str, np.ndarr
     if missing:
         extra = {n.output[0]: n for n in g.nodes if n.op_type == "DequantizeLinear" and n.output[0] in missing}
         steps = _reinsert(steps, extra, g.opset)
-    return Network(steps=steps, constants=g.consts, inputs=g.inputs, outputs=g.outputs, shapes=g.shapes,
-                   opset=g.opset, qparams=g.qparams)
+    net = Network(steps=steps, constants=g.consts, inputs=g.inputs, outputs=g.outputs, shapes=g.shapes,
+                  opset=g.opset, qparams=g.qparams)
+    if nonlinear == NPU:  # SwiGLU's gate table into its product (frontend/gated.py)
+        from tinynpu.compiler.onnx.frontend.gated import fuse_gated_products
+
+        net = fuse_gated_products(net)
+    return net
 
 
 def _take(g: QdqGraph, fused: set[int], anchored: dict[int, Step], node: Any, step: Step,

@@ -25,6 +25,7 @@ from tinynpu.compiler.onnx.ir import (
     MaskStep,
     Network,
     NonlinearStep,
+    ProductStep,
     SoftmaxStep,
     Step,
 )
@@ -106,8 +107,9 @@ def _weight_bytes(net: Network, tile: int) -> int:
             # per column tile), aligned
             total += programs * (round_up(w.nbytes // programs * per, ALIGN)
                                  + round_up(4 * round_up(k_part, tile) * 4, ALIGN))
-        elif step.where == NPU and isinstance(step, AddStep):  # an identity tile and two scale rows per input
-            total += round_up(tile * tile, ALIGN) + round_up(2 * len(step.inputs) * tile * 4, ALIGN)
+        elif step.where == NPU and isinstance(step, (AddStep, ProductStep)):  # identity tile, two scale rows an input
+            gate = 256 * 4 if isinstance(step, ProductStep) and step.gate is not None else 0  # its table's rows
+            total += round_up(tile * tile, ALIGN) + round_up(2 * len(step.inputs) * tile * 4 + gate, ALIGN)
         elif step.where == NPU and isinstance(step, NonlinearStep):  # its b tiles and the parameter rows
             from tinynpu.compiler.onnx.lower.nonlinear import b_rows, parameter_rows, row_shape
 
@@ -186,7 +188,7 @@ def reserve_weights(net: Network, programs: dict[str, tuple[ProgramKey, ...]], c
     activations has no weights of its own (its operands are staged).
     """
     for step in net.steps:
-        if step.where != NPU or not isinstance(step, (ConvStep, GemmStep, AddStep, NonlinearStep)):
+        if step.where != NPU or not isinstance(step, (ConvStep, GemmStep, AddStep, ProductStep, NonlinearStep)):
             continue
         for i, key in enumerate(programs[step.name]):
             program = cache.programs[key].program
@@ -194,9 +196,10 @@ def reserve_weights(net: Network, programs: dict[str, tuple[ProgramKey, ...]], c
                 image.reserve((step.name, reserved), program.tensor(tensor).nbytes)
 
 
-def _weight_tensors(step: ConvStep | GemmStep | AddStep | NonlinearStep, index: int) -> list[tuple[str, str]]:
+def _weight_tensors(step: ConvStep | GemmStep | AddStep | ProductStep | NonlinearStep,
+                    index: int) -> list[tuple[str, str]]:
     """(name in the image, tensor of the program) of the weights of a step's program ``index``."""
-    if isinstance(step, (AddStep, NonlinearStep)):
+    if isinstance(step, (AddStep, ProductStep, NonlinearStep)):
         return [("I", "I"), ("P", "P")]
     if isinstance(step, ConvStep):
         return [(f"W{index}", "W"), (f"P{index}", "P")]

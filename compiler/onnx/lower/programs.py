@@ -26,7 +26,7 @@ import numpy as np
 from tinynpu.assembler.image import Program
 from tinynpu.compiler.compiled import Compiled
 from tinynpu.compiler.epilogue import Epilogue as NpuEpilogue
-from tinynpu.compiler.onnx.ir import NPU, AddStep, ConvStep, GemmStep, MatmulStep, Network, NonlinearStep
+from tinynpu.compiler.onnx.ir import NPU, AddStep, ConvStep, GemmStep, MatmulStep, Network, NonlinearStep, ProductStep
 from tinynpu.isa import ArchConfig, load_isa
 from tinynpu.simulator.decode import Decoded, decode_program
 
@@ -184,14 +184,19 @@ def rows_and_channels(shape: tuple[int, ...]) -> tuple[int, int]:
     return int(np.prod(shape[:-1])), shape[-1]
 
 
-def add_program_key(cache: ProgramCache, step: AddStep, shape: tuple[int, ...]) -> ProgramKey:
-    """The cached program of a residual add step on tensors of ``shape`` (as the image lays them out)."""
-    from tinynpu.compiler.onnx.lower.eltwise import add_compiled
+def add_program_key(cache: ProgramCache, step: AddStep | ProductStep, shape: tuple[int, ...]) -> ProgramKey:
+    """The cached program of a residual add (or product) step on tensors of ``shape`` (as the image lays them out)."""
+    from tinynpu.compiler.onnx.lower.eltwise import add_compiled, product_compiled
 
+    pixels, channels = rows_and_channels(shape)
+    if isinstance(step, ProductStep):
+        gate = step.gate
+        key: ProgramKey = ("product", pixels, channels, step.scale, None if gate is None else gate.tobytes())
+        cache.get(key, lambda: product_compiled(cache.cfg, pixels, channels, step.scale, gate))
+        return key
     if step.scales is None:  # never: an accelerator add step has its scales (ir.AddStep checks)
         raise RuntimeError(f"add step {step.name!r} has no fixed-point scales")
     scales = step.scales
-    pixels, channels = rows_and_channels(shape)
     key = ("add", pixels, channels, scales, step.relu)
     cache.get(key, lambda: add_compiled(cache.cfg, pixels, channels, scales, relu=step.relu))
     return key
@@ -207,7 +212,7 @@ def compile_programs(net: Network, cache: ProgramCache) -> dict[str, tuple[Progr
     for step in net.steps:
         if step.where != NPU:
             continue
-        if isinstance(step, AddStep):
+        if isinstance(step, (AddStep, ProductStep)):
             out[step.name] = (add_program_key(cache, step, net.shapes[step.inputs[0]]),)
         elif isinstance(step, NonlinearStep):
             from tinynpu.compiler.onnx.lower.nonlinear import program_key

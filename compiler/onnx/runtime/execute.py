@@ -28,6 +28,7 @@ from tinynpu.compiler.onnx.ir import (
     Network,
     NonlinearStep,
     OnnxStep,
+    ProductStep,
     Step,
 )
 from tinynpu.compiler.onnx.lower.programs import ProgramCache
@@ -112,6 +113,8 @@ def _run_step(step: Step, env: dict[str, np.ndarray], npu: Accelerator | None, r
         return [_gemm(step, env, npu, run)]
     if isinstance(step, MatmulStep):
         return [_matmul(step, env, npu, run)]
+    if isinstance(step, ProductStep):
+        return [add_layer(step, [env[name] for name in step.inputs], npu=npu, run=run)]
     if isinstance(step, AddStep):
         if step.where == NPU:
             return [add_layer(step, [env[name] for name in step.inputs], npu=npu, run=run)]

@@ -20,7 +20,8 @@ import numpy as np
 from tinynpu.compiler.compiled import Compiled
 from tinynpu.compiler.epilogue import Epilogue as NpuEpilogue
 from tinynpu.compiler.onnx.intops import Epilogue, conv_int32_general, gemm_int32
-from tinynpu.compiler.onnx.ir import NPU, AddStep, ConvStep, GemmStep
+from tinynpu.compiler.onnx.ir import NPU, AddStep, ConvStep, GemmStep, ProductStep
+from tinynpu.compiler.onnx.lower.eltwise import TermScale
 from tinynpu.compiler.onnx.lower.programs import (
     ProgramCache,
     ProgramKey,
@@ -221,24 +222,43 @@ def gemm_layer(a2d: np.ndarray, w_nk: np.ndarray, epi: Epilogue, *, npu: Acceler
     return _simulate(npu, comp, staged, "C", npu_epi, run, key=(*key, *(names or ("",))), bases=bases)
 
 
-def add_layer(step: AddStep, xs: list[np.ndarray], *, npu: Accelerator | None, run: LayerRun) -> np.ndarray:
-    """A residual add step's int8 output (the inputs' shape); ``npu`` None = the numpy reference."""
-    from tinynpu.compiler.onnx.lower.eltwise import FRACTION_BITS, add_parameters, add_reference
+def add_layer(step: AddStep | ProductStep, xs: list[np.ndarray], *, npu: Accelerator | None,
+              run: LayerRun) -> np.ndarray:
+    """A residual add (or product) step's int8 output (the inputs' shape); ``npu`` None = the numpy reference."""
+    from tinynpu.compiler.onnx.lower.eltwise import (
+        FRACTION_BITS,
+        add_parameters,
+        add_reference,
+        product_parameters,
+        product_reference,
+    )
     from tinynpu.compiler.onnx.runtime.image import from_image_layout, image_layout
 
-    if step.scales is None:  # never: an accelerator add step has its scales (ir.AddStep checks)
+    if isinstance(step, ProductStep):
+        scales: tuple[TermScale, ...] = (step.scale,)
+        note = ("product on the accelerator: both inputs through tmm with an identity tile, "
+                + ("the first through its gate table (vlut, 16 bits), " if step.gate is not None else "")
+                + "multiplied (vmulb by the second input's tile), requantized once (vrequant)")
+    elif step.scales is None:  # never: an accelerator add step has its scales (ir.AddStep checks)
         raise RuntimeError(f"add step {step.name!r} has no fixed-point scales")
+    else:
+        scales = step.scales
+        note = ("residual add on the accelerator: each input through tmm with an identity tile, scaled to "
+                f"{FRACTION_BITS} bits below the point (vmul, vrequant), summed (vadd), rounded by the store")
     if npu is None:
-        return add_reference(xs, step.scales, relu=step.relu)
-    scales, tile, image = step.scales, npu.cache.cfg.tile, npu.image
+        if isinstance(step, ProductStep):
+            return product_reference(xs[0], xs[1], step.scale, step.gate)
+        return add_reference(xs, scales, relu=step.relu)
+    tile, image = npu.cache.cfg.tile, npu.image
 
     def program() -> tuple[ProgramKey, Compiled, dict[str, np.ndarray]]:
         key = add_program_key(npu.cache, step, xs[0].shape)
-        return key, npu.cache.programs[key], {"I": np.eye(tile, dtype=np.int8), "P": add_parameters(scales, tile)}
+        rows = (product_parameters(step.scale, step.gate, tile) if isinstance(step, ProductStep)
+                else add_parameters(scales, tile))
+        return key, npu.cache.programs[key], {"I": np.eye(tile, dtype=np.int8), "P": rows}
 
     key, comp, params = image.derive((step.name, "add", xs[0].shape), program) if image is not None else program()
-    run.note = ("residual add on the accelerator: each input through tmm with an identity tile, scaled to "
-                f"{FRACTION_BITS} bits below the point (vmul, vrequant), summed (vadd), rounded by the store")
+    run.note = note
     if image is None:
         inputs = {f"X{i}": image_layout(x).reshape(comp.program.tensor("X0").shape) for i, x in enumerate(xs)}
         y = _simulate(npu, comp, inputs | params, "Y", None, run)

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tinynpu.compiler.onnx.ir import HOST, NPU, AddStep, ConvStep, GemmStep, LayerStep, NonlinearStep, Step
+from tinynpu.compiler.onnx.ir import (
+    HOST,
+    NPU,
+    AddStep,
+    ConvStep,
+    GemmStep,
+    LayerStep,
+    NonlinearStep,
+    ProductStep,
+    Step,
+)
 from tinynpu.compiler.onnx.lower.nonlinear import in_place
 from tinynpu.compiler.onnx.lower.programs import ProgramKey
 from tinynpu.compiler.onnx.runtime.layers import conv_places, gemm_in_place
@@ -80,7 +90,7 @@ def _places(cn: CompiledNetwork, step: Step, comp: Any, index: int,
     places: dict[str, tuple[int, int | None] | None] = {}
     if isinstance(step, ConvStep):
         places["X"], places["Y"] = conv_places(image, step, comp, index, programs)
-    elif isinstance(step, AddStep):
+    elif isinstance(step, (AddStep, ProductStep)):
         for role, name in [*((f"X{j}", n) for j, n in enumerate(step.inputs)), ("Y", step.outputs[0])]:
             addr = image.address(name, 0)
             places[role] = (addr, None) if addr is not None else None
