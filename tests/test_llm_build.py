@@ -84,8 +84,13 @@ def test_ranges_measured_in_the_float_run_are_the_calibrators(generate: int) -> 
     left as it was."""
     pytest.importorskip("onnxruntime")
     from tinynpu.compiler.onnx.frontend.calibration import MinMaxRanges, calibrated_tensors
-    from tinynpu.compiler.onnx.frontend.quantize import (align_activation_scales, align_concat_scales, prepare,
-                                                          quantize, quantize_static)
+    from tinynpu.compiler.onnx.frontend.quantize import (
+        align_activation_scales,
+        align_concat_scales,
+        prepare,
+        quantize,
+        quantize_static,
+    )
     from tinynpu.compiler.onnx.llm.compile import ort_greedy, seeded_prompt
     from tinynpu.compiler.onnx.llm.decoder import TINY, build_decoder
     from tinynpu.compiler.onnx.llm.interface import read_interface

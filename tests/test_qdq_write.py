@@ -247,3 +247,13 @@ def test_a_tensor_without_a_range_is_refused_by_name() -> None:
     del ranges["y"]
     with pytest.raises(OnnxError, match="tensor 'y' is to be quantized but has no calibrated range"):
         write_qdq(model, ranges, [])
+
+
+def test_quantize_benchmark_reports_both_quantizers_and_equal_models() -> None:
+    from tinynpu.compiler.onnx.bench_quantize import run
+
+    result = run("tiny", 4, 1, 1)
+    assert result["equal"] is True
+    assert result["writer"][0]["seconds"] > 0 and result["quantize_static"][0]["seconds"] > 0
+    assert result["ratio_best"] == pytest.approx(result["writer"][0]["seconds"]
+                                                 / result["quantize_static"][0]["seconds"], rel=0.01)
