@@ -119,8 +119,8 @@ def _model(nodes: list[Any], inits: dict[str, np.ndarray], inputs: list[Any], ou
 def _rules_graph() -> Any:
     """One graph through the rarer rules: a Gemm with beta and a bias the int32 range forces a larger weight
     scale on, a bias two Convs share (copies), Relu/Clip range adjustments, Pad with a constant 0, Split,
-    Where, Gather of a float table, MatMul with a constant left operand, a LayerNormalization, Softmax as a
-    graph output read again, an excluded node."""
+    Where, Gather of a float table, MatMul with a constant left operand, a scalar constant operand, a
+    LayerNormalization, Softmax as a graph output read again, an excluded node."""
     rng = np.random.default_rng(5)
     f = TensorProto.FLOAT
     nodes = [
@@ -138,6 +138,7 @@ def _rules_graph() -> Any:
         helper.make_node("Mul", ["g", "two"], ["g2"], name="mul_excluded"),
         helper.make_node("Gather", ["table", "ids"], ["emb"], name="gather", axis=0),
         helper.make_node("MatMul", ["wl", "emb"], ["ml"], name="matmul_left"),
+        helper.make_node("Mul", ["ml", "three"], ["ml3"], name="mul_scalar"),
         helper.make_node("LayerNormalization", ["wh", "ln_s", "ln_b"], ["ln"], name="norm", axis=-1),
         helper.make_node("Softmax", ["ln"], ["prob"], name="softmax", axis=-1),
         helper.make_node("Identity", ["prob"], ["prob_again"], name="identity"),
@@ -146,11 +147,11 @@ def _rules_graph() -> Any:
              "b": rng.normal(size=4) * 0.1, "lo": np.array(0.0), "hi": np.array(6.0),
              "pads": np.array([0, 0, 0, 0, 0, 0, 0, 0], np.int64),
              "wg": rng.normal(size=(6, 8)) * 1e-6, "bg": np.array([1e6, -3e5, 2.0, 0.0, 7.0, 1.0]),
-             "zero": np.array(0.0), "two": np.array(2.0), "table": rng.normal(size=(5, 6)),
+             "zero": np.array(0.0), "two": np.array(2.0), "three": np.array(3.0), "table": rng.normal(size=(5, 6)),
              "ids": np.array([1, 3], np.int64), "wl": rng.normal(size=(3, 2)),
              "ln_s": rng.normal(size=6), "ln_b": rng.normal(size=6)}
     x = helper.make_tensor_value_info("x", f, [1, 2, 2, 2])
-    outs = [helper.make_tensor_value_info(n, f, None) for n in ("prob", "prob_again", "ml")]
+    outs = [helper.make_tensor_value_info(n, f, None) for n in ("prob", "prob_again", "ml", "ml3")]
     return _model(nodes, inits, [x], outs)
 
 

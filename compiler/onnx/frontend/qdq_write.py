@@ -35,6 +35,7 @@ caller quantizes with ``quantize_static`` (docs/onnx.md, "Quantization").
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,8 +113,10 @@ def quantize_weight(data: np.ndarray, params: Params) -> np.ndarray:
         shape = [1] * data.ndim
         shape[params.axis] = -1
         scale = scale.reshape(shape)
-    q = np.round(data.astype(np.float32) / scale) + np.int8(0)
-    return np.clip(q, QMIN, QMAX).astype(np.int8)
+    q = np.asarray(data.astype(np.float32) / scale)  # (onnxruntime adds the zero point 0 here: no value changes)
+    np.round(q, out=q)
+    np.clip(q, QMIN, QMAX, out=q)
+    return q.astype(np.int8)
 
 
 def _adjust_for_bias(bias: np.ndarray, input_scale: np.ndarray, params: Params) -> Params:
@@ -158,6 +161,19 @@ class _Writer:
                 self.producers.setdefault(x, []).append((n, i))
         self.init_names = {t.name for t in self.graph.initializer}
         self.scales: dict[str, np.ndarray] = {}  # the scale initializers written, by name
+        self._arrays: dict[str, np.ndarray] = {}  # each weight read once (GPT-2-small: 500 MB)
+
+    def _array(self, name: str) -> np.ndarray:
+        """An initializer's values: float32 raw bytes viewed in place, else through onnx."""
+        from onnx import TensorProto, numpy_helper
+
+        if name not in self._arrays:
+            init = self.m.initializers[name]
+            if init.data_type == TensorProto.FLOAT and init.HasField("raw_data") and sys.byteorder == "little":
+                self._arrays[name] = np.frombuffer(init.raw_data, np.float32).reshape(tuple(init.dims))
+            else:
+                self._arrays[name] = numpy_helper.to_array(init)
+        return self._arrays[name]
 
     def _add_init(self, tensor: Any) -> None:
         if tensor.name not in self.init_names:  # ``add_initializer`` keeps the first of a name
@@ -186,17 +202,15 @@ class _Writer:
 
     def weights(self) -> None:
         """Each marked initializer's parameters (``_calc_initializer_quant_params``) and the bias adjustment."""
-        from onnx import numpy_helper
-
         for name, mk in self.m.marks.items():
             init = self.m.initializers.get(name)
             if init is not None:
-                self.params[name] = _initializer_params(numpy_helper.to_array(init), mk.axis)
+                self.params[name] = _initializer_params(self._array(name), mk.axis)
         for bias_name, b in self.m.biases.items():
             src = self.activations.get(b.input)
             if src is None or b.input not in self.m.marks or b.weight not in self.params:
                 continue
-            bias = numpy_helper.to_array(self.m.initializers[bias_name])
+            bias = self._array(bias_name)
             self.params[b.weight] = _adjust_for_bias(bias, src.scale, self.params[b.weight])
 
     def tensors(self) -> None:
@@ -237,7 +251,8 @@ class _Writer:
         params = self.params[name]
         scale, zp = self._scale_zp(name, params)
         self._rename_input(name, f"{name}_DequantizeLinear_Output")
-        q = quantize_weight(numpy_helper.to_array(init), params).reshape(tuple(init.dims))
+        q = quantize_weight(self._array(name), params).reshape(tuple(init.dims))
+        del self._arrays[name]  # read for the last time
         self._add_init(numpy_helper.from_array(q, f"{name}_quantized"))
         self._node("DequantizeLinear", [f"{name}_quantized", scale, zp], f"{name}_DequantizeLinear_Output",
                    f"{name}_DequantizeLinear", params.axis)
@@ -273,7 +288,7 @@ class _Writer:
         weight_scale = self._scale_of(b.weight)
         input_scale = self._scale_of(b.input)
         init = self.m.initializers[name]
-        data = numpy_helper.to_array(init)
+        data = self._array(name)
         beta = b.beta
         if beta == 0:
             data, beta = np.zeros_like(data), 1.0

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -187,14 +188,23 @@ def _only_reader(uses: dict[str, list[Any]], outputs: set[str], tensor: str, op_
     return readers[0] if ok else None
 
 
-def _share_params(graph: Any, nodes: list[Any], source: Any) -> None:
-    """Make the Q/DQ ``nodes`` read ``source``'s scale and zero point; drop their own when nothing reads them."""
+def _reads(graph: Any) -> Counter[str]:
+    """How many node inputs read each tensor."""
+    return Counter(i for n in graph.node for i in n.input)
+
+
+def _share_params(graph: Any, reads: Counter[str], nodes: list[Any], source: Any) -> None:
+    """Make the Q/DQ ``nodes`` read ``source``'s scale and zero point; drop their own when nothing reads them
+    (``reads`` kept up to date)."""
     replaced = {i for n in nodes for i in n.input[1:3]}
     for n in nodes:
-        n.input[1], n.input[2] = source.input[1], source.input[2]
-    read = {i for n in graph.node for i in n.input}
-    for init in [i for i in graph.initializer if i.name in replaced and i.name not in read]:
-        graph.initializer.remove(init)
+        for k in (1, 2):
+            reads[n.input[k]] -= 1
+            n.input[k] = source.input[k]
+            reads[n.input[k]] += 1
+    unread = [k for k, init in enumerate(graph.initializer) if init.name in replaced and reads[init.name] <= 0]
+    for k in reversed(unread):
+        del graph.initializer[k]
 
 
 def align_concat_scales(model: Any) -> int:
@@ -202,6 +212,7 @@ def align_concat_scales(model: Any) -> int:
     returns how many pairs it changed."""
     graph = model.graph
     producer, uses, outputs = _index(graph)
+    reads = _reads(graph)
     aligned = 0
     for concat in graph.node:
         after = _only_reader(uses, outputs, concat.output[0], ("QuantizeLinear",))
@@ -215,7 +226,7 @@ def align_concat_scales(model: Any) -> int:
             if q is None or q.op_type != "QuantizeLinear" or len(q.input) < 3 or len(dq.input) < 3:
                 continue
             if _only_reader(uses, outputs, q.output[0], ("DequantizeLinear",)) is not None:
-                _share_params(graph, [q, dq], after)
+                _share_params(graph, reads, [q, dq], after)
                 aligned += 1
     return aligned
 
@@ -225,6 +236,7 @@ def align_activation_scales(model: Any) -> int:
     output's scale and zero point (see above); returns how many pairs it changed."""
     graph = model.graph
     producer, uses, outputs = _index(graph)
+    reads = _reads(graph)
     aligned = 0
     for q in graph.node:
         src = producer.get(q.input[0]) if q.op_type == "QuantizeLinear" else None
@@ -234,7 +246,7 @@ def align_activation_scales(model: Any) -> int:
         act = _only_reader(uses, outputs, dq.output[0], FUSED_ACTIVATIONS) if dq is not None else None
         after = _only_reader(uses, set(), act.output[0], ("QuantizeLinear",)) if act is not None else None
         if after is not None and len(after.input) >= 3:
-            _share_params(graph, [q, dq], after)
+            _share_params(graph, reads, [q, dq], after)
             aligned += 1
     return aligned
 
