@@ -236,7 +236,7 @@ class _Writer:
                                      "never quantized")
 
     def _normal(self, name: str, mk: Mark) -> None:
-        from onnx import numpy_helper
+        from onnx import TensorProto
 
         if name in self.written:
             return
@@ -251,9 +251,13 @@ class _Writer:
         params = self.params[name]
         scale, zp = self._scale_zp(name, params)
         self._rename_input(name, f"{name}_DequantizeLinear_Output")
-        q = quantize_weight(self._array(name), params).reshape(tuple(init.dims))
+        q = quantize_weight(self._array(name), params)
         del self._arrays[name]  # read for the last time
-        self._add_init(numpy_helper.from_array(q, f"{name}_quantized"))
+        if f"{name}_quantized" not in self.init_names:  # numpy_helper.from_array's tensor, built in place
+            t = self.graph.initializer.add()
+            t.name, t.data_type, t.raw_data = f"{name}_quantized", TensorProto.INT8, q.tobytes()
+            t.dims.extend(init.dims)
+            self.init_names.add(t.name)
         self._node("DequantizeLinear", [f"{name}_quantized", scale, zp], f"{name}_DequantizeLinear_Output",
                    f"{name}_DequantizeLinear", params.axis)
         self.written[name] = (scale, zp)
