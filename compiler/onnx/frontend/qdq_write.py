@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from tinynpu.compiler.onnx.frontend.qdq_rules import Bias, Mark, Marking, WriterDeclines, check_registry, mark
+from tinynpu.compiler.onnx.frontend.qdq_rules import Bias, Marking, WriterDeclines, check_registry, mark
 from tinynpu.errors import OnnxError
 
 QMIN, QMAX = -128, 127  # int8; a symmetric range uses -127..127
@@ -218,7 +218,7 @@ class _Writer:
         pending = dict(self.m.marks)
         for name, mk in list(pending.items()):
             if mk.shared is None:
-                self._normal(name, mk)
+                self._normal(name)
                 del pending[name]
         while pending:  # onnxruntime's passes: one over the waiting tensors, each written once its source is
             progressed = False
@@ -235,7 +235,7 @@ class _Writer:
                 raise WriterDeclines(f"tensor {next(iter(pending))!r} shares the parameters of a tensor that is "
                                      "never quantized")
 
-    def _normal(self, name: str, mk: Mark) -> None:
+    def _normal(self, name: str) -> None:
         from onnx import TensorProto
 
         if name in self.written:
