@@ -79,11 +79,18 @@ def test_chained_tables_are_the_host_path() -> None:
 
 @pytest.mark.parametrize("generate", [1, 3])
 def test_ranges_measured_in_the_float_run_are_the_calibrators(generate: int) -> None:
-    """Ranges measured while the float model decodes (no calibration session) give onnxruntime's quantizer
-    exactly the model its own calibrator gives on the same steps; the float model is left as it was."""
+    """Ranges measured while the float model decodes (no calibration session), written by tinynpu's QDQ writer,
+    give exactly the model onnxruntime's own calibrator and quantizer give on the same steps; the float model is
+    left as it was."""
     pytest.importorskip("onnxruntime")
     from tinynpu.compiler.onnx.frontend.calibration import MinMaxRanges, calibrated_tensors
-    from tinynpu.compiler.onnx.frontend.quantize import quantize
+    from tinynpu.compiler.onnx.frontend.quantize import (
+        align_activation_scales,
+        align_concat_scales,
+        prepare,
+        quantize,
+        quantize_static,
+    )
     from tinynpu.compiler.onnx.llm.compile import ort_greedy, seeded_prompt
     from tinynpu.compiler.onnx.llm.decoder import TINY, build_decoder
     from tinynpu.compiler.onnx.llm.interface import read_interface
@@ -95,6 +102,9 @@ def test_ranges_measured_in_the_float_run_are_the_calibrators(generate: int) -> 
     _, trajectory = ort_greedy(model, itf, seeded_prompt(itf, 5, 0), generate, ranges)
     assert "past_key_values.0.key" in ranges.names  # the cache is calibrated, empty at the prompt's step
     own = quantize(model, trajectory, ranges.ranges())
-    theirs = quantize(model, trajectory)
+    split, excluded = prepare(model, trajectory, None)
+    theirs = quantize_static(split, excluded, calibration=trajectory)  # onnxruntime's calibrator and quantizer
+    align_concat_scales(theirs)
+    align_activation_scales(theirs)
     assert own.SerializeToString() == theirs.SerializeToString()
     assert model.SerializeToString() == before  # saving for the quantizer rewrote nothing of the caller's

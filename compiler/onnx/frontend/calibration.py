@@ -209,16 +209,12 @@ def describe_seeded(model: Any, count: int) -> str:
     return f"{count} seeded samples: " + "; ".join(r.describe() for r in input_roles(model))
 
 
-def calibrated_tensors(model: Any) -> list[str]:
-    """The tensors onnxruntime's min/max calibrator measures: every float input or output of a node of an
-    operator type its quantizer handles, other than a constant (``select_tensors_to_calibrate``).
-
-    The types come from shape inference on a copy of the graph whose large constants are declared inputs, so
-    the weights are neither copied nor parsed (a GPT-2-small decoder's are 500 MB).
-    """
+def infer_light(model: Any) -> Any:
+    """The graph of ``model`` with every tensor's type and shape inferred (onnx's shape inference), run on a copy
+    whose large constants are declared inputs, so the weights are neither copied nor parsed (a GPT-2-small
+    decoder's are 500 MB)."""
     import onnx
-    from onnx import TensorProto, helper
-    from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
+    from onnx import helper
 
     g = model.graph
     small = [t for t in g.initializer if int(np.prod(t.dims)) <= 4096]
@@ -227,7 +223,21 @@ def calibrated_tensors(model: Any) -> list[str]:
     light = helper.make_model(helper.make_graph(g.node, g.name, [*g.input, *declared], g.output, small,
                                                 value_info=g.value_info), opset_imports=list(model.opset_import),
                               ir_version=model.ir_version)
-    inferred = onnx.shape_inference.infer_shapes(light).graph
+    return onnx.shape_inference.infer_shapes(light).graph
+
+
+def calibrated_tensors(model: Any) -> list[str]:
+    """The tensors onnxruntime's min/max calibrator measures: every float input or output of a node of an
+    operator type its quantizer handles, other than a constant (``select_tensors_to_calibrate``).
+
+    The types come from shape inference on a copy of the graph whose large constants are declared inputs, so
+    the weights are neither copied nor parsed (a GPT-2-small decoder's are 500 MB).
+    """
+    from onnx import TensorProto
+    from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
+
+    g = model.graph
+    inferred = infer_light(model)
     types = {v.name: v.type for v in [*inferred.value_info, *inferred.output, *inferred.input]}
     constants = {t.name for t in g.initializer}
     ops = set(QLinearOpsRegistry) | set(QDQRegistry)
@@ -236,6 +246,19 @@ def calibrated_tensors(model: Any) -> list[str]:
                           if t in types and t not in constants and types[t].HasField("tensor_type")
                           and types[t].tensor_type.elem_type in floats)
     return list(names)
+
+
+def measure_ranges(model: Any, samples: list[dict[str, np.ndarray]]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The min/max ranges of :func:`calibrated_tensors` over ``samples``, from one float session run as
+    onnxruntime's calibrator runs it (its graph optimizations off)."""
+    from tinynpu.compiler.onnx.verify.checks import session
+
+    ranges = MinMaxRanges(calibrated_tensors(model))
+    run = session(model, ranges.names, optimize=False)
+    names = [o.name for o in run.get_outputs()]
+    for feeds in samples:
+        ranges.add(dict(zip(names, run.run(names, feeds), strict=True)) | feeds)
+    return ranges.ranges()
 
 
 class MinMaxRanges:
@@ -266,4 +289,5 @@ class MinMaxRanges:
 
 
 __all__ = ["CalibrationSource", "InputRole", "MinMaxRanges", "calibrated_tensors", "check_ids", "check_sample",
-           "describe_seeded", "input_roles", "load_calibration", "sample_inputs"]
+           "describe_seeded", "infer_light", "input_roles", "load_calibration", "measure_ranges",
+           "sample_inputs"]

@@ -1,4 +1,11 @@
-"""Post-training int8 quantization with onnxruntime's ``quantize_static`` (QDQ format).
+"""Post-training int8 quantization: the QDQ model onnxruntime's ``quantize_static`` writes, with these options.
+
+The model is written by :mod:`.qdq_write` (onnxruntime's rules, its arithmetic
+in numpy: seconds where ``quantize_static`` takes minutes at GPT-2-small);
+``quantize_static`` itself writes it where the writer declines, and the tests
+hold the two to the same model.  Calibration ranges are min/max over the
+samples, from one float session (:func:`.calibration.measure_ranges`), or
+measured by the caller already (the LLM path's float run).
 
 Choices (and why):
 
@@ -43,7 +50,9 @@ Choices (and why):
 
 from __future__ import annotations
 
+import sys
 import tempfile
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -68,10 +77,61 @@ def is_quantized(model: Any) -> bool:
 def quantize(model: Any, calibration: list[dict[str, np.ndarray]],
              ranges: dict[str, tuple[np.ndarray, np.ndarray]] | None = None) -> Any:
     """The QDQ int8 model of the float ``model``, calibrated (min/max) on ``calibration`` inputs, or with
-    ``ranges`` measured already on them (:class:`~.calibration.MinMaxRanges`: onnxruntime's calibrator, which
-    builds, saves and runs a copy of the model with two reductions per tensor, is then skipped)."""
+    ``ranges`` measured already on them (:class:`~.calibration.MinMaxRanges`).
+
+    The model is the one onnxruntime's ``quantize_static`` writes with the options above, written by
+    :mod:`.qdq_write` in numpy; where that writer declines (it says why), ``quantize_static`` writes it.
+    """
+    from tinynpu.compiler.onnx.frontend.calibration import measure_ranges
+    from tinynpu.compiler.onnx.frontend.qdq_rules import WriterDeclines
+    from tinynpu.compiler.onnx.frontend.qdq_write import write_qdq
+
+    model, excluded = prepare(model, calibration, ranges)
+    if ranges is None:
+        ranges = measure_ranges(model, calibration)
+    try:
+        q = write_qdq(model, ranges, excluded)
+    except WriterDeclines as why:
+        print(f"tinynpu: quantizing with onnxruntime's quantize_static (slower): the QDQ writer declines: {why}.",
+              file=sys.stderr)
+        q = quantize_static(model, excluded, ranges=ranges)
+    align_concat_scales(q)
+    align_activation_scales(q)  # after: a relu before a concat takes the concat's scale
+    return q
+
+
+def prepare(model: Any, calibration: list[dict[str, np.ndarray]],
+            ranges: dict[str, tuple[np.ndarray, np.ndarray]] | None) -> tuple[Any, list[str]]:
+    """The passes before quantization, in order: the model to quantize and the nodes left in float.
+
+    1. Small leading rows of the residual stream (a ViT's class token) become tensors of their own, with
+       scales of their own (:mod:`.rowgroups`).  A rewrite of the graph, so it runs only when the ranges are
+       still to be measured: ranges measured already name the tensors of the model as given.
+    2. An additive attention mask and its softmax stay float (:mod:`.masks`): the mask must not set the
+       scale of the scores.
+    3. A rotary embedding's products with cos and sin stay float (:mod:`.rotary`).
+    """
+    from tinynpu.compiler.onnx.frontend.masks import mask_adds
+    from tinynpu.compiler.onnx.frontend.rotary import rotary_muls
+    from tinynpu.compiler.onnx.frontend.rowgroups import split_small_rows
+
+    if ranges is None:
+        model, _ = split_small_rows(model, calibration, _opset(model))
+    return model, [*mask_adds(model), *rotary_muls(model)]
+
+
+def quantize_static(model: Any, excluded: list[str], *, calibration: list[dict[str, np.ndarray]] | None = None,
+                    ranges: dict[str, tuple[np.ndarray, np.ndarray]] | None = None) -> Any:
+    """onnxruntime's ``quantize_static`` of ``model`` with tinynpu's options (the QDQ model before the scale
+    alignments), calibrated by its own calibrator on ``calibration`` or handed ``ranges`` as its calibration
+    cache: the writer's fallback, and the model the writer is tested against."""
+    import logging
+
     import onnx
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    import onnxruntime
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType
+    from onnxruntime.quantization import quantize_static as ort_quantize_static
+    from onnxruntime.quantization.calibrate import CalibrationMethod, TensorsData, save_tensors_data
 
     class _Reader(CalibrationDataReader):  # type: ignore[misc]
         def __init__(self, feeds: list[dict[str, np.ndarray]]) -> None:
@@ -80,83 +140,35 @@ def quantize(model: Any, calibration: list[dict[str, np.ndarray]],
         def get_next(self) -> dict[str, np.ndarray] | None:
             return next(self._it, None)
 
-    from tinynpu.compiler.onnx.frontend.masks import mask_adds
-    from tinynpu.compiler.onnx.frontend.rotary import rotary_muls
-    from tinynpu.compiler.onnx.frontend.rowgroups import split_small_rows
-
-    # small leading rows (a ViT's class token) get their own tensors and scales: see rowgroups.py; ranges
-    # measured already name the tensors of the model as given, so a model with ranges is taken as it is
-    if ranges is None:
-        model, _ = split_small_rows(model, calibration, _opset(model))
-    excluded = mask_adds(model)  # an attention mask must not set the scale of the scores: see masks.py
-    excluded += rotary_muls(model)  # cos and sin stay float: see rotary.py
     with tempfile.TemporaryDirectory(prefix="tinynpu-onnx-") as tmp:
         src, dst = Path(tmp) / "float.onnx", Path(tmp) / "int8.onnx"
-        # the weights beside the graph, not inside it: the quantizer and its calibrator each run shape
-        # inference on this file, which otherwise parses and writes every weight byte again (GPT-2-small:
-        # 500 MB, twice)
-        _save_weights_apart(model, src)
-        import logging
-
-        import onnxruntime
-
+        # the weights beside the graph (onnx's own external-data writer, on a copy: it rewrites the model it
+        # is given), so the quantizer's shape inference does not parse and write them again
+        light = onnx.ModelProto()
+        light.CopyFrom(model)
+        onnx.save_model(light, str(src), save_as_external_data=True, all_tensors_to_one_file=True,
+                        location="float.weights", size_threshold=1024)
         logging.getLogger().setLevel(logging.ERROR)  # the quantizer's "consider pre-processing" advice
         onnxruntime.set_default_logger_severity(3)  # and the calibration sessions' unused-initializer notes
-        measured = None
+        cache = None
         if ranges is not None:
-            from onnxruntime.quantization.calibrate import CalibrationMethod, TensorsData, save_tensors_data
-
-            measured = Path(tmp) / "ranges.json"
-            save_tensors_data(TensorsData(CalibrationMethod.MinMax, dict(ranges)), measured)
+            cache = Path(tmp) / "ranges.json"
+            save_tensors_data(TensorsData(CalibrationMethod.MinMax, dict(ranges)), cache)
+        reader = _Reader(calibration) if cache is None and calibration is not None else None
         try:
-            quantize_static(str(src), str(dst), None if measured else _Reader(calibration),
-                            calibration_cache_path=measured, quant_format=QuantFormat.QDQ,
-                            per_channel=True, activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
-                            extra_options={"ActivationSymmetric": True, "WeightSymmetric": True},
-                            nodes_to_exclude=excluded,
-                            calibration_providers=["CPUExecutionProvider"])
+            ort_quantize_static(str(src), str(dst), reader, calibration_cache_path=cache,
+                                quant_format=QuantFormat.QDQ, per_channel=True, activation_type=QuantType.QInt8,
+                                weight_type=QuantType.QInt8,
+                                extra_options={"ActivationSymmetric": True, "WeightSymmetric": True},
+                                nodes_to_exclude=excluded, calibration_providers=["CPUExecutionProvider"])
         except Exception as exc:
             raise OnnxError(f"onnxruntime's quantize_static failed on this model: "
                             f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
-        q = onnx.load(str(dst))
-    align_concat_scales(q)
-    align_activation_scales(q)  # after: a relu before a concat takes the concat's scale
-    return q
+        return onnx.load(str(dst))
 
 
 def _opset(model: Any) -> int:
     return next((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), 17)
-
-
-#: Initializers larger than this many bytes are written beside the graph file.
-EXTERNAL_BYTES = 1024
-
-
-def _save_weights_apart(model: Any, path: Path) -> None:
-    """Save ``model`` at ``path`` with its large initializers in a file beside it (ONNX external data),
-    leaving ``model`` itself as it was (``onnx.save``'s ``save_as_external_data`` rewrites the model it is
-    given into references to the file, which would outlive the file)."""
-    import onnx
-    from onnx import numpy_helper
-
-    light = onnx.ModelProto()
-    light.CopyFrom(model)  # the graph and small constants; the large ones are replaced below
-    light.graph.ClearField("initializer")
-    weights = path.with_suffix(".weights")
-    with weights.open("wb") as out:
-        for t in model.graph.initializer:
-            raw = t.raw_data if t.HasField("raw_data") else numpy_helper.to_array(t).tobytes()
-            if len(raw) <= EXTERNAL_BYTES:
-                light.graph.initializer.append(t)
-                continue
-            ref = light.graph.initializer.add()
-            ref.name, ref.data_type = t.name, t.data_type
-            ref.dims.extend(t.dims)
-            for key, value in (("location", weights.name), ("offset", out.tell()), ("length", len(raw))):
-                ref.external_data.add(key=key, value=str(value))
-            ref.data_location = onnx.TensorProto.EXTERNAL
-            out.write(raw)
-    onnx.save(light, str(path))
 
 
 def _index(graph: Any) -> tuple[dict[str, Any], dict[str, list[Any]], set[str]]:
@@ -176,14 +188,23 @@ def _only_reader(uses: dict[str, list[Any]], outputs: set[str], tensor: str, op_
     return readers[0] if ok else None
 
 
-def _share_params(graph: Any, nodes: list[Any], source: Any) -> None:
-    """Make the Q/DQ ``nodes`` read ``source``'s scale and zero point; drop their own when nothing reads them."""
+def _reads(graph: Any) -> Counter[str]:
+    """How many node inputs read each tensor."""
+    return Counter(i for n in graph.node for i in n.input)
+
+
+def _share_params(graph: Any, reads: Counter[str], nodes: list[Any], source: Any) -> None:
+    """Make the Q/DQ ``nodes`` read ``source``'s scale and zero point; drop their own when nothing reads them
+    (``reads`` kept up to date)."""
     replaced = {i for n in nodes for i in n.input[1:3]}
     for n in nodes:
-        n.input[1], n.input[2] = source.input[1], source.input[2]
-    read = {i for n in graph.node for i in n.input}
-    for init in [i for i in graph.initializer if i.name in replaced and i.name not in read]:
-        graph.initializer.remove(init)
+        for k in (1, 2):
+            reads[n.input[k]] -= 1
+            n.input[k] = source.input[k]
+            reads[n.input[k]] += 1
+    unread = [k for k, init in enumerate(graph.initializer) if init.name in replaced and reads[init.name] <= 0]
+    for k in reversed(unread):
+        del graph.initializer[k]
 
 
 def align_concat_scales(model: Any) -> int:
@@ -191,6 +212,7 @@ def align_concat_scales(model: Any) -> int:
     returns how many pairs it changed."""
     graph = model.graph
     producer, uses, outputs = _index(graph)
+    reads = _reads(graph)
     aligned = 0
     for concat in graph.node:
         after = _only_reader(uses, outputs, concat.output[0], ("QuantizeLinear",))
@@ -204,7 +226,7 @@ def align_concat_scales(model: Any) -> int:
             if q is None or q.op_type != "QuantizeLinear" or len(q.input) < 3 or len(dq.input) < 3:
                 continue
             if _only_reader(uses, outputs, q.output[0], ("DequantizeLinear",)) is not None:
-                _share_params(graph, [q, dq], after)
+                _share_params(graph, reads, [q, dq], after)
                 aligned += 1
     return aligned
 
@@ -214,6 +236,7 @@ def align_activation_scales(model: Any) -> int:
     output's scale and zero point (see above); returns how many pairs it changed."""
     graph = model.graph
     producer, uses, outputs = _index(graph)
+    reads = _reads(graph)
     aligned = 0
     for q in graph.node:
         src = producer.get(q.input[0]) if q.op_type == "QuantizeLinear" else None
@@ -223,7 +246,7 @@ def align_activation_scales(model: Any) -> int:
         act = _only_reader(uses, outputs, dq.output[0], FUSED_ACTIVATIONS) if dq is not None else None
         after = _only_reader(uses, set(), act.output[0], ("QuantizeLinear",)) if act is not None else None
         if after is not None and len(after.input) >= 3:
-            _share_params(graph, [q, dq], after)
+            _share_params(graph, reads, [q, dq], after)
             aligned += 1
     return aligned
 
@@ -241,4 +264,5 @@ def calibration_inputs(make: Callable[[int], dict[str, np.ndarray]], count: int,
     return [make(1000 + i) for i in range(count)]
 
 
-__all__ = ["align_activation_scales", "align_concat_scales", "calibration_inputs", "is_quantized", "quantize"]
+__all__ = ["align_activation_scales", "align_concat_scales", "calibration_inputs", "is_quantized", "prepare",
+           "quantize", "quantize_static"]
