@@ -113,3 +113,17 @@ def test_an_epilogue_that_differs_per_key_is_not_broadcast() -> None:
     per_key = dataclasses.replace(one, scale=np.arange(9, dtype=np.float32))
     with pytest.raises(buckets.NotSpecializable, match="differs per key"):
         buckets._broadcast(per_key, 9, 7, "scores")
+
+
+def test_a_constants_subgraph_that_does_not_run_is_not_specialized(monkeypatch: pytest.MonkeyPatch,
+                                                                   tmp_path: Path) -> None:
+    itf, weights = _quantized(TINY, tmp_path)
+    cfg = load_config("default")
+    built = build_step(weights, itf, StepShape(1, 9), ProgramCache(cfg, matmul_bucket=cfg.tile))
+
+    def broken(*_: object) -> None:
+        raise RuntimeError("No implementation for operator 'Range'")
+
+    monkeypatch.setattr(buckets, "length_constants", broken)
+    with pytest.raises(buckets.NotSpecializable, match="does not run: No implementation"):
+        buckets.make_bucket(weights, itf, built, StepShape(1, 8), 1)

@@ -147,8 +147,7 @@ def make_bucket(weights: Weights, itf: DecoderInterface, built: Built, other: St
     first_consts, second_consts = _initializers(model), _initializers(second)
     if first_consts.keys() != second_consts.keys():
         raise NotSpecializable("the graph folds to other constants at another cache length")
-    names = tuple(n for n, v in first_consts.items()
-                  if v.shape != second_consts[n].shape or not np.array_equal(v, second_consts[n]))
+    names = tuple(n for n, v in first_consts.items() if not _same_array(v, second_consts[n]))
     _check_read_at_run_time(model, built.unplaced, names)
     delta = built.step.shape.past - other.past
     slopes = {}
@@ -164,8 +163,17 @@ def make_bucket(weights: Weights, itf: DecoderInterface, built: Built, other: St
                                                                              strict=True)):
             raise NotSpecializable(f"{name}'s shape does not grow with the cache length")
         slopes[name] = tuple(steps)
-    evaluator, inputs = _constants_model(weights, itf, names)
-    return Bucket(built=built, slopes=slopes, constants=evaluator, names=names, inputs=inputs)
+    try:  # the subgraph run at the second length must give what the folding gave there
+        evaluator, inputs = _constants_model(weights, itf, names)
+        bucket = Bucket(built=built, slopes=slopes, constants=evaluator, names=names, inputs=inputs)
+        values = length_constants(bucket, itf, other, batch)
+    except NotSpecializable:
+        raise
+    except Exception as e:  # an operator onnx.reference does not run at that version: built, not specialized
+        raise NotSpecializable(f"the length constants' subgraph does not run: {e}") from e
+    if any(not _same_array(values[n], second_consts[n]) for n in names):
+        raise NotSpecializable("the length constants' subgraph does not give the folded values")
+    return bucket
 
 
 def specialize(bucket: Bucket, itf: DecoderInterface, shape: StepShape, cache: ProgramCache,
@@ -209,6 +217,10 @@ def length_constants(bucket: Bucket, itf: DecoderInterface, shape: StepShape, ba
     feeds = {i.name: np.zeros(input_dims(i, itf, shape, batch),
                               helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type)) for i in bucket.inputs}
     return dict(zip(bucket.names, bucket.constants.run(list(bucket.names), feeds), strict=True))
+
+
+def _same_array(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.dtype == b.dtype and a.shape == b.shape and bool(np.array_equal(a, b))
 
 
 def _nodes(model: Any) -> list[tuple[str, tuple[str, ...], tuple[str, ...]]]:
