@@ -127,3 +127,12 @@ def test_a_constants_subgraph_that_does_not_run_is_not_specialized(monkeypatch: 
     monkeypatch.setattr(buckets, "length_constants", broken)
     with pytest.raises(buckets.NotSpecializable, match="does not run: No implementation"):
         buckets.make_bucket(weights, itf, built, StepShape(1, 8), 1)
+
+
+def test_the_bench_compares_built_and_specialized(capsys: pytest.CaptureFixture[str]) -> None:
+    from tinynpu.compiler.onnx.llm.bench_buckets import main
+
+    assert main(["--layers", "1", "--hidden", "64", "--heads", "2", "--vocab", "100", "--ffn", "256",
+                 "--prompt", "8", "--steps", "3"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("past ")]
+    assert len(lines) == 2 and all(line.endswith("same shapes and programs: True") for line in lines)
