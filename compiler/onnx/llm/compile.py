@@ -22,9 +22,10 @@ from typing import Any
 import numpy as np
 
 from tinynpu.compiler.onnx.frontend.calibration import MinMaxRanges, calibrated_tensors
+from tinynpu.compiler.onnx.llm.buckets import build_steps
 from tinynpu.compiler.onnx.llm.image import LlmImage, LlmLayout
 from tinynpu.compiler.onnx.llm.interface import DecoderInterface, check_request, read_interface
-from tinynpu.compiler.onnx.llm.steps import StepNetwork, StepShape, build_step, split_weights, step_shapes
+from tinynpu.compiler.onnx.llm.steps import StepNetwork, StepShape, split_weights, step_shapes
 from tinynpu.compiler.onnx.lower.programs import ProgramCache
 from tinynpu.errors import OnnxError
 from tinynpu.isa import ArchConfig, load_config
@@ -150,7 +151,8 @@ def compile_llm(path: str | Path, *, prompt_tokens: int, generate: int, cfg: Arc
     cache = ProgramCache(cfg, matmul_bucket=cfg.tile)  # attention: one program per T cache lengths
     weights = split_weights(qmodel)
     timings["split_weights"] = time.perf_counter() - t0
-    steps = [build_step(weights, itf, shape, cache, batch) for shape in step_shapes(prompt_tokens, generate)]
+    # one network per bucket of cache lengths, specialized to the bucket's other steps (:mod:`.buckets`)
+    steps = build_steps(weights, itf, step_shapes(prompt_tokens, generate), cache, batch)
     _check_cache_scales(steps, itf)
     image = LlmImage(cfg, itf, steps, cache, prompt_tokens + generate - 1, batch)
     layout = image.layout

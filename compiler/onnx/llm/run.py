@@ -71,7 +71,7 @@ def teacher_forced(cd: CompiledDecoder, gen: Generation) -> dict[str, Any]:
 def report(cd: CompiledDecoder, tokens: list[list[int]], reference: list[list[int]], ort_tokens: list[list[int]],
            figures: dict[str, Any]) -> dict[str, Any]:
     """The run's JSON: model, tokens, the three comparisons, the image layout, the figures."""
-    compiled = [{"step": i, "past": s.shape.past, "new": s.shape.new,
+    compiled = [{"step": i, "past": s.shape.past, "new": s.shape.new, "specialized_from_past": s.specialized_from,
                  "programs": [list(map(str, k)) for k in s.compiled]} for i, s in enumerate(cd.steps)]
     return {
         "model": cd.itf.source, "config": cd.cfg.name, "clock_mhz": cd.cfg.clock_mhz,
@@ -85,7 +85,9 @@ def report(cd: CompiledDecoder, tokens: list[list[int]], reference: list[list[in
         "programs_compiled": len(cd.cache.programs),
         "recompiled_per_step": "the softmax over the scores at each cache length; the attention matmuls once per "
                                "tile of cache lengths (compiled for the length rounded up to T, operands "
-                               "zero-padded); the weight layers' programs once per step shape, reused",
+                               "zero-padded); the weight layers' programs once per step shape, reused; one "
+                               "network built per tile of cache lengths, specialized to the others "
+                               "(specialized_from_past)",
         "compiled": compiled,
         **figures,
     }

@@ -35,7 +35,7 @@ import numpy as np
 
 from tinynpu.compiler.onnx.frontend.fold import fold_static
 from tinynpu.compiler.onnx.frontend.qdq import build_network
-from tinynpu.compiler.onnx.ir import Network, QParam
+from tinynpu.compiler.onnx.ir import Network, QParam, Step
 from tinynpu.compiler.onnx.llm.interface import DecoderInterface
 from tinynpu.compiler.onnx.lower.memory import MemoryPlan
 from tinynpu.compiler.onnx.lower.plan import place, plan
@@ -66,6 +66,8 @@ class StepNetwork:
         compiled: The program keys this shape compiled (the others it reused).
         build_seconds: Wall time to fix the shape, fold, build and plan the network (the host's part).
         compile_seconds: Wall time compiling the programs it did not reuse.
+        specialized_from: None when this network was built from the model; else the past length of its
+            bucket's network it was specialized from (:mod:`.buckets`: no rebuild).
     """
 
     shape: StepShape
@@ -78,6 +80,7 @@ class StepNetwork:
     compiled: tuple[ProgramKey, ...]
     build_seconds: float = 0.0
     compile_seconds: float = 0.0
+    specialized_from: int | None = None
 
 
 def step_shapes(prompt: int, generate: int) -> list[StepShape]:
@@ -137,23 +140,36 @@ def _matmul_weights(qmodel: Any, names: Any) -> list[str]:
             and all(r.op_type == "MatMul" and list(r.input).index(n.output[0]) == 1 for r in readers[n.output[0]])]
 
 
-def _fixed(weights: Weights, itf: DecoderInterface, shape: StepShape, batch: int) -> Any:
+def input_dims(inp: Any, itf: DecoderInterface, shape: StepShape, batch: int) -> list[int]:
+    """The dimensions of graph input ``inp`` (a ValueInfoProto) at ``shape`` for ``batch`` sequences."""
+    sizes = {itf.ids: {0: batch, 1: shape.new}, itf.mask: {0: batch, 1: shape.total}}
+    sizes |= {name: {0: batch, 2: shape.past} for pair in itf.past for name in pair}
+    return [d.dim_value if d.HasField("dim_value") else sizes.get(inp.name, {}).get(axis, 1)
+            for axis, d in enumerate(inp.type.tensor_type.shape.dim)]
+
+
+def fix_dims(model: Any, itf: DecoderInterface, shape: StepShape, batch: int) -> None:
+    """Set ``model``'s dynamic dimensions (its decoder inputs') for ``shape`` and ``batch`` sequences, in place."""
+    for inp in model.graph.input:
+        for d, value in zip(inp.type.tensor_type.shape.dim, input_dims(inp, itf, shape, batch), strict=True):
+            d.dim_value = value
+
+
+def opset_of(model: Any) -> int:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
+
+
+def fixed_model(weights: Weights, itf: DecoderInterface, shape: StepShape, batch: int) -> Any:
     """The skeleton with its dynamic dimensions set for ``shape`` and ``batch`` sequences, its shape
     arithmetic folded."""
     import onnx
 
     model = copy.deepcopy(weights.skeleton)
-    sizes = {itf.ids: {0: batch, 1: shape.new}, itf.mask: {0: batch, 1: shape.total}}
-    sizes |= {name: {0: batch, 2: shape.past} for pair in itf.past for name in pair}
-    for inp in model.graph.input:
-        for axis, d in enumerate(inp.type.tensor_type.shape.dim):
-            if not d.HasField("dim_value"):
-                d.dim_value = sizes.get(inp.name, {}).get(axis, 1)
+    fix_dims(model, itf, shape, batch)
     for out in model.graph.output:  # shape inference writes them for this shape
         out.type.tensor_type.ClearField("shape")
     del model.graph.value_info[:]
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
-    model, _ = fold_static(model, opset)
+    model, _ = fold_static(model, opset_of(model))
     return onnx.shape_inference.infer_shapes(model)
 
 
@@ -166,22 +182,44 @@ def _int8_source(net: Network, output: str) -> str:
     return producer.inputs[0]
 
 
+@dataclass(frozen=True)
+class Built:
+    """A step shape's network as :func:`build_step` made it, with what specializing it to another cache length
+    needs (:mod:`.buckets`): the folded model it was built from, and its steps before placement."""
+
+    step: StepNetwork
+    model: Any
+    unplaced: tuple[Step, ...]
+
+
 def build_step(weights: Weights, itf: DecoderInterface, shape: StepShape, cache: ProgramCache,
-               batch: int = 1) -> StepNetwork:
+               batch: int = 1) -> Built:
     """The network of one step shape for ``batch`` sequences, its programs compiled (or reused from ``cache``)."""
     t0, compiling = time.perf_counter(), cache.compile_seconds
-    net = build_network(_fixed(weights, itf, shape, batch), known=weights.known)
+    model = fixed_model(weights, itf, shape, batch)
+    net = build_network(model, known=weights.known)
+    unplaced = tuple(net.steps)
     place(net, cache.cfg)
     memory = plan(net, cache.cfg.tile)
     before = set(cache.programs)
     programs = compile_programs(net, cache)
     compiled = cache.compile_seconds - compiling
+    step = finish_step(net, itf, shape, memory, programs, tuple(k for k in cache.programs if k not in before),
+                       build_seconds=time.perf_counter() - t0 - compiled, compile_seconds=compiled)
+    return Built(step=step, model=model, unplaced=unplaced)
+
+
+def finish_step(net: Network, itf: DecoderInterface, shape: StepShape, memory: MemoryPlan,
+                programs: dict[str, tuple[ProgramKey, ...]], compiled: tuple[ProgramKey, ...], *,
+                build_seconds: float, compile_seconds: float, specialized_from: int | None = None) -> StepNetwork:
+    """The :class:`StepNetwork` of a network built (or specialized) and planned: its int8 outputs found."""
     present = tuple((_int8_source(net, k), _int8_source(net, v)) for k, v in itf.present)
     return StepNetwork(shape=shape, net=net, memory=memory, programs=programs,
                        logits=_int8_source(net, itf.logits), present=present,
-                       scales=tuple((net.qparams[k], net.qparams[v]) for k, v in present),
-                       compiled=tuple(k for k in cache.programs if k not in before),
-                       build_seconds=time.perf_counter() - t0 - compiled, compile_seconds=compiled)
+                       scales=tuple((net.qparams[k], net.qparams[v]) for k, v in present), compiled=compiled,
+                       build_seconds=build_seconds, compile_seconds=compile_seconds,
+                       specialized_from=specialized_from)
 
 
-__all__ = ["StepNetwork", "StepShape", "Weights", "build_step", "split_weights", "step_shapes"]
+__all__ = ["Built", "StepNetwork", "StepShape", "Weights", "build_step", "finish_step", "fix_dims", "fixed_model",
+           "input_dims", "opset_of", "split_weights", "step_shapes"]
