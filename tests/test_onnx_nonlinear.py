@@ -200,9 +200,9 @@ def test_programs_are_loaded_once_per_image(tmp_path: Path) -> None:
     first = run_network(cn)
     loaded = dict(cn.image.loaded)
     second = run_network(cn, seed=1)
-    # every program run is loaded once (programs relocated alike, such as the heads' matmuls, share one)
+    # every program run is loaded once (programs relocated alike, such as the heads' matmuls, share one): the
+    # second run loads none (its loading time is not compared: both are small once linked, and timing is noise)
     assert cn.image.loaded == loaded and 0 < len(loaded) <= sum(e["programs"] for e in first["layers"])
-    assert second["seconds"]["program_load"] <= first["seconds"]["program_load"]
     for r in (first, second):
         s = r["seconds"]
         assert r["host_share_of_wall_time"] == pytest.approx(
