@@ -81,6 +81,12 @@ def test_a_llama_style_decoder_end_to_end(tmp_path: Path) -> None:
     gen = generate(cd)
     assert gen.tokens == gen.reference_tokens == cd.float_tokens
     assert [s.cache_bytes_written for s in gen.steps] == [cd.itf.cache_bytes(s.new) for s in gen.steps]
+    # every accelerator step's cycles fall in one of the figures' kinds (the product among the nonlinear work)
+    from tinynpu.compiler.onnx.llm.figures import summary
+
+    step, record = summary(cd, gen)["steps"][1], gen.steps[1]
+    npu_cycles = sum(record.execution.runs[s.name].cycles for s in cd.steps[1].net.steps if s.where == "npu")
+    assert step["cycles"] == npu_cycles and step["cycles_by_kind"]["nonlinear"] > 0
 
 
 def test_a_batch_of_sequences_end_to_end(model: Path) -> None:

@@ -31,11 +31,13 @@ from typing import Any
 
 import numpy as np
 
-from tinynpu.compiler.onnx.ir import NPU, AddStep, GemmStep, MatmulStep, Network, NonlinearStep
+from tinynpu.compiler.onnx.ir import NPU, AddStep, GemmStep, MatmulStep, Network, NonlinearStep, ProductStep
 from tinynpu.compiler.onnx.llm.compile import CompiledDecoder
 from tinynpu.compiler.onnx.llm.generate import Generation, StepRecord
 
-KINDS = (("weights", GemmStep), ("attention", MatmulStep), ("residual", AddStep), ("nonlinear", NonlinearStep))
+# SwiGLU's product of two activations (with its SiLU fused in) is the MLP's activation: nonlinear work
+KINDS = (("weights", GemmStep), ("attention", MatmulStep), ("residual", AddStep),
+         ("nonlinear", (NonlinearStep, ProductStep)))
 
 
 def _kind(step: Any) -> str:
