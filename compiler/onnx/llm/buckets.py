@@ -16,7 +16,7 @@ softmax's.  Their networks differ only in what the cache length decides:
 So a bucket's network is built once, at the longest step of the run in the
 bucket (its DRAM plan then holds every shorter step's tensors), and every
 other step of the bucket is that network *specialized*: its shapes moved along
-their slopes (measured once per bucket from one more folding of the graph at a
+their slopes (measured once per bucket from one more folding and import of the graph at a
 second length), its length constants computed by folding only the small
 subgraph that makes them from the inputs' shapes, the scores' epilogue
 broadcast to the step's keys, then placed (the softmax's constant mask, if
@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from tinynpu.compiler.onnx.frontend.qdq import build_network
 from tinynpu.compiler.onnx.intops import Epilogue
 from tinynpu.compiler.onnx.ir import AddStep, ConcatStep, LutStep, MaskStep, MatmulStep, NodeStep, SoftmaxStep, Step
 from tinynpu.compiler.onnx.llm.interface import DecoderInterface
@@ -151,7 +152,9 @@ def make_bucket(weights: Weights, itf: DecoderInterface, built: Built, other: St
     _check_read_at_run_time(model, built.unplaced, names)
     delta = built.step.shape.past - other.past
     slopes = {}
-    first, other_shapes = built.step.net.shapes, _shapes(second)
+    # the network's own shapes at the second length: the import adds tensors of its own (a move chain's int8
+    # moves between scales, grouped-query attention's), which the folded graph does not name
+    first, other_shapes = built.step.net.shapes, build_network(second, known=weights.known).shapes
     if first.keys() != other_shapes.keys():
         raise NotSpecializable("other tensors have a static shape at another cache length")
     for name, dims in first.items():
@@ -231,17 +234,6 @@ def _initializers(model: Any) -> dict[str, np.ndarray]:
     from onnx import numpy_helper
 
     return {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
-
-
-def _shapes(model: Any) -> dict[str, tuple[int, ...]]:
-    """The static shapes of a model's tensors, as :class:`~tinynpu.compiler.onnx.frontend.qdq.QdqGraph` reads them."""
-    out = {}
-    g = model.graph
-    for vi in list(g.value_info) + list(g.input) + list(g.output):
-        dims = vi.type.tensor_type.shape.dim
-        if dims and all(d.HasField("dim_value") for d in dims):
-            out[vi.name] = tuple(int(d.dim_value) for d in dims)
-    return out
 
 
 def _check_read_at_run_time(model: Any, steps: tuple[Step, ...], names: tuple[str, ...]) -> None:
