@@ -90,8 +90,6 @@ def test_an_export_run_on_its_committed_inputs_relocates_nothing_more() -> None:
     from tinynpu.compiler.onnx.frontend.calibration import CalibrationSource
     from tinynpu.compiler.onnx.verify.checks import check_inputs
 
-    if not (MODELS_DIR / "bert_sdpa.onnx").is_file():
-        pytest.skip("the committed exports come with a checkout of the repository")
     case = make_case("bert_sdpa", MODELS_DIR)
     assert case.feeds is not None
     cn = compile_onnx(case.path, calibration=CalibrationSource((case.feeds,), "the committed inputs"))
