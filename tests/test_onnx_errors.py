@@ -55,6 +55,27 @@ def test_unsupported_op_names_node_op_and_opset(tmp_path: Path, capsys: pytest.C
     assert "one_hot_max" in err and "Hardmax" in err and "opset 13" in err
 
 
+@pytest.mark.parametrize("external", [False, True])
+def test_the_onnx_checker_rejection_is_one_paragraph(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                     external: bool) -> None:
+    """The checker reads the file's own bytes, or (external data read in) the model; either way its
+    complaint is named."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    w = _init("w", np.ones((8, 8)))
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"),
+             helper.make_node("Relu", ["m"], ["y"], name="act", alpha=1.0)]  # Relu has no attribute alpha
+    path = save(tmp_path / "bad_attr.onnx", nodes, [w], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+                [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])])
+    if external:
+        model = onnx.load(str(path))
+        onnx.save(model, str(path), save_as_external_data=True, location="bad_attr.data", size_threshold=0)
+        assert (tmp_path / "bad_attr.data").exists()
+    err = _run(capsys, str(path))
+    assert "bad_attr.onnx" in err and "checker rejects" in err and "alpha" in err
+
+
 def test_dynamic_batch_needs_batch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = small_cnn(tmp_path / "dyn.onnx", batch="N")
     err = _run(capsys, str(path))
