@@ -180,6 +180,8 @@ def test_bench_prints_the_wall_time_breakdown(capsys: pytest.CaptureFixture[str]
     assert main(["bench", "llm", "--prompt-tokens", "2", "--generate", "2"]) == 0
     out = capsys.readouterr().out
     assert out.count("where the wall time goes (s): float_run") == 2 and "quantize" in out and "target" not in out
+    # tinynpu's own part is printed apart from onnxruntime's runs, and is what a target judges
+    assert out.count("wall ") == 2 and out.count("  tinynpu ") == 2 and "with onnxruntime's runs" in out
 
 
 def test_bench_an_unknown_model(capsys: pytest.CaptureFixture[str]) -> None:
