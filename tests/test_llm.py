@@ -181,7 +181,7 @@ def test_bench_prints_the_wall_time_breakdown(capsys: pytest.CaptureFixture[str]
     out = capsys.readouterr().out
     assert out.count("where the wall time goes (s): float_run") == 2 and "quantize" in out and "target" not in out
     # tinynpu's own part is printed apart from onnxruntime's runs, and is what a target judges
-    assert out.count("wall ") == 2 and out.count("  tinynpu ") == 2 and "with onnxruntime's runs" in out
+    assert out.count("s runs") == 2 and out.count("  tinynpu ") == 2
 
 
 def test_bench_an_unknown_model(capsys: pytest.CaptureFixture[str]) -> None:
