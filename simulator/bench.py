@@ -203,7 +203,8 @@ def run_bench(args: argparse.Namespace, prepare_seed: PrepareSeed) -> int:
               f"{r['cycles']:>12,} cycles "
               f"{r['wall_seconds']:7.3f} s {r['instructions_per_second']:>10,.0f} instr/s "
               f"(CPU {r['cpu_seconds']:6.3f} s, {r['instructions_per_cpu_second']:>10,.0f} per CPU second) "
-              f"{r['cycles_per_second']:>12,.0f} cycles/s | load {r['load_seconds']:5.3f} s | numpy f32 {r['numpy_float32_seconds'] * 1e3:6.1f} ms "
+              f"{r['cycles_per_second']:>12,.0f} cycles/s | load {r['load_seconds']:5.3f} s "
+              f"| numpy f32 {r['numpy_float32_seconds'] * 1e3:6.1f} ms "
               f"-> {r['ratio_to_numpy']:6.1f}x | peak RSS {r['peak_rss_bytes'] / 2**20:5.0f} MiB = "
               f"{r['peak_rss_over_image']:.2f}x DRAM+program | {r['speedup_over_python_core']:5.1f}x python core "
               f"| verified={r['verified']}")
