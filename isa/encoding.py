@@ -105,18 +105,33 @@ def encode_columns(instr: Instruction, columns: Mapping[str, np.ndarray | int],
     return lo, hi
 
 
+#: Words converted per pass by :func:`to_ints` and :func:`split`: their Python-object temporaries (about 60
+#: bytes a word) stay a few hundred KiB instead of growing with the program (a naive 1024^3 program has 794K
+#: words: converting it whole made ~100 MB of short-lived objects, the simulator's peak memory).
+_CONVERT_CHUNK = 1 << 14
+
+
 def to_ints(lo: np.ndarray, hi: np.ndarray) -> list[int]:
     """Python int words from their low and high 64-bit columns."""
-    return [(h << 64) | w for w, h in zip(lo.tolist(), hi.tolist(), strict=True)]
+    words: list[int] = []
+    for base in range(0, len(lo), _CONVERT_CHUNK):
+        end = base + _CONVERT_CHUNK
+        words += [(h << 64) | w for w, h in zip(lo[base:end].tolist(), hi[base:end].tolist(), strict=True)]
+    return words
 
 
 def split(words: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
     """The low and high 64-bit columns of ``words`` (the inverse of :func:`to_ints`)."""
-    # one C-level conversion per word (int.to_bytes) instead of two Python expressions: decoding a program
-    # starts here; a word outside [0, 2**128) raises OverflowError as numpy's conversion of its halves did
-    raw = b"".join([operator.index(w).to_bytes(16, "little") for w in words])  # numpy integers too
-    halves = np.frombuffer(raw, dtype="<u8").reshape(len(words), 2).astype(np.uint64)
-    return np.ascontiguousarray(halves[:, 0]), np.ascontiguousarray(halves[:, 1])
+    n = len(words)
+    lo, hi = np.empty(n, dtype=np.uint64), np.empty(n, dtype=np.uint64)
+    for base in range(0, n, _CONVERT_CHUNK):
+        end = min(base + _CONVERT_CHUNK, n)
+        # one C-level conversion per word (int.to_bytes) instead of two Python expressions; a word outside
+        # [0, 2**128) raises OverflowError as numpy's conversion of its halves did; numpy integers convert too
+        raw = b"".join([operator.index(w).to_bytes(16, "little") for w in words[base:end]])
+        halves = np.frombuffer(raw, dtype="<u8").reshape(end - base, 2)
+        lo[base:end], hi[base:end] = halves[:, 0], halves[:, 1]
+    return lo, hi
 
 
 def field_column(lo: np.ndarray, hi: np.ndarray, field: Field) -> np.ndarray:

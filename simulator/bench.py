@@ -17,7 +17,8 @@ is the tiled 1 x size x size product, a batch-1 decode step's shape (one
 row of each A tile filled, the weights streamed), timed against numpy's
 float32 matrix-vector product of the same shape.  Each run's
 instructions/s is reported (by wall time, which the targets use, and by the
-child's CPU time, which a loaded machine does not inflate), and a summary states every target, for each
+child's CPU time, which a loaded machine does not inflate) with the time its loading took (reading the
+image and decoding it, before the run), and a summary states every target, for each
 mode (race sanitizer on or off, core) it covers, as met or not met.
 """
 
@@ -85,9 +86,11 @@ def _child(binary: Path, inputs: Path, reference: Path, races: bool, size: int, 
     from tinynpu.simulator.machine import Machine
 
     isa = load_isa()
+    l0 = time.perf_counter()
     program = Program.load(binary)
     machine = Machine(load_config(program.config_name, isa), isa)
     machine.load(program)
+    load_s = time.perf_counter() - l0  # reading the image and decoding it: what a run costs before it starts
     with np.load(inputs) as arrays:
         for name in arrays.files:
             machine.write_tensor(name, arrays[name])
@@ -103,7 +106,7 @@ def _child(binary: Path, inputs: Path, reference: Path, races: bool, size: int, 
             "cycles": stats.cycles,
             "utilization": stats.utilization, "wall_seconds": wall, "instructions_per_second": n / wall,
             "cpu_seconds": cpu, "instructions_per_cpu_second": n / cpu,
-            "cycles_per_second": stats.cycles / wall, "numpy_float32_seconds": numpy_s,
+            "cycles_per_second": stats.cycles / wall, "load_seconds": load_s, "numpy_float32_seconds": numpy_s,
             "ratio_to_numpy": wall / numpy_s, "peak_rss_bytes": peak,
             "image_bytes": load_config(program.config_name).dram_bytes + binary.stat().st_size}
 
@@ -200,7 +203,8 @@ def run_bench(args: argparse.Namespace, prepare_seed: PrepareSeed) -> int:
               f"{r['cycles']:>12,} cycles "
               f"{r['wall_seconds']:7.3f} s {r['instructions_per_second']:>10,.0f} instr/s "
               f"(CPU {r['cpu_seconds']:6.3f} s, {r['instructions_per_cpu_second']:>10,.0f} per CPU second) "
-              f"{r['cycles_per_second']:>12,.0f} cycles/s | numpy f32 {r['numpy_float32_seconds'] * 1e3:6.1f} ms "
+              f"{r['cycles_per_second']:>12,.0f} cycles/s | load {r['load_seconds']:5.3f} s "
+              f"| numpy f32 {r['numpy_float32_seconds'] * 1e3:6.1f} ms "
               f"-> {r['ratio_to_numpy']:6.1f}x | peak RSS {r['peak_rss_bytes'] / 2**20:5.0f} MiB = "
               f"{r['peak_rss_over_image']:.2f}x DRAM+program | {r['speedup_over_python_core']:5.1f}x python core "
               f"| verified={r['verified']}")

@@ -155,7 +155,8 @@ def decode_program(isa: Isa, cfg: ArchConfig, words: Sequence[int],
     """Decode ``words`` and check them statically, in chunks so temporaries stay small.
 
     ``columns``: the words' low and high 64-bit columns (:attr:`Program.columns
-    <tinynpu.assembler.image.Program.columns>`), when the caller has them: then ``words`` is not read.
+    <tinynpu.assembler.image.Program.columns>`), when the caller has them: then ``words`` is not read, and
+    the decoding keeps them as its own ``lo`` and ``hi`` (not copied: they must not change afterwards).
     ``changed``: only these fields of each instruction are range-checked, and only the static checks that
     read one of them are evaluated (the others passed before, on the same values: :func:`decode_like`).
 
@@ -169,14 +170,17 @@ def decode_program(isa: Isa, cfg: ArchConfig, words: Sequence[int],
     # fit int32); sums are taken in int64 by numpy.
     out: dict[str, np.ndarray] = {
         "op": np.zeros(n, np.int16), "unit": np.zeros(n, np.int8), "wait": np.zeros(n, np.int8),
-        "signal": np.zeros(n, np.int8), "lo": np.zeros(n, np.uint64), "hi": np.zeros(n, np.uint64),
-        "occ": np.zeros(n, np.int32), "lat": np.zeros(n, np.int32), "beats": np.zeros(n, np.int32),
-        "dram_read": np.zeros(n, np.int32), "dram_write": np.zeros(n, np.int32),
+        "signal": np.zeros(n, np.int8), "occ": np.zeros(n, np.int32), "lat": np.zeros(n, np.int32),
+        "beats": np.zeros(n, np.int32), "dram_read": np.zeros(n, np.int32), "dram_write": np.zeros(n, np.int32),
     }
+    # The words' columns are the decoding's own, shared with the caller, not copied (a program keeps its
+    # columns: a copy was 16 bytes a word, 13 MB of a naive 1024^3 program's peak memory).
+    lo_all, hi_all = columns if columns is not None else split(words)
+    out["lo"], out["hi"] = np.ascontiguousarray(lo_all, np.uint64), np.ascontiguousarray(hi_all, np.uint64)
     n_exec = n
     for base in range(0, n, _DECODE_CHUNK):
         end = min(base + _DECODE_CHUNK, n)
-        lo, hi = (columns[0][base:end], columns[1][base:end]) if columns is not None else split(words[base:end])
+        lo, hi = out["lo"][base:end], out["hi"][base:end]
         checked = n_exec == n  # chunks after the first halt are never dispatched: not checked
         part, halt_at = _decode_chunk(isa, cfg, tables, lo, hi, base, checked, changed)
         if end > base and int(part["lat"].max()) > np.iinfo(out["lat"].dtype).max:
@@ -305,7 +309,7 @@ def _decode_chunk(isa: Isa, cfg: ArchConfig, tables: _IsaTables, lo: np.ndarray,
     unit = tables.unit_of[np.maximum(op, 0)]
     cols = _Columns(isa, cfg, op, operands, n)
     _static_checks(isa, cfg, cols, unit, wait, signal, n_check, base, (tables, changed))
-    part = {"op": op, "unit": unit, "wait": wait, "signal": signal, "lo": lo, "hi": hi,
+    part = {"op": op, "unit": unit, "wait": wait, "signal": signal,
             "occ": cols.occ, "lat": cols.lat, "beats": cols.beats, "dram_read": cols.dram_read,
             "dram_write": cols.dram_write}
     return part, halt_at

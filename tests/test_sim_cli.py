@@ -114,7 +114,7 @@ def test_bench_sim_json(capsys: pytest.CaptureFixture[str]) -> None:
                         and not p["races_checked"])
         assert r["speedup_over_python_core"] == baseline["wall_seconds"] / r["wall_seconds"]
         assert r["cycles"] == baseline["cycles"]  # the cores agree on every figure but wall time
-        assert r["verified"] and r["numpy_float32_seconds"] > 0 and r["peak_rss_bytes"] > 0
+        assert r["verified"] and r["numpy_float32_seconds"] > 0 and r["peak_rss_bytes"] > 0 and r["load_seconds"] > 0
         assert r["ratio_to_numpy"] == r["wall_seconds"] / r["numpy_float32_seconds"]
         assert r["peak_rss_over_image"] == r["peak_rss_bytes"] / r["image_bytes"]
     gemv = next(r for r in out["runs"] if r["schedule"] == "gemv")  # 1 x 32 x 32: fewer instructions than 32^3
