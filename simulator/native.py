@@ -225,6 +225,17 @@ def unsupported(isa: Isa, cfg: ArchConfig, *, timing: bool) -> str | None:
     """Why the native core cannot run this machine, or None if it can."""
     if not timing:
         return "the native core always computes timing (timing=False runs on the Python core)"
+    # every program run asks (a decode step runs hundreds): the last pair accepted is remembered by identity
+    if _SUPPORTED and _SUPPORTED[0][0] is isa and _SUPPORTED[0][1] is cfg:
+        return None
+    reason = _unsupported_machine(isa, cfg)
+    if reason is None:
+        _SUPPORTED[:] = [(isa, cfg)]
+    return reason
+
+
+def _unsupported_machine(isa: Isa, cfg: ArchConfig) -> str | None:
+    """:func:`unsupported` with timing on, worked out."""
     if not cfg.is_integer:
         return (f"config {cfg.name!r} is {cfg.acc_dtype}: the native core implements the integer datapath "
                 "(numpy's BLAS order for float tiles is not reproducible in C)")
@@ -310,24 +321,22 @@ _SUPPORTED: list[tuple[Isa, ArchConfig]] = []
 
 def _check_supported(isa: Isa, cfg: ArchConfig) -> None:
     """Raises NativeUnavailable if the native core cannot run ``isa`` on ``cfg``."""
-    if _SUPPORTED and _SUPPORTED[0][0] is isa and _SUPPORTED[0][1] is cfg:
-        return
     reason = unsupported(isa, cfg, timing=True)
     if reason:
         raise NativeUnavailable(reason)
-    _SUPPORTED[:] = [(isa, cfg)]
 
 
 def native_schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, limit: int,
-                    races: RaceChecker | None) -> RunResult:
-    """:func:`timing.schedule` with timing on, run by ``core.c``.
+                    races: RaceChecker | None, lib: ctypes.CDLL | None = None) -> RunResult:
+    """:func:`timing.schedule` with timing on, run by ``core.c``; ``lib``: :func:`library`, when the caller
+    has asked for it already (a machine does, to choose the core).
 
     Raises:
         NativeUnavailable: the core cannot be built or does not model this machine.
         SimFault: exactly the faults (and messages) of the Python core.
     """
     _check_supported(isa, cfg)
-    lib = library()
+    lib = lib or library()
     nq = len(isa.queued_units)
     n = dec.n_exec
     r = _Run.from_buffer_copy(_program_fields(isa, cfg, dec))
