@@ -25,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -341,12 +342,9 @@ def native_schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, li
     n = dec.n_exec
     r = _Run.from_buffer_copy(_program_fields(isa, cfg, dec))
     r.limit = limit
-    r.dram = _address(state.dram)
-    for sid, sp in state.sp.items():
-        r.sp[sid] = _address(sp)
-        r.sp_rows[sid] = sp.shape[0]
-        r.elem_bytes[sid] = sp.itemsize
-    r.n_scopes = n_scopes = len(state.sp)
+    r.dram, sp, sp_rows, elem_bytes = _state_fields(state)
+    r.n_scopes = n_scopes = len(sp)
+    r.sp[:n_scopes], r.sp_rows[:n_scopes], r.elem_bytes[:n_scopes] = sp, sp_rows, elem_bytes
     if races is not None:
         r.races = 1
         for res, per_unit in races.others.items():
@@ -361,13 +359,38 @@ def native_schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, li
     fault = lib.tinynpu_run(ctypes.byref(r))
     if fault != _F_NONE:
         raise _fault(isa, cfg, dec, limit, races, fault, list(r.fault_args), n_scopes)
-    names = {u.id: u.name for u in isa.units}
-    stalls = {names[u]: {c: int(r.stalls[u][k]) for k, c in enumerate(UNIT_CAUSES) if r.stalls[u][k]}
+    names, control = _unit_names(isa)
+    stalls = {names[u]: {c: n for c, n in zip(UNIT_CAUSES, r.stalls[u][:len(UNIT_CAUSES)], strict=True) if n}
               for u in range(nq)}
-    control = next(u.name for u in isa.units if not u.queue)
-    stalls[control] = {c: int(r.control_stalls[k]) for k, c in enumerate(CONTROL_CAUSES) if r.control_stalls[k]}
+    stalls[control] = {c: n for c, n in zip(CONTROL_CAUSES, r.control_stalls[:len(CONTROL_CAUSES)], strict=True)
+                       if n}
     return RunResult(cycles=int(r.cycles), executed=int(r.executed), dispatch=dispatch, start=start, end=end,
                      stalls=stalls)
+
+
+@functools.cache
+def _unit_names(isa: Isa) -> tuple[dict[int, str], str]:
+    """Unit names by id, and the control unit's (the one without a queue): every run's stalls name them."""
+    return {u.id: u.name for u in isa.units}, next(u.name for u in isa.units if not u.queue)
+
+
+#: per machine state: its arrays, and the addresses, rows and element sizes core.c reads of them (by scope id)
+_STATES: weakref.WeakKeyDictionary[State, tuple[tuple[np.ndarray, ...], tuple[int, list[int], list[int], list[int]]]]
+_STATES = weakref.WeakKeyDictionary()
+
+
+def _state_fields(state: State) -> tuple[int, list[int], list[int], list[int]]:
+    """The DRAM's address and each scratchpad's address, rows and element size (by scope id) for ``Run``: worked
+    out once per state (its arrays are made with it; checked by identity), not per run of each program on it."""
+    arrays = (state.dram, *state.sp.values())
+    kept = _STATES.get(state)
+    if kept is not None and len(kept[0]) == len(arrays) and all(a is b for a, b in zip(kept[0], arrays, strict=True)):
+        return kept[1]
+    ids = sorted(state.sp)
+    fields = (_address(state.dram), [_address(state.sp[i]) for i in ids], [state.sp[i].shape[0] for i in ids],
+              [state.sp[i].itemsize for i in ids])
+    _STATES[state] = (arrays, fields)
+    return fields
 
 
 def _fault(isa: Isa, cfg: ArchConfig, dec: Decoded, limit: int, races: RaceChecker | None, kind: int,
