@@ -11,6 +11,7 @@ Example::
 
 from __future__ import annotations
 
+import ctypes
 import os
 import time
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from tinynpu.assembler.image import Program
 from tinynpu.errors import UsageError
 from tinynpu.isa import ArchConfig, Isa, load_isa
 from tinynpu.simulator.decode import Decoded, decode_like, decode_program
+from tinynpu.simulator.energy import Energy
 from tinynpu.simulator.faults import SimFault, where
 from tinynpu.simulator.hazards import DRAM, RaceChecker, access_functions, resource_users
 from tinynpu.simulator.native import NativeUnavailable, library, native_schedule, unsupported
@@ -54,6 +56,7 @@ class Machine:
         self.program: Program | None = None
         self._decoded: Decoded | None = None
         self._counts: Counts | None = None  # the loaded program's run-independent stats, from its first run
+        self._energy: Energy | None = None  # the energy of its last run (the same for as many cycles)
 
     # --- program and data ---------------------------------------------------------------------------
     def load(self, program: Program, *, like: Machine | Decoded | None = None) -> None:
@@ -77,7 +80,7 @@ class Machine:
         self._decoded = (decode_program(self.isa, self.cfg, program.words, columns) if prior is None
                          else decode_like(self.isa, self.cfg, program.words, prior, columns))
         self.program = program
-        self._counts = None
+        self._counts = self._energy = None
 
     def _program(self) -> Program:
         if self.program is None:
@@ -150,29 +153,33 @@ class Machine:
         dec = self._decoded
         assert dec is not None
         isa, cfg = self.isa, self.cfg
-        use_native = self._use_native(engine, timing)
+        lib = self._native_library(engine, timing)
+        use_native = lib is not None
         t0 = time.perf_counter()
         races = self._race_checker(dec) if check_races else None
         limit = cfg.max_cycles if max_cycles is None else max_cycles
         if use_native:
-            result = native_schedule(isa, cfg, dec, self.state, limit=limit, races=races)
+            result = native_schedule(isa, cfg, dec, self.state, limit=limit, races=races, lib=lib)
         else:
             result = schedule(isa, cfg, dec, self.state, timing=timing, limit=limit, races=races,
                               accesses=_accesses(isa, cfg))
         wall = time.perf_counter() - t0
         if self._counts is None or self._counts.executed != result.executed:
-            self._counts = count_program(isa, cfg, program, dec, result.executed)
+            self._counts, self._energy = count_program(isa, cfg, program, dec, result.executed), None
         stats = build_stats(isa, cfg, program, dec, executed=result.executed, cycles=result.cycles,
                             stalls=result.stalls, timing=timing, races=check_races, wall=wall,
                             engine="native" if use_native else "python",
-                            dispatch=result.dispatch, start=result.start, end=result.end, counts=self._counts)
+                            dispatch=result.dispatch, start=result.start, end=result.end, counts=self._counts,
+                            energy=self._energy)
+        self._energy = stats.energy
         if trace_path is not None:
             write_trace(Path(trace_path), isa, dec, stats)
         if log is not None:
             write_log(log, isa, dec, stats)
         return stats
 
-    def _use_native(self, engine: str | None, timing: bool) -> bool:
+    def _native_library(self, engine: str | None, timing: bool) -> ctypes.CDLL | None:
+        """The native core to run on, or None to run on the Python core."""
         if engine is None:
             engine = os.environ.get("TINYNPU_ENGINE") or "auto"
             if engine not in ENGINES:
@@ -180,17 +187,18 @@ class Machine:
         if engine not in ENGINES:
             raise UsageError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}.")
         if engine == "python":
-            return False
+            return None
         reason = unsupported(self.isa, self.cfg, timing=timing)
+        lib = None
         if reason is None:
             try:
-                library()
+                lib = library()
             except NativeUnavailable as exc:
                 reason = str(exc)
         if reason is not None and engine == "native":
             raise UsageError(f"the native simulator core cannot run here: {reason}; use engine 'python' or "
                              "'auto'.")
-        return reason is None
+        return lib
 
     def _race_checker(self, dec: Decoded) -> RaceChecker:
         isa = self.isa

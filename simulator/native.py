@@ -25,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -225,6 +226,17 @@ def unsupported(isa: Isa, cfg: ArchConfig, *, timing: bool) -> str | None:
     """Why the native core cannot run this machine, or None if it can."""
     if not timing:
         return "the native core always computes timing (timing=False runs on the Python core)"
+    # every program run asks (a decode step runs hundreds): the last pair accepted is remembered by identity
+    if _SUPPORTED and _SUPPORTED[0][0] is isa and _SUPPORTED[0][1] is cfg:
+        return None
+    reason = _unsupported_machine(isa, cfg)
+    if reason is None:
+        _SUPPORTED[:] = [(isa, cfg)]
+    return reason
+
+
+def _unsupported_machine(isa: Isa, cfg: ArchConfig) -> str | None:
+    """:func:`unsupported` with timing on, worked out."""
     if not cfg.is_integer:
         return (f"config {cfg.name!r} is {cfg.acc_dtype}: the native core implements the integer datapath "
                 "(numpy's BLAS order for float tiles is not reproducible in C)")
@@ -310,34 +322,29 @@ _SUPPORTED: list[tuple[Isa, ArchConfig]] = []
 
 def _check_supported(isa: Isa, cfg: ArchConfig) -> None:
     """Raises NativeUnavailable if the native core cannot run ``isa`` on ``cfg``."""
-    if _SUPPORTED and _SUPPORTED[0][0] is isa and _SUPPORTED[0][1] is cfg:
-        return
     reason = unsupported(isa, cfg, timing=True)
     if reason:
         raise NativeUnavailable(reason)
-    _SUPPORTED[:] = [(isa, cfg)]
 
 
 def native_schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, limit: int,
-                    races: RaceChecker | None) -> RunResult:
-    """:func:`timing.schedule` with timing on, run by ``core.c``.
+                    races: RaceChecker | None, lib: ctypes.CDLL | None = None) -> RunResult:
+    """:func:`timing.schedule` with timing on, run by ``core.c``; ``lib``: :func:`library`, when the caller
+    has asked for it already (a machine does, to choose the core).
 
     Raises:
         NativeUnavailable: the core cannot be built or does not model this machine.
         SimFault: exactly the faults (and messages) of the Python core.
     """
     _check_supported(isa, cfg)
-    lib = library()
+    lib = lib or library()
     nq = len(isa.queued_units)
     n = dec.n_exec
     r = _Run.from_buffer_copy(_program_fields(isa, cfg, dec))
     r.limit = limit
-    r.dram = _address(state.dram)
-    for sid, sp in state.sp.items():
-        r.sp[sid] = _address(sp)
-        r.sp_rows[sid] = sp.shape[0]
-        r.elem_bytes[sid] = sp.itemsize
-    r.n_scopes = n_scopes = len(state.sp)
+    r.dram, sp, sp_rows, elem_bytes = _state_fields(state)
+    r.n_scopes = n_scopes = len(sp)
+    r.sp[:n_scopes], r.sp_rows[:n_scopes], r.elem_bytes[:n_scopes] = sp, sp_rows, elem_bytes
     if races is not None:
         r.races = 1
         for res, per_unit in races.others.items():
@@ -352,13 +359,38 @@ def native_schedule(isa: Isa, cfg: ArchConfig, dec: Decoded, state: State, *, li
     fault = lib.tinynpu_run(ctypes.byref(r))
     if fault != _F_NONE:
         raise _fault(isa, cfg, dec, limit, races, fault, list(r.fault_args), n_scopes)
-    names = {u.id: u.name for u in isa.units}
-    stalls = {names[u]: {c: int(r.stalls[u][k]) for k, c in enumerate(UNIT_CAUSES) if r.stalls[u][k]}
+    names, control = _unit_names(isa)
+    stalls = {names[u]: {c: n for c, n in zip(UNIT_CAUSES, r.stalls[u][:len(UNIT_CAUSES)], strict=True) if n}
               for u in range(nq)}
-    control = next(u.name for u in isa.units if not u.queue)
-    stalls[control] = {c: int(r.control_stalls[k]) for k, c in enumerate(CONTROL_CAUSES) if r.control_stalls[k]}
+    stalls[control] = {c: n for c, n in zip(CONTROL_CAUSES, r.control_stalls[:len(CONTROL_CAUSES)], strict=True)
+                       if n}
     return RunResult(cycles=int(r.cycles), executed=int(r.executed), dispatch=dispatch, start=start, end=end,
                      stalls=stalls)
+
+
+@functools.cache
+def _unit_names(isa: Isa) -> tuple[dict[int, str], str]:
+    """Unit names by id, and the control unit's (the one without a queue): every run's stalls name them."""
+    return {u.id: u.name for u in isa.units}, next(u.name for u in isa.units if not u.queue)
+
+
+#: per machine state: its arrays, and the addresses, rows and element sizes core.c reads of them (by scope id)
+_STATES: weakref.WeakKeyDictionary[State, tuple[tuple[np.ndarray, ...], tuple[int, list[int], list[int], list[int]]]]
+_STATES = weakref.WeakKeyDictionary()
+
+
+def _state_fields(state: State) -> tuple[int, list[int], list[int], list[int]]:
+    """The DRAM's address and each scratchpad's address, rows and element size (by scope id) for ``Run``: worked
+    out once per state (its arrays are made with it; checked by identity), not per run of each program on it."""
+    arrays = (state.dram, *state.sp.values())
+    kept = _STATES.get(state)
+    if kept is not None and len(kept[0]) == len(arrays) and all(a is b for a, b in zip(kept[0], arrays, strict=True)):
+        return kept[1]
+    ids = sorted(state.sp)
+    fields = (_address(state.dram), [_address(state.sp[i]) for i in ids], [state.sp[i].shape[0] for i in ids],
+              [state.sp[i].itemsize for i in ids])
+    _STATES[state] = (arrays, fields)
+    return fields
 
 
 def _fault(isa: Isa, cfg: ArchConfig, dec: Decoded, limit: int, races: RaceChecker | None, kind: int,

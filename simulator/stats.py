@@ -19,6 +19,7 @@ table (``energy.py``).
 from __future__ import annotations
 
 import array
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -178,18 +179,16 @@ def count_program(isa: Isa, cfg: ArchConfig, program: Program, dec: Decoded, exe
 
 def build_stats(isa: Isa, cfg: ArchConfig, program: Program, dec: Decoded, *, executed: int, cycles: int,
                 stalls: dict[str, dict[str, int]], timing: bool, races: bool, wall: float, engine: str,
-                dispatch: array.array, start: array.array, end: array.array, counts: Counts | None = None) -> Stats:
+                dispatch: array.array, start: array.array, end: array.array, counts: Counts | None = None,
+                energy: Energy | None = None) -> Stats:
     """A run's :class:`Stats`; ``counts``: this program's :func:`count_program` for ``executed``, when the
-    caller kept it from an earlier run (else counted here)."""
+    caller kept it from an earlier run (else counted here); ``energy``: :func:`run_energy` of these counts and
+    ``cycles``, likewise."""
     if counts is None or counts.executed != executed:
-        counts = count_program(isa, cfg, program, dec, executed)
+        counts, energy = count_program(isa, cfg, program, dec, executed), None
     sl = slice(0, executed)
-    key = {s.name: s.config_key for s in isa.scopes}
-    events = Events(macs=counts.macs, alu_elements=dict(counts.alu_elements),
-                    dram_bytes=counts.dram_read_bytes + counts.dram_write_bytes, cycles=cycles,
-                    array_busy_cycles=counts.array_busy_cycles,
-                    scratchpad_read_bytes={key[n]: v for n, v in counts.scratchpad_read.items()},
-                    scratchpad_write_bytes={key[n]: v for n, v in counts.scratchpad_write.items()})
+    if energy is None or energy.events is None or energy.events.cycles != cycles:
+        energy = run_energy(isa, cfg, counts, cycles)
     return Stats(
         cycles=cycles,
         instructions_total=executed,
@@ -207,16 +206,41 @@ def build_stats(isa: Isa, cfg: ArchConfig, program: Program, dec: Decoded, *, ex
         timing=timing,
         races_checked=races,
         wall_seconds=wall,
-        energy=energy_of(cfg, events),
+        energy=energy,
         engine=engine,
-        _mnemonics=tuple(i.mnemonic for i in isa.instructions),
-        _units=tuple(u.name for u in sorted(isa.units, key=lambda u: u.id)),
+        _mnemonics=_mnemonics(isa),
+        _units=_unit_names(isa),
         _op=dec.op[sl],
         _unit=dec.unit[sl],
         _dispatch=dispatch,
         _start=start,
         _end=end,
     )
+
+
+@functools.cache
+def _mnemonics(isa: Isa) -> tuple[str, ...]:
+    """The ISA's mnemonics by opcode (every run's stats name them)."""
+    return tuple(i.mnemonic for i in isa.instructions)
+
+
+@functools.cache
+def _unit_names(isa: Isa) -> tuple[str, ...]:
+    """The ISA's unit names by unit id."""
+    return tuple(u.name for u in sorted(isa.units, key=lambda u: u.id))
+
+
+def run_energy(isa: Isa, cfg: ArchConfig, counts: Counts, cycles: int) -> Energy:
+    """The energy of a run that executed what ``counts`` counts in ``cycles``: the same for every run of a
+    program that takes as many cycles, so a machine keeps its last one (:meth:`Machine.run
+    <tinynpu.simulator.machine.Machine.run>`; pricing it took a tenth of a small program's run in Python)."""
+    key = {s.name: s.config_key for s in isa.scopes}
+    events = Events(macs=counts.macs, alu_elements=dict(counts.alu_elements),
+                    dram_bytes=counts.dram_read_bytes + counts.dram_write_bytes, cycles=cycles,
+                    array_busy_cycles=counts.array_busy_cycles,
+                    scratchpad_read_bytes={key[n]: v for n, v in counts.scratchpad_read.items()},
+                    scratchpad_write_bytes={key[n]: v for n, v in counts.scratchpad_write.items()})
+    return energy_of(cfg, events)
 
 
 def _count_alu(alu_elements: dict[str, int], ins: Instruction, elements: int) -> None:
@@ -289,4 +313,4 @@ def _scratchpad(isa: Isa, cfg: ArchConfig, ins: Instruction, v: dict[str, np.nda
     return 0
 
 
-__all__ = ["Counts", "Stats", "build_stats", "count_program"]
+__all__ = ["Counts", "Stats", "build_stats", "count_program", "run_energy"]

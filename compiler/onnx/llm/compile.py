@@ -83,19 +83,21 @@ def token_feeds(itf: DecoderInterface, ids: np.ndarray, total: int) -> dict[str,
 
 
 def ort_greedy(model: Any, itf: DecoderInterface, prompt: np.ndarray, generate: int,
-               ranges: MinMaxRanges | None = None) -> tuple[list[list[int]], list[dict[str, np.ndarray]]]:
+               ranges: MinMaxRanges | None = None, session: Any = None
+               ) -> tuple[list[list[int]], list[dict[str, np.ndarray]]]:
     """Greedy decoding with onnxruntime (float or QDQ model) of each prompt row: the tokens per sequence
     and every step's feeds.
 
     ``ranges``: its tensors' ranges are measured at every step as well, on the graph as it is (onnxruntime's
     optimizations off, as its calibrator runs it), so the steps' feeds, the calibration samples, need no
-    second run in a calibration session.
+    second run in a calibration session.  ``session``: ``model``'s :func:`ort_model_session`, made by the
+    caller to run the model again (without ``ranges``); by default made here.
     """
     from tinynpu.compiler.onnx.verify.checks import session as ort_session
 
     extra = ranges.names if ranges is not None else []
-    # int8 kept int8, as check (b) of `run onnx` runs it
-    session = ort_session(model, extra, optimize=ranges is None)
+    if session is None:  # int8 kept int8, as check (b) of `run onnx` runs it
+        session = ort_session(model, extra, optimize=False) if ranges is not None else ort_model_session(model)
     prompt = np.asarray(prompt, np.int64).reshape(-1, np.shape(prompt)[-1])
     empty = np.zeros((prompt.shape[0], itf.kv_heads, 0, itf.head_dim), np.float32)
     past = [(empty, empty)] * itf.layers
@@ -111,6 +113,15 @@ def ort_greedy(model: Any, itf: DecoderInterface, prompt: np.ndarray, generate: 
         past = [(out[k], out[v]) for k, v in itf.present]
         ids = steps[-1].reshape(-1, 1)
     return [[int(step[b]) for step in steps] for b in range(prompt.shape[0])], trajectory
+
+
+def ort_model_session(model: Any) -> Any:
+    """An onnxruntime session of ``model`` (int8 kept int8, optimized) with the model's own outputs: what
+    :func:`ort_greedy` runs without ``ranges``, made once where a run needs the model more than once (the
+    int8 model's free-running and teacher-forced passes; each session serializes the whole model)."""
+    from tinynpu.compiler.onnx.verify.checks import session as ort_session
+
+    return ort_session(model, [])
 
 
 def seeded_prompt(itf: DecoderInterface, length: int, seed: int, batch: int = 1) -> np.ndarray:
@@ -203,4 +214,5 @@ def _check_cache_scales(steps: list[StepNetwork], itf: DecoderInterface) -> None
                                 "scale, so the int8 cache could not be appended in place.")
 
 
-__all__ = ["CompiledDecoder", "compile_llm", "feeds_for", "ort_greedy", "seeded_prompt", "token_feeds"]
+__all__ = ["CompiledDecoder", "compile_llm", "feeds_for", "ort_greedy", "ort_model_session", "seeded_prompt",
+           "token_feeds"]

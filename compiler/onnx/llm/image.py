@@ -117,7 +117,7 @@ class LlmImage:
             # of loaded (decoded) programs, so a later step's program relocated to the same addresses is
             # not decoded again, and one relocated elsewhere decodes only its differing words
             view.reserved, view.weights, view.programs = ledger.reserved, ledger.weights, ledger.programs
-            view.loaded, view.origin = ledger.loaded, ledger.origin
+            view.loaded, view.origin, view.shared = ledger.loaded, ledger.origin, ledger.shared
             view.weight_bytes = ledger.weight_bytes
             self.views[step.shape] = view
             self.new_rows_bytes[step.shape] = self.bind(view, step, itf)

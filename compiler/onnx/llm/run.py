@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from tinynpu.compiler.onnx.llm.compile import CompiledDecoder, compile_llm, feeds_for, ort_greedy
+from tinynpu.compiler.onnx.llm.compile import CompiledDecoder, compile_llm, feeds_for, ort_greedy, ort_model_session
 from tinynpu.compiler.onnx.llm.figures import summary
 from tinynpu.compiler.onnx.llm.generate import Generation, generate
 from tinynpu.isa import ArchConfig
@@ -34,23 +34,24 @@ def run_llm(path: str | Path, *, prompt_tokens: int, generate_tokens: int, cfg: 
     gen = generate(cd)
     run_seconds = time.perf_counter() - t0
     t0 = time.perf_counter()
-    ort_tokens, _ = ort_greedy(cd.qmodel, cd.itf, cd.prompt, generate_tokens)
+    # onnxruntime's generation is timed with its session's creation, as before the session was shared
+    session = ort_model_session(cd.qmodel)
+    ort_tokens, _ = ort_greedy(cd.qmodel, cd.itf, cd.prompt, generate_tokens, session=session)
     ort_seconds = time.perf_counter() - t0
-    forced = teacher_forced(cd, gen)
+    forced = teacher_forced(cd, gen, session)
     return report(cd, gen.tokens, gen.reference_tokens, ort_tokens, summary(cd, gen)) | {
         "onnxruntime_int8_teacher_forced": forced,
         "seconds": cd.timings | {"compile_total": compile_seconds, "simulate_and_reference": run_seconds,
                                  "onnxruntime_int8_generation": ort_seconds}}
 
 
-def teacher_forced(cd: CompiledDecoder, gen: Generation) -> dict[str, Any]:
+def teacher_forced(cd: CompiledDecoder, gen: Generation, session: Any = None) -> dict[str, Any]:
     """onnxruntime's int8 model on tinynpu's own token sequence (one pass over prompt and generated
     tokens): per step, whether its argmax is tinynpu's token, how far its logits are from tinynpu's in
     LSBs of the logits' scale, and tinynpu's margin (top-1 minus top-2, LSBs) where they differ.  Free of
-    the cascade of free-running generation, it says whether a divergence is a near-tie."""
-    from tinynpu.compiler.onnx.verify.checks import session as ort_session
-
-    session = ort_session(cd.qmodel, [])
+    the cascade of free-running generation, it says whether a divergence is a near-tie.  ``session``: the
+    int8 model's :func:`~.compile.ort_model_session`, when the caller has made it already."""
+    session = session or ort_model_session(cd.qmodel)
     ids = np.concatenate([cd.prompt, np.asarray(gen.tokens, np.int64)[:, :-1]], axis=1)
     empty = np.zeros((cd.batch, cd.itf.kv_heads, 0, cd.itf.head_dim), np.float32)
     logits = session.run([cd.itf.logits], feeds_for(cd.itf, ids, [(empty, empty)] * cd.itf.layers))[0]

@@ -46,14 +46,19 @@ def matmul_layer(step: MatmulStep, env: dict[str, np.ndarray], npu: Accelerator 
         y = np.stack([gemm_layer(xb[i], np.ascontiguousarray(wb[i].T), step.epilogue, npu=None, run=run)
                       for i in range(xb.shape[0])])
     else:
-        prog = matmul_program(npu.cache, step.epilogue, m, n, k)
+        def compiled() -> MatmulProgram:
+            return matmul_program(npu.cache, step.epilogue, m, n, k)
+
+        # the step's own epilogue and shapes: the same program on every run of the image
+        prog = (npu.image.derive((step.name, "matmul program", m, n, k), compiled, step.epilogue) if npu.image
+                else compiled())
         if npu.image is not None and (prog.n, prog.k) == (n, k) and any(step.views):
             y = _in_image(step, env, npu, npu.image, prog, (batch, m, n, k), xb, wb, run)
         else:  # zero rows and columns up to the compiled shape (exact: zero points 0), every operand staged
             xp = np.pad(xb, ((0, 0), (0, 0), (0, prog.k - k)))
             wp = np.pad(wb, ((0, 0), (0, prog.k - k), (0, prog.n - n)))
-            y = np.stack([gemm_layer(xp[i], np.ascontiguousarray(wp[i].T), prog.epilogue, npu=npu, run=run)
-                          for i in range(xp.shape[0])])[..., :n]
+            y = np.stack([gemm_layer(xp[i], np.ascontiguousarray(wp[i].T), prog.epilogue, npu=npu, run=run,
+                                     owner=(step.name, m, n, k)) for i in range(xp.shape[0])])[..., :n]
             run.host_bytes += 2 * wp.nbytes  # B transposed to N x K on the host
     y = np.ascontiguousarray(y).reshape(*batch, m, n)
     if vc is None:
@@ -78,7 +83,7 @@ def _in_image(step: MatmulStep, env: dict[str, np.ndarray], npu: Accelerator, im
         npu_epi = prog.epilogue.on_accelerator()
         return npu_epi, npu_epi.param_table(image.cfg.tile)
 
-    npu_epi, table = image.derive((step.name, "matmul", m, n, k), epilogue)  # the same on every run
+    npu_epi, table = image.derive((step.name, "matmul", m, n, k), epilogue, prog.epilogue)  # the same every run
     key, comp = prog.key, prog.compiled
     in_place: dict[str, list[bool]] = {name: [] for name in blocks}
     ys = []

@@ -72,15 +72,18 @@ def execute(net: Network, feeds: dict[str, np.ndarray], *, cache: ProgramCache |
     for step in net.steps:
         run = LayerRun()
         t0 = time.perf_counter()
-        view = env
         if image is not None and any(step.outputs) and all(image.resident(name) for name in step.outputs if name):
             env.update({name: image.read(name) for name in step.outputs if name})  # in DRAM before the run
             ex.runs[step.name], ex.host_seconds[step.name] = run, 0.0
             continue
+        hidden: dict[str, np.ndarray | None] = {}
         if image is not None:
             image.reset_staging()
-            view = env | {name: v for name in step.inputs if name and (v := image.fetch(name)) is not None}
-        outs = _run_step(step, view, npu, run, net)
+            hidden = _overlay(env, {name: v for name in step.inputs if name and (v := image.fetch(name)) is not None})
+        try:
+            outs = _run_step(step, env, npu, run, net)
+        finally:
+            _restore(env, hidden)
         for i, (name, value) in enumerate(zip(step.outputs, outs, strict=False)):
             if name:
                 if image is not None and i == 0 and run.output_in_image:
@@ -95,6 +98,23 @@ def execute(net: Network, feeds: dict[str, np.ndarray], *, cache: ProgramCache |
         ex.runs[step.name] = run
         ex.host_seconds[step.name] = time.perf_counter() - t0 - run.sim_seconds - run.load_seconds
     return ex
+
+
+def _overlay(env: dict[str, np.ndarray], read: dict[str, np.ndarray]) -> dict[str, np.ndarray | None]:
+    """Put the inputs ``read`` back from the image in place of the host's copies in ``env`` for one step (in
+    place: copying ``env``, every constant of the network, for each of a decode step's hundreds of steps cost
+    more than the step's own host work); the host's copies (None: none), for :func:`_restore`."""
+    hidden = {name: env.get(name) for name in read}
+    env.update(read)
+    return hidden
+
+
+def _restore(env: dict[str, np.ndarray], hidden: dict[str, np.ndarray | None]) -> None:
+    for name, value in hidden.items():
+        if value is None:
+            del env[name]
+        else:
+            env[name] = value
 
 
 def reference_step(step: Step, env: dict[str, np.ndarray], net: Network) -> list[np.ndarray]:

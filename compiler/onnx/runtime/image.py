@@ -107,6 +107,9 @@ class DramImage:
     #: what a step derives from its own constants and shapes alone (its program, epilogue and parameter rows,
     #: where its viewed operands lie), by (step name, what, shape): the same on every run (:meth:`derive`)
     derived: dict[tuple[Any, ...], Any] = field(default_factory=dict)
+    #: what a step derives from an object of its own (its epilogue) and its shapes, nothing of the plan, by the
+    #: same keys: with that object, shared by the views of one run (an LLM's step networks, :meth:`derive`)
+    shared: dict[tuple[Any, ...], tuple[object, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         from tinynpu.simulator import Machine
@@ -253,9 +256,20 @@ class DramImage:
         rows = read_pitched(self.machine, place.addr, nbytes // place.row_bytes, place.row_bytes, place.pitch)
         return np.ascontiguousarray(rows[:, :place.row_bytes]).reshape(-1).view(dtype).reshape(shape)
 
-    def derive(self, key: tuple[Any, ...], build: Callable[[], T]) -> T:
+    def derive(self, key: tuple[Any, ...], build: Callable[[], T], owner: object = None) -> T:
         """``build()``, made on the first run of the image and kept: ``key`` must name everything it depends on
-        (a step's name, the shapes it runs on), so a later run gets what it would build again."""
+        (a step's name, the shapes it runs on), so a later run gets what it would build again.
+
+        ``owner``: the one object besides the key's shapes that ``build`` reads (a step's epilogue), when it
+        reads nothing of the image's plan: kept in :attr:`shared` while ``owner`` is that very object, so every
+        step network of an LLM run that shares the object (its views of one DRAM, each run once) builds it once.
+        """
+        if owner is not None:
+            kept = self.shared.get(key)
+            if kept is None or kept[0] is not owner:
+                kept = self.shared[key] = (owner, build())
+            shared: T = kept[1]
+            return shared
         if key not in self.derived:
             self.derived[key] = build()
         hit: T = self.derived[key]
@@ -368,6 +382,7 @@ class DramImage:
         self.origin.update(linked.origin)
         self.checked.update(linked.checked)
         self.derived.update(linked.derived)
+        self.shared.update(linked.shared)
         self.staging_bytes = max(self.staging_bytes, linked.staging_bytes)
 
     def touch(self) -> None:

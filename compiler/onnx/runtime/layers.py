@@ -32,6 +32,7 @@ from tinynpu.compiler.onnx.lower.programs import (
     groups_per_program,
 )
 from tinynpu.compiler.onnx.runtime.image import DramImage, read_pitched
+from tinynpu.simulator.stats import Stats
 
 
 @dataclass
@@ -176,12 +177,15 @@ def _conv_in_image(npu: Accelerator, image: DramImage, step: ConvStep, which: tu
 
 
 def gemm_layer(a2d: np.ndarray, w_nk: np.ndarray, epi: Epilogue, *, npu: Accelerator | None,
-               run: LayerRun, names: tuple[str, str, str] | None = None) -> np.ndarray:
+               run: LayerRun, names: tuple[str, str, str] | None = None,
+               owner: tuple[Any, ...] = ()) -> np.ndarray:
     """int8 ``epilogue(a2d @ w_nk.T)`` on the simulator (``npu``) or in numpy (None).
 
     In the DRAM image: ``names`` = (step, input, output) when the weights are the step's own
     (laid out once) and the input and output are 2-D activations read and written in place;
-    else the operands are staged.
+    else the operands are staged.  ``owner``: the step whose epilogue ``epi`` is and what else ``epi`` was made
+    for (an attention head's product: the step's own shape), when ``names`` is not given, so the program and
+    parameter rows are made once.
     """
     if npu is None:
         return epi.apply(gemm_int32(a2d, w_nk))
@@ -198,8 +202,9 @@ def gemm_layer(a2d: np.ndarray, w_nk: np.ndarray, epi: Epilogue, *, npu: Acceler
         npu_epi, key, comp, _ = program()
         return _simulate(npu, comp, {"A": np.ascontiguousarray(a2d), "B": np.ascontiguousarray(w_nk)}, "C",
                          npu_epi, run)
-    # a step's own weights: its program and parameter rows are the same on every run
-    npu_epi, key, comp, table = image.derive((names[0], "gemm", m, n, k), program) if names else program()
+    # a step's own epilogue: its program and parameter rows are the same on every run
+    made_for = names[:1] if names else owner
+    npu_epi, key, comp, table = image.derive((*made_for, "gemm", m, n, k), program, epi) if made_for else program()
     staged: dict[str, np.ndarray] = {}
     bases: dict[str, int] = {}
     a_addr = image.address(names[1], a2d.nbytes) if names else None
@@ -257,7 +262,8 @@ def add_layer(step: AddStep | ProductStep, xs: list[np.ndarray], *, npu: Acceler
                 else add_parameters(scales, tile))
         return key, npu.cache.programs[key], {"I": np.eye(tile, dtype=np.int8), "P": rows}
 
-    key, comp, params = image.derive((step.name, "add", xs[0].shape), program) if image is not None else program()
+    key, comp, params = (image.derive((step.name, "add", xs[0].shape), program, step) if image is not None
+                         else program())
     run.note = note
     if image is None:
         inputs = {f"X{i}": image_layout(x).reshape(comp.program.tensor("X0").shape) for i, x in enumerate(xs)}
@@ -320,7 +326,7 @@ def _simulate(npu: Accelerator, comp: Compiled, inputs: dict[str, np.ndarray], o
         else:
             machine.write_tensor(name, arr)
     t0 = time.perf_counter()
-    stats = machine.run(check_races=npu.check_races).to_json()
+    stats = machine.run(check_races=npu.check_races)
     run.sim_seconds += time.perf_counter() - t0
     _count(run, comp, program, stats, epi, cfg.elem_bytes("acc"), packed, staged_host=image is None)
     if pitches and out in pitches:
@@ -331,13 +337,13 @@ def _simulate(npu: Accelerator, comp: Compiled, inputs: dict[str, np.ndarray], o
     return machine.read_tensor(out)
 
 
-def _count(run: LayerRun, comp: Compiled, program: Any, stats: dict[str, Any], epi: NpuEpilogue | None,
+def _count(run: LayerRun, comp: Compiled, program: Any, stats: Stats, epi: NpuEpilogue | None,
            acc_bytes: int, packed: int, *, staged_host: bool) -> None:
     """Add one program run's cycles, MACs and traffic to the step's :class:`LayerRun`."""
-    run.cycles += int(stats["cycles"])
+    run.cycles += stats.cycles
     run.macs += comp.bounds.useful_macs // packed
     run.issued_macs += comp.bounds.issued_macs
-    run.dram_bytes += int(stats["dram_read_bytes"]) + int(stats["dram_write_bytes"])
+    run.dram_bytes += stats.dram_read_bytes + stats.dram_write_bytes
     if comp.bounds.bound_kind == "compulsory" or epi is None:
         run.compulsory_bytes += comp.bounds.io_lower_bound_bytes
     else:
@@ -347,9 +353,9 @@ def _count(run: LayerRun, comp: Compiled, program: Any, stats: dict[str, Any], e
         run.compulsory_bytes -= program.tensor("W").nbytes * (packed - 1) // packed
     run.host_bytes += comp.host_traffic_bytes if staged_host else 0
     run.programs += 1
-    for component, pj in stats["energy_breakdown_pj"].items():
+    for component, pj in stats.energy.breakdown_pj:
         run.energy_breakdown_pj[component] = run.energy_breakdown_pj.get(component, 0.0) + float(pj)
-    for unit, busy in stats["busy_cycles"].items():
+    for unit, busy in stats.busy_cycles.items():
         run.busy_cycles[unit] = run.busy_cycles.get(unit, 0) + int(busy)
 
 

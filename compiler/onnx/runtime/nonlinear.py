@@ -64,7 +64,7 @@ def nonlinear_layer(step: NonlinearStep, x: np.ndarray, *, npu: Accelerator | No
         rs = row_shape(step, shape, cache.cfg.tile)
         return key, cache.programs[key], rs, {"I": b_rows(step, rs), "P": parameter_rows(step, rs)}
 
-    key, comp, rs, params = (image.derive((step.name, "nonlinear", shape), program) if image is not None
+    key, comp, rs, params = (image.derive((step.name, "nonlinear", shape), program, step) if image is not None
                              else program())
     run.note = f"{step.op} on the accelerator: {_NOTES[step.kind]}" + (
         "; the per-run mask: vmax, its codes by strided DMA, tmm by 2I" if codes is not None else "")
