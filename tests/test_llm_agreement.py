@@ -150,3 +150,18 @@ def test_run_llm_reports_the_misses_and_their_seconds(tmp_path: Path) -> None:
         not s["argmax_equal"] for s in forced["steps"])
     assert r["seconds"]["teacher_forced_misses_explained"] >= 0 and r["seconds"]["onnxruntime_int8_teacher_forced"] > 0
     assert "teacher-forced" in format_run(r)
+
+
+@pytest.mark.slow
+def test_the_unfolded_bias_adds_agree_with_onnxruntime_bit_for_bit(capsys: pytest.CaptureFixture[str]) -> None:
+    """The experiment of ``bench_agreement``: with the bias Adds as their own steps (the QDQ model's two
+    roundings) every compared value of the tiny decoder equals onnxruntime's, along the run too."""
+    from tinynpu.compiler.onnx.llm.bench_agreement import main
+
+    assert main(["--layers", "2", "--hidden", "64", "--heads", "2", "--vocab", "100", "--ffn", "256", "--prompt",
+                 "6", "--generate", "4", "--config", "default", "--compare-steps", "2"]) == 0
+    out = capsys.readouterr().out
+    folded, unfolded = out.split("bias Adds unfolded")
+    assert "gemm on QLinearAdd" in folded and "gemm on QLinearAdd" not in unfolded
+    assert all(" 0 differ" in line and "along the run max 0 LSB" in line
+               for line in unfolded.splitlines()[1:] if " values;" in line)
