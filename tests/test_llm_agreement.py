@@ -158,8 +158,8 @@ def test_the_unfolded_bias_adds_agree_with_onnxruntime_bit_for_bit(capsys: pytes
     roundings) every compared value of the tiny decoder equals onnxruntime's, along the run too."""
     from tinynpu.compiler.onnx.llm.bench_agreement import main
 
-    assert main(["--layers", "2", "--hidden", "64", "--heads", "2", "--vocab", "100", "--ffn", "256", "--prompt",
-                 "6", "--generate", "4", "--config", "default", "--compare-steps", "2"]) == 0
+    assert main(["--layers", "2", "--hidden", "64", "--heads", "2", "--vocab", "100", "--ffn", "256", "--positions",
+                 "64", "--prompt", "6", "--generate", "4", "--config", "default", "--compare-steps", "2"]) == 0
     out = capsys.readouterr().out
     folded, unfolded = out.split("bias Adds unfolded")
     assert "gemm on QLinearAdd" in folded and "gemm on QLinearAdd" not in unfolded

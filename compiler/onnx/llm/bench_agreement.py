@@ -1,7 +1,7 @@
 """tinynpu against onnxruntime int8 on a decoder, as compiled and with the matmuls' bias Adds left unfolded.
 
 ``python -m tinynpu.compiler.onnx.llm.bench_agreement [--layers 12] [--hidden 768] [--heads 12]
-[--vocab 50257] [--ffn 3072] [--prompt 32] [--generate 32] [--config dram256] [--compare-steps 4]``
+[--vocab 50257] [--ffn 3072] [--positions 1024] [--prompt 32] [--generate 32] [--config dram256] [--compare-steps 4]``
 
 The front end folds a matmul's bias ``Add`` into its epilogue
 (:func:`~tinynpu.compiler.onnx.frontend.nonlinear.fold_affine`): one rounding where the QDQ model, and
@@ -80,12 +80,12 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     for name, default in (("layers", 12), ("hidden", 768), ("heads", 12), ("vocab", 50257), ("ffn", 3072),
-                          ("prompt", 32), ("generate", 32), ("compare-steps", 4)):
+                          ("positions", 1024), ("prompt", 32), ("generate", 32), ("compare-steps", 4)):
         ap.add_argument(f"--{name}", type=int, default=default)
     ap.add_argument("--config", default="dram256")
     args = ap.parse_args(argv)
     shape = DecoderShape(layers=args.layers, hidden=args.hidden, heads=args.heads, vocab=args.vocab,
-                         positions=max(64, args.prompt + args.generate + 1), ffn=args.ffn)
+                         positions=max(args.positions, args.prompt + args.generate + 1), ffn=args.ffn)
     with tempfile.TemporaryDirectory(prefix="tinynpu-agree-") as tmp:
         path = Path(tmp) / "decoder.onnx"
         onnx.save(build_decoder(shape), str(path), save_as_external_data=True, location="decoder.data")
