@@ -97,17 +97,22 @@ def margin(logits: np.ndarray) -> int:
     return int(top2[1] - top2[0])
 
 
-def float_logits(cd: CompiledDecoder, gen: Generation) -> np.ndarray:
-    """The float model's logits on tinynpu's token sequence (one pass over prompt and generated tokens)."""
+def sequence_logits(cd: CompiledDecoder, gen: Generation, model: Any) -> np.ndarray:
+    """``model``'s (float) logits on tinynpu's token sequence: one onnxruntime pass over prompt and generated
+    tokens, from an empty cache (``model``: a ModelProto or a model file's path)."""
     from tinynpu.compiler.onnx.verify.checks import session
 
     ids = np.concatenate([cd.prompt, np.asarray(gen.tokens, np.int64)[:, :-1]], axis=1)
     empty = np.zeros((cd.batch, cd.itf.kv_heads, 0, cd.itf.head_dim), np.float32)
-    # the model's file where it still is: serializing GPT-2-small's float weights again takes seconds
-    source = Path(cd.itf.source)
-    model = str(source) if source.is_file() else cd.float_model
     return np.asarray(session(model, []).run([cd.itf.logits], feeds_for(
         cd.itf, ids, [(empty, empty)] * cd.itf.layers))[0])
+
+
+def float_logits(cd: CompiledDecoder, gen: Generation) -> np.ndarray:
+    """The float model's logits on tinynpu's token sequence (:func:`sequence_logits`)."""
+    # the model's file where it still is: serializing GPT-2-small's float weights again takes seconds
+    source = Path(cd.itf.source)
+    return sequence_logits(cd, gen, str(source) if source.is_file() else cd.float_model)
 
 
 def explain_misses(cd: CompiledDecoder, gen: Generation, forced: dict[str, Any],
@@ -154,5 +159,5 @@ def format_misses(misses: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-__all__ = ["format_misses", "ROUNDING_LSB", "by_kind", "explain_misses", "first_divergence", "float_logits", "margin",
-           "step_differences", "step_inputs"]
+__all__ = ["ROUNDING_LSB", "by_kind", "explain_misses", "first_divergence", "float_logits", "format_misses",
+           "margin", "sequence_logits", "step_differences", "step_inputs"]

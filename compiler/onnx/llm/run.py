@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from tinynpu.compiler.onnx.llm.agreement import explain_misses, format_misses
-from tinynpu.compiler.onnx.llm.compile import CompiledDecoder, compile_llm, feeds_for, ort_greedy
+from tinynpu.compiler.onnx.llm.agreement import explain_misses, format_misses, sequence_logits
+from tinynpu.compiler.onnx.llm.compile import CompiledDecoder, compile_llm, ort_greedy
 from tinynpu.compiler.onnx.llm.figures import summary
 from tinynpu.compiler.onnx.llm.generate import Generation, generate
 from tinynpu.isa import ArchConfig
@@ -53,12 +53,7 @@ def run_llm(path: str | Path, *, prompt_tokens: int, generate_tokens: int, cfg: 
 def teacher_forced_logits(cd: CompiledDecoder, gen: Generation) -> np.ndarray:
     """onnxruntime's int8 model's (float) logits on tinynpu's own token sequence: one pass over prompt and
     generated tokens."""
-    from tinynpu.compiler.onnx.verify.checks import session as ort_session
-
-    ids = np.concatenate([cd.prompt, np.asarray(gen.tokens, np.int64)[:, :-1]], axis=1)
-    empty = np.zeros((cd.batch, cd.itf.kv_heads, 0, cd.itf.head_dim), np.float32)
-    return np.asarray(ort_session(cd.qmodel, []).run([cd.itf.logits], feeds_for(
-        cd.itf, ids, [(empty, empty)] * cd.itf.layers))[0])
+    return sequence_logits(cd, gen, cd.qmodel)
 
 
 def teacher_forced(cd: CompiledDecoder, gen: Generation, logits: np.ndarray) -> dict[str, Any]:
