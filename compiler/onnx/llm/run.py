@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from tinynpu.compiler.onnx.llm.compile import CompiledDecoder, compile_llm, feeds_for, ort_greedy, ort_model_session
+from tinynpu.compiler.onnx.llm.agreement import explain_misses, format_misses, sequence_logits
+from tinynpu.compiler.onnx.llm.compile import CompiledDecoder, compile_llm, ort_greedy, ort_model_session
 from tinynpu.compiler.onnx.llm.figures import summary
 from tinynpu.compiler.onnx.llm.generate import Generation, generate
 from tinynpu.isa import ArchConfig
@@ -38,23 +39,31 @@ def run_llm(path: str | Path, *, prompt_tokens: int, generate_tokens: int, cfg: 
     session = ort_model_session(cd.qmodel)
     ort_tokens, _ = ort_greedy(cd.qmodel, cd.itf, cd.prompt, generate_tokens, session=session)
     ort_seconds = time.perf_counter() - t0
-    forced = teacher_forced(cd, gen, session)
+    t0 = time.perf_counter()
+    forced_logits = teacher_forced_logits(cd, gen, session)
+    forced = teacher_forced(cd, gen, forced_logits)
+    forced_seconds = time.perf_counter() - t0
+    misses = explain_misses(cd, gen, forced, forced_logits)
     return report(cd, gen.tokens, gen.reference_tokens, ort_tokens, summary(cd, gen)) | {
-        "onnxruntime_int8_teacher_forced": forced,
+        "onnxruntime_int8_teacher_forced": forced | {"misses": misses["misses"]},
         "seconds": cd.timings | {"compile_total": compile_seconds, "simulate_and_reference": run_seconds,
-                                 "onnxruntime_int8_generation": ort_seconds}}
+                                 "onnxruntime_int8_generation": ort_seconds,
+                                 "onnxruntime_int8_teacher_forced": forced_seconds,
+                                 "teacher_forced_misses_explained": misses["seconds"]}}
 
 
-def teacher_forced(cd: CompiledDecoder, gen: Generation, session: Any = None) -> dict[str, Any]:
-    """onnxruntime's int8 model on tinynpu's own token sequence (one pass over prompt and generated
-    tokens): per step, whether its argmax is tinynpu's token, how far its logits are from tinynpu's in
+def teacher_forced_logits(cd: CompiledDecoder, gen: Generation, session: Any = None) -> np.ndarray:
+    """onnxruntime's int8 model's (float) logits on tinynpu's own token sequence: one pass over prompt and
+    generated tokens.  ``session``: the int8 model's :func:`~.compile.ort_model_session`, when the caller has
+    made it already."""
+    return sequence_logits(cd, gen, cd.qmodel, session)
+
+
+def teacher_forced(cd: CompiledDecoder, gen: Generation, logits: np.ndarray) -> dict[str, Any]:
+    """onnxruntime's int8 model on tinynpu's own token sequence (``logits``, :func:`teacher_forced_logits`):
+    per step, whether its argmax is tinynpu's token, how far its logits are from tinynpu's in
     LSBs of the logits' scale, and tinynpu's margin (top-1 minus top-2, LSBs) where they differ.  Free of
-    the cascade of free-running generation, it says whether a divergence is a near-tie.  ``session``: the
-    int8 model's :func:`~.compile.ort_model_session`, when the caller has made it already."""
-    session = session or ort_model_session(cd.qmodel)
-    ids = np.concatenate([cd.prompt, np.asarray(gen.tokens, np.int64)[:, :-1]], axis=1)
-    empty = np.zeros((cd.batch, cd.itf.kv_heads, 0, cd.itf.head_dim), np.float32)
-    logits = session.run([cd.itf.logits], feeds_for(cd.itf, ids, [(empty, empty)] * cd.itf.layers))[0]
+    the cascade of free-running generation, it says whether a divergence is a near-tie."""
     steps = []
     for record, step in zip(gen.steps, cd.steps, strict=True):
         for b, token in enumerate(record.tokens):
@@ -105,6 +114,7 @@ def format_run(r: dict[str, Any]) -> str:
              f"  onnxruntime int8 on these tokens (teacher-forced): "
              f"{r['onnxruntime_int8_teacher_forced']['equal_fraction']:.0%} equal argmax; where not, tinynpu's "
              f"top-2 margin {r['onnxruntime_int8_teacher_forced']['differing_steps_margin_lsb']} LSB",
+             *format_misses(r["onnxruntime_int8_teacher_forced"].get("misses", [])),
              f"  float model:       {r['float_model']['equal_fraction']:.0%} equal, first divergence "
              f"{r['float_model']['first_divergence']}",
              f"  time to first token {r['time_to_first_token_s'] * 1e6:.1f} us, per output token "
@@ -129,4 +139,4 @@ def format_run(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["agreement", "format_run", "report", "run_llm"]
+__all__ = ["agreement", "format_run", "report", "run_llm", "teacher_forced", "teacher_forced_logits"]

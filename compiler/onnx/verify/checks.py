@@ -49,6 +49,9 @@ def session(model: Any, extra: list[str], *, optimize: bool = True, save_optimiz
              keep_int8: bool = True) -> Any:
     """An onnxruntime CPU session of ``model`` with the tensors ``extra`` as further outputs.
 
+    ``model`` is a ModelProto, or the path of a model file (no ``extra`` then): a large model's
+    session is made without serializing it again.
+
     ``optimize=False`` runs the graph as it is (a graph onnxruntime optimized already);
     ``save_optimized`` writes the graph onnxruntime optimized to that path.
 
@@ -63,12 +66,18 @@ def session(model: Any, extra: list[str], *, optimize: bool = True, save_optimiz
     import onnx
     import onnxruntime as ort
 
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    have = {o.name for o in m.graph.output}
-    for name in extra:
-        if name not in have:
-            m.graph.output.append(onnx.ValueInfoProto(name=name))
+    source: Any = model
+    if isinstance(model, str):  # a model file, run as saved (its external data beside it)
+        if extra:
+            raise ValueError(f"session({model!r}): extra outputs need the model in memory")
+    else:
+        have = {o.name for o in model.graph.output}
+        missing = [name for name in extra if name not in have]
+        if missing:  # a copy: the caller's model keeps its outputs
+            source = onnx.ModelProto()
+            source.CopyFrom(model)
+            source.graph.output.extend(onnx.ValueInfoProto(name=name) for name in missing)
+        source = source.SerializeToString()
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
     # One thread that sleeps when idle: the checks run one small batch, and on a shared 2-core
@@ -81,7 +90,7 @@ def session(model: Any, extra: list[str], *, optimize: bool = True, save_optimiz
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     if save_optimized is not None:
         opts.optimized_model_filepath = save_optimized
-    return ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"])
 
 
 def _topk(x: np.ndarray, k: int) -> np.ndarray:
