@@ -48,6 +48,50 @@ def _beats(rows: int, cols: int, nbytes: int, cfg: ArchConfig) -> int:
     return rows * math.ceil(cols * nbytes / cfg.dram_bytes_per_cycle)
 
 
+@dataclass(frozen=True)
+class _Blocks:
+    """The blocks of ``block`` tiles that cover ``tiles`` tiles of one dimension (the last one may be short)."""
+
+    tiles: int
+    block: int
+
+    @property
+    def count(self) -> int:
+        return ceil_div(self.tiles, self.block)
+
+    def size(self, start: int) -> int:
+        """Tiles of the block starting at tile ``start``."""
+        return min(self.block, self.tiles - start)
+
+    @property
+    def last(self) -> tuple[int, int]:
+        """(first tile, tiles) of the last block."""
+        start = (self.count - 1) * self.block
+        return start, self.size(start)
+
+    def groups(self, *, split_first: bool) -> dict[tuple[int, int, bool], int]:
+        """Blocks that cost the same, counted: (first tile, or 0 for an inner full block; tiles; whether it
+        is the first block, kept apart when ``split_first``) -> how many.
+
+        The first block, the inner ones (all full) and the last one: three entries at most, whatever the
+        number of blocks, so that the LM head's 3,000 column tiles cost no more to rank than 30.
+        """
+        out: dict[tuple[int, int, bool], int] = {}
+
+        def add(key: tuple[int, int, bool], count: int) -> None:
+            if count:
+                out[key] = out.get(key, 0) + count
+
+        count, last_start = self.count, (self.count - 1) * self.block
+        first_size = self.size(0)
+        # the first block keeps its start (0) whether it is full, short or the last one
+        add((0, first_size, split_first), 1)
+        add((0, self.block, False), max(0, count - 2))  # inner blocks are full and not last
+        if count > 1:
+            add((last_start, self.size(last_start), False), 1)
+        return out
+
+
 def estimate(m: int, n: int, k: int, t: Tiling, cfg: ArchConfig, *, in_bytes: int, out_bytes: int,
              bias: int = 0, alu_ops: int = 0) -> Estimate:
     """Predict cycles and traffic of :func:`tinynpu.compiler.lower.lower_gemm` for tiling ``t``.
@@ -71,8 +115,8 @@ def estimate(m: int, n: int, k: int, t: Tiling, cfg: ArchConfig, *, in_bytes: in
         return beats
 
     chunk_starts = list(range(0, kt, t.bk))
-    iblocks = [(i, min(t.bm, mt - i)) for i in range(0, mt, t.bm)]
-    jblocks = [(j, min(t.bn, nt - j)) for j in range(0, nt, t.bn)]
+    iblocks = _Blocks(mt, t.bm)
+    jblocks = _Blocks(nt, t.bn)
     cache: dict[tuple[int, int, int, int], tuple[int, int, int, int, int]] = {}
 
     def block(i0: int, ni: int, j0: int, nj: int, la: bool = True,
@@ -118,22 +162,14 @@ def estimate(m: int, n: int, k: int, t: Tiling, cfg: ArchConfig, *, in_bytes: in
         cache[key] = (cycles, store, load_full if chunks > 1 else load_last, tau, alu_col)
         return cache[key]
 
-    # Blocks of equal shape cost the same: count them per dimension, O(row + column blocks).
+    # Blocks of equal shape cost the same: count them per dimension (:meth:`_Blocks.groups`).
     # A resident panel is loaded only by the first block of its outer row (column).
-    def groups(bl: list[tuple[int, int]], full: int, total_tiles: int, split_first: bool) -> dict[
-            tuple[int, int, bool], int]:
-        out: dict[tuple[int, int, bool], int] = {}
-        for idx, (s0, nn) in enumerate(bl):
-            key = (s0 if nn < full or s0 + nn == total_tiles else 0, nn, split_first and idx == 0)
-            out[key] = out.get(key, 0) + 1
-        return out
-
     shapes: dict[tuple[int, int, int, int, bool, bool], int] = {}
-    for (i0, ni, fi), ci in groups(iblocks, t.bm, mt, t.resident == "b").items():
-        for (j0, nj, fj), cj in groups(jblocks, t.bn, nt, t.resident == "a").items():
+    for (i0, ni, fi), ci in iblocks.groups(split_first=t.resident == "b").items():
+        for (j0, nj, fj), cj in jblocks.groups(split_first=t.resident == "a").items():
             key = (i0, ni, j0, nj, t.resident != "a" or fj, t.resident != "b" or fi)
             shapes[key] = shapes.get(key, 0) + ci * cj
-    n_blocks = len(iblocks) * len(jblocks)
+    n_blocks = iblocks.count * jblocks.count
     total = 0
     compute = mt * nt * kt * interval
     for (i0, ni, j0, nj, la, lb), count in shapes.items():
@@ -162,8 +198,8 @@ def estimate(m: int, n: int, k: int, t: Tiling, cfg: ArchConfig, *, in_bytes: in
             rows_p = min(ni * e, m - i0 * e) if t.resident == "a" else min(nj * e, n - j0 * e)
             per_block += load_beats(rows_p, kt, 0) + lat
         total += per_block * count
-    _, _, first_load, _, _ = block(iblocks[0][0], iblocks[0][1], jblocks[0][0], jblocks[0][1])
-    (i_l, ni_l), (j_l, nj_l) = iblocks[-1], jblocks[-1]  # the last block in either order
+    _, _, first_load, _, _ = block(0, iblocks.size(0), 0, jblocks.size(0))
+    (i_l, ni_l), (j_l, nj_l) = iblocks.last, jblocks.last  # the last block in either order
     _, last_store, _, tau_l, alu_l = block(i_l, ni_l, j_l, nj_l)
     # The first tmm waits only for the first reduction tile's loads of chunk 0.
     prologue = first_load // min(t.bk, kt) + lat
