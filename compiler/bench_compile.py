@@ -82,7 +82,8 @@ def worker(path: str, prompt: int, generate: int) -> dict[str, Any]:
 
 
 def _run_worker(python: str, cwd: str, path: str, prompt: int, generate: int) -> dict[str, Any]:
-    cmd = [python, __file__, "--worker", path, "--prompt", str(prompt), "--generate", str(generate)]
+    # -P: not this file's directory first on sys.path (its ``onnx`` package would hide the real one)
+    cmd = [python, "-P", __file__, "--worker", path, "--prompt", str(prompt), "--generate", str(generate)]
     done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
     if done.returncode:
         raise SystemExit(f"bench_compile: {' '.join(cmd)} (in {cwd}) failed with exit code {done.returncode}:\n"

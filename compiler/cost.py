@@ -20,6 +20,7 @@ block shape once: cheap enough to rank tens of thousands of tilings per second.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -92,13 +93,45 @@ class _Blocks:
         return out
 
 
+#: What :func:`estimate` can share between tilings of one GEMM: per (bk, double buffering, ring), the
+#: costs of the block shapes it met.
+Memo = dict[tuple[int, bool, int], dict[tuple[int, int, int, int], tuple[int, int, int, int, int]]]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _column_stall(store: int, nj: int, tau: int, tau0: int, alu_col: int, lat: int) -> float:
+    """The block-boundary stall of one acc buffer: column j's store is ready once its last tmm (and its
+    ALU steps) end and completes after the store unit drained columns 0..j; the next block rewrites
+    column j at (nj + j) * tau0.  The worst column sets the stall.  (A pure function of integers, so
+    the tilings that share a block shape share its value.)"""
+    per_col = store / nj
+    stall = 0.0
+    end = 0.0
+    for j in range(nj):
+        end = max((j + 1) * tau + alu_col, end) + per_col
+        stall = max(stall, end + lat - (nj * tau + j * tau0))
+    return stall
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _drain(store: int, nj: int, tau: int, alu_col: int) -> float:
+    """When the last block's column stores have drained, after its last column's tmm ends (per column as
+    in :func:`_column_stall`)."""
+    end = 0.0
+    for j in range(nj):
+        end = max((j + 1) * tau + alu_col, end) + store / nj
+    return end
+
+
 def estimate(m: int, n: int, k: int, t: Tiling, cfg: ArchConfig, *, in_bytes: int, out_bytes: int,
-             bias: int = 0, alu_ops: int = 0) -> Estimate:
+             bias: int = 0, alu_ops: int = 0, memo: Memo | None = None) -> Estimate:
     """Predict cycles and traffic of :func:`tinynpu.compiler.lower.lower_gemm` for tiling ``t``.
 
     ``bias`` is the accumulator parameter rows per output column tile (their traffic), ``alu_ops``
     the vector-ALU instructions each output column tile runs before its store (a layer epilogue):
     the ALU overlaps the tensor unit, so it bounds a block's time and delays each column's store.
+    ``memo``: one dict shared by the estimates of many tilings of this GEMM (the same arguments but
+    ``t``), so that a block shape's cost is worked out once for all tilings that chunk it alike.
     """
     e = cfg.tile
     mt, nt, kt = ceil_div(m, e), ceil_div(n, e), ceil_div(k, e)
@@ -117,7 +150,7 @@ def estimate(m: int, n: int, k: int, t: Tiling, cfg: ArchConfig, *, in_bytes: in
     chunk_starts = list(range(0, kt, t.bk))
     iblocks = _Blocks(mt, t.bm)
     jblocks = _Blocks(nt, t.bn)
-    cache: dict[tuple[int, int, int, int], tuple[int, int, int, int, int]] = {}
+    cache = {} if memo is None else memo.setdefault((t.bk, t.double_buffer, t.stream_buffers), {})
 
     def block(i0: int, ni: int, j0: int, nj: int, la: bool = True,
               lb: bool = True) -> tuple[int, int, int, int, int]:
@@ -176,16 +209,7 @@ def estimate(m: int, n: int, k: int, t: Tiling, cfg: ArchConfig, *, in_bytes: in
         cyc, store, _, tau, alu_col = block(i0, ni, j0, nj, la, lb)
         per_block = cyc
         if t.acc_buffers == 1 or n_blocks == 1:
-            # Column j's store is ready once its last tmm ends and completes after the store
-            # unit drained columns 0..j; the next block rewrites column j at (nj + j) * tau0.
-            # The worst column sets the stall.
-            per_col = store / nj
-            tau0 = ni * min(t.bk, kt) * interval
-            stall = 0.0
-            end = 0.0
-            for j in range(nj):
-                end = max((j + 1) * tau + alu_col, end) + per_col
-                stall = max(stall, end + lat - (nj * tau + j * tau0))
+            stall = _column_stall(store, nj, tau, ni * min(t.bk, kt) * interval, alu_col, lat)
             if t.init == "fill_zero":
                 stall = max(stall, store + lat)  # one zero of the whole block waits for every store
             per_block += int(max(0.0, stall))
@@ -204,14 +228,11 @@ def estimate(m: int, n: int, k: int, t: Tiling, cfg: ArchConfig, *, in_bytes: in
     # The first tmm waits only for the first reduction tile's loads of chunk 0.
     prologue = first_load // min(t.bk, kt) + lat
     # The last block's column stores drain after its last column's tmm.
-    end = 0.0
-    for j in range(nj_l):
-        end = max((j + 1) * tau_l + alu_l, end) + last_store / nj_l
-    epilogue = int(end - nj_l * tau_l) + lat
+    epilogue = int(_drain(last_store, nj_l, tau_l, alu_l) - nj_l * tau_l) + lat
     traffic = tiling_traffic(m, n, k, t, cfg, in_bytes=in_bytes, out_bytes=out_bytes, bias=bias)
     port = math.ceil(traffic / cfg.dram_bytes_per_cycle)
     cycles = max(total, port) + prologue + (epilogue if t.double_buffer else 0) + cfg.tmm_latency_cycles
     return Estimate(cycles=int(cycles), dram_bytes=traffic, compute_cycles=compute)
 
 
-__all__ = ["Estimate", "estimate"]
+__all__ = ["Estimate", "Memo", "estimate"]

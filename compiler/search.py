@@ -19,7 +19,7 @@ from functools import partial
 from typing import Any
 
 from tinynpu.compiler.bounds import resident_panels
-from tinynpu.compiler.cost import Estimate, estimate
+from tinynpu.compiler.cost import Estimate, Memo, estimate
 from tinynpu.compiler.schedule import STREAM_BUFFERS, Tiling, fits, require_a_fit
 from tinynpu.intmath import ceil_div
 from tinynpu.isa import ArchConfig
@@ -50,7 +50,9 @@ def pick(ranked: Iterable[Ranked]) -> Ranked:
 
 def rank(m: int, n: int, k: int, cfg: ArchConfig, tilings: Iterable[Tiling], *, in_bytes: int, out_bytes: int,
          bias: int = 0, alu_ops: int = 0) -> list[Ranked]:
-    return [Ranked(t, estimate(m, n, k, t, cfg, in_bytes=in_bytes, out_bytes=out_bytes, bias=bias, alu_ops=alu_ops))
+    memo: Memo = {}  # block costs shared by tilings that chunk alike
+    return [Ranked(t, estimate(m, n, k, t, cfg, in_bytes=in_bytes, out_bytes=out_bytes, bias=bias, alu_ops=alu_ops,
+                               memo=memo))
             for t in tilings]
 
 
