@@ -70,7 +70,8 @@ class _Blocks:
         start = (self.count - 1) * self.block
         return start, self.size(start)
 
-    def groups(self, *, split_first: bool) -> dict[tuple[int, int, bool], int]:
+    @functools.lru_cache(maxsize=1 << 12)  # noqa: B019 (a frozen record of two ints: the cache holds no more)
+    def groups(self, *, split_first: bool) -> tuple[tuple[tuple[int, int, bool], int], ...]:
         """Blocks that cost the same, counted: (first tile, or 0 for an inner full block; tiles; whether it
         is the first block, kept apart when ``split_first``) -> how many.
 
@@ -90,7 +91,7 @@ class _Blocks:
         add((0, self.block, False), max(0, count - 2))  # inner blocks are full and not last
         if count > 1:
             add((last_start, self.size(last_start), False), 1)
-        return out
+        return tuple(out.items())
 
 
 #: What :func:`estimate` can share between tilings of one GEMM: per (bk, double buffering, ring), the
@@ -198,8 +199,8 @@ def estimate(m: int, n: int, k: int, t: Tiling, cfg: ArchConfig, *, in_bytes: in
     # Blocks of equal shape cost the same: count them per dimension (:meth:`_Blocks.groups`).
     # A resident panel is loaded only by the first block of its outer row (column).
     shapes: dict[tuple[int, int, int, int, bool, bool], int] = {}
-    for (i0, ni, fi), ci in iblocks.groups(split_first=t.resident == "b").items():
-        for (j0, nj, fj), cj in jblocks.groups(split_first=t.resident == "a").items():
+    for (i0, ni, fi), ci in iblocks.groups(split_first=t.resident == "b"):
+        for (j0, nj, fj), cj in jblocks.groups(split_first=t.resident == "a"):
             key = (i0, ni, j0, nj, t.resident != "a" or fj, t.resident != "b" or fi)
             shapes[key] = shapes.get(key, 0) + ci * cj
     n_blocks = iblocks.count * jblocks.count

@@ -172,5 +172,5 @@ def test_block_groups_count_every_block(tiles: int, block: int, split_first: boo
         key = (s0 if nn < block or s0 + nn == tiles else 0, nn, split_first and idx == 0)
         listed[key] = listed.get(key, 0) + 1
     blocks = _Blocks(tiles, block)
-    assert blocks.groups(split_first=split_first) == listed
+    assert dict(blocks.groups(split_first=split_first)) == listed
     assert blocks.count == len(starts) and blocks.last == (starts[-1], min(block, tiles - starts[-1]))
