@@ -140,13 +140,14 @@ def test_epilogue_columns_match_calls_with_a_ring(t: Tiling) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("cfg_name", CONFIGS)
 def test_epilogue_columns_match_calls_every_tiling(cfg_name: str) -> None:
+    """Every tiling (rings too), each with the next form and shape in turn."""
     cfg = load_config(cfg_name)
-    for form in FORMS:
-        for m, n, k in _shapes(cfg.tile):
-            epi = _epilogue(n, **FORMS[form])
-            for t in _tilings(rings=True):
-                if fits(t, cfg, bias=epi.param_rows, k=k):
-                    _same(cfg_name, m, n, k, t, epilogue=epi)
+    forms, shapes = list(FORMS), _shapes(cfg.tile)
+    for i, t in enumerate(_tilings(rings=True)):
+        m, n, k = shapes[i % len(shapes)]
+        epi = _epilogue(n, **FORMS[forms[i % len(forms)]])
+        if fits(t, cfg, bias=epi.param_rows, k=k):
+            _same(cfg_name, m, n, k, t, epilogue=epi)
 
 
 def test_lower_gemm_takes_the_columns_for_an_epilogue() -> None:

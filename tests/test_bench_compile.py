@@ -1,0 +1,24 @@
+"""``bench_compile`` rebuilds each GEMM of the LLM's program cache from its key's epilogue form."""
+
+from __future__ import annotations
+
+import pytest
+
+from tinynpu.compiler.bench_compile import _epilogue_of_form
+
+
+@pytest.mark.parametrize("form, requantizer, bias, zero_point, clamp", [
+    ("int8_binary32_bias_clamp-128to127", "binary32", True, 0, (-128, 127)),
+    ("int8_binary32_clamp-128to127", "binary32", False, 0, (-128, 127)),
+    ("int8_q31_bias_zp_clamp7to120", "q31", True, 7, (7, 120)),
+    ("int8_q31_zp_clamp-128to127", "q31", False, 1, (-128, 127)),
+])
+def test_epilogue_of_form(form: str, requantizer: str, bias: bool, zero_point: int, clamp: tuple[int, int]) -> None:
+    epi = _epilogue_of_form(form, 37, seed=1)
+    assert (epi.requantizer, epi.bias is not None, epi.zero_point, (epi.lo, epi.hi), epi.channels) == (
+        requantizer, bias, zero_point, clamp, 37)
+
+
+def test_epilogue_of_form_refuses_another_key() -> None:
+    with pytest.raises(ValueError, match="not an epilogue form: 'int8_binary32'"):
+        _epilogue_of_form("int8_binary32", 4, seed=0)
