@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from tinynpu.compiler.bench_compile import _epilogue_of_form
+from tinynpu.compiler.bench_compile import _epilogue_of_form, main
 
 
 @pytest.mark.parametrize("form, requantizer, bias, zero_point, clamp", [
@@ -22,3 +24,14 @@ def test_epilogue_of_form(form: str, requantizer: str, bias: bool, zero_point: i
 def test_epilogue_of_form_refuses_another_key() -> None:
     with pytest.raises(ValueError, match="not an epilogue form: 'int8_binary32'"):
         _epilogue_of_form("int8_binary32", 4, seed=0)
+
+
+def test_a_baseline_without_its_venv_is_named(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match=f"the baseline {tmp_path} has no .venv/bin/python"):
+        main(["--baseline", str(tmp_path)])
+
+
+def test_the_baseline_is_asked_for(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main([])
+    assert exc.value.code == 2 and "--baseline DIR is needed" in capsys.readouterr().err
