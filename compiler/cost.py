@@ -20,6 +20,7 @@ block shape once: cheap enough to rank tens of thousands of tilings per second.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -48,13 +49,90 @@ def _beats(rows: int, cols: int, nbytes: int, cfg: ArchConfig) -> int:
     return rows * math.ceil(cols * nbytes / cfg.dram_bytes_per_cycle)
 
 
+@dataclass(frozen=True)
+class _Blocks:
+    """The blocks of ``block`` tiles that cover ``tiles`` tiles of one dimension (the last one may be short)."""
+
+    tiles: int
+    block: int
+
+    @property
+    def count(self) -> int:
+        return ceil_div(self.tiles, self.block)
+
+    def size(self, start: int) -> int:
+        """Tiles of the block starting at tile ``start``."""
+        return min(self.block, self.tiles - start)
+
+    @property
+    def last(self) -> tuple[int, int]:
+        """(first tile, tiles) of the last block."""
+        start = (self.count - 1) * self.block
+        return start, self.size(start)
+
+    @functools.lru_cache(maxsize=1 << 12)  # noqa: B019 (a frozen record of two ints: the cache holds no more)
+    def groups(self, *, split_first: bool) -> tuple[tuple[tuple[int, int, bool], int], ...]:
+        """Blocks that cost the same, counted: (first tile, or 0 for an inner full block; tiles; whether it
+        is the first block, kept apart when ``split_first``) -> how many.
+
+        The first block, the inner ones (all full) and the last one: three entries at most, whatever the
+        number of blocks, so that the LM head's 3,000 column tiles cost no more to rank than 30.
+        """
+        out: dict[tuple[int, int, bool], int] = {}
+
+        def add(key: tuple[int, int, bool], count: int) -> None:
+            if count:
+                out[key] = out.get(key, 0) + count
+
+        count, last_start = self.count, (self.count - 1) * self.block
+        first_size = self.size(0)
+        # the first block keeps its start (0) whether it is full, short or the last one
+        add((0, first_size, split_first), 1)
+        add((0, self.block, False), max(0, count - 2))  # inner blocks are full and not last
+        if count > 1:
+            add((last_start, self.size(last_start), False), 1)
+        return tuple(out.items())
+
+
+#: What :func:`estimate` can share between tilings of one GEMM: per (bk, double buffering, ring), the
+#: costs of the block shapes it met.
+Memo = dict[tuple[int, bool, int], dict[tuple[int, int, int, int], tuple[int, int, int, int, int]]]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _column_stall(store: int, nj: int, tau: int, tau0: int, alu_col: int, lat: int) -> float:
+    """The block-boundary stall of one acc buffer: column j's store is ready once its last tmm (and its
+    ALU steps) end and completes after the store unit drained columns 0..j; the next block rewrites
+    column j at (nj + j) * tau0.  The worst column sets the stall.  (A pure function of integers, so
+    the tilings that share a block shape share its value.)"""
+    per_col = store / nj
+    stall = 0.0
+    end = 0.0
+    for j in range(nj):
+        end = max((j + 1) * tau + alu_col, end) + per_col
+        stall = max(stall, end + lat - (nj * tau + j * tau0))
+    return stall
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _drain(store: int, nj: int, tau: int, alu_col: int) -> float:
+    """When the last block's column stores have drained, after its last column's tmm ends (per column as
+    in :func:`_column_stall`)."""
+    end = 0.0
+    for j in range(nj):
+        end = max((j + 1) * tau + alu_col, end) + store / nj
+    return end
+
+
 def estimate(m: int, n: int, k: int, t: Tiling, cfg: ArchConfig, *, in_bytes: int, out_bytes: int,
-             bias: int = 0, alu_ops: int = 0) -> Estimate:
+             bias: int = 0, alu_ops: int = 0, memo: Memo | None = None) -> Estimate:
     """Predict cycles and traffic of :func:`tinynpu.compiler.lower.lower_gemm` for tiling ``t``.
 
     ``bias`` is the accumulator parameter rows per output column tile (their traffic), ``alu_ops``
     the vector-ALU instructions each output column tile runs before its store (a layer epilogue):
     the ALU overlaps the tensor unit, so it bounds a block's time and delays each column's store.
+    ``memo``: one dict shared by the estimates of many tilings of this GEMM (the same arguments but
+    ``t``), so that a block shape's cost is worked out once for all tilings that chunk it alike.
     """
     e = cfg.tile
     mt, nt, kt = ceil_div(m, e), ceil_div(n, e), ceil_div(k, e)
@@ -71,9 +149,9 @@ def estimate(m: int, n: int, k: int, t: Tiling, cfg: ArchConfig, *, in_bytes: in
         return beats
 
     chunk_starts = list(range(0, kt, t.bk))
-    iblocks = [(i, min(t.bm, mt - i)) for i in range(0, mt, t.bm)]
-    jblocks = [(j, min(t.bn, nt - j)) for j in range(0, nt, t.bn)]
-    cache: dict[tuple[int, int, int, int], tuple[int, int, int, int, int]] = {}
+    iblocks = _Blocks(mt, t.bm)
+    jblocks = _Blocks(nt, t.bn)
+    cache = {} if memo is None else memo.setdefault((t.bk, t.double_buffer, t.stream_buffers), {})
 
     def block(i0: int, ni: int, j0: int, nj: int, la: bool = True,
               lb: bool = True) -> tuple[int, int, int, int, int]:
@@ -118,38 +196,21 @@ def estimate(m: int, n: int, k: int, t: Tiling, cfg: ArchConfig, *, in_bytes: in
         cache[key] = (cycles, store, load_full if chunks > 1 else load_last, tau, alu_col)
         return cache[key]
 
-    # Blocks of equal shape cost the same: count them per dimension, O(row + column blocks).
+    # Blocks of equal shape cost the same: count them per dimension (:meth:`_Blocks.groups`).
     # A resident panel is loaded only by the first block of its outer row (column).
-    def groups(bl: list[tuple[int, int]], full: int, total_tiles: int, split_first: bool) -> dict[
-            tuple[int, int, bool], int]:
-        out: dict[tuple[int, int, bool], int] = {}
-        for idx, (s0, nn) in enumerate(bl):
-            key = (s0 if nn < full or s0 + nn == total_tiles else 0, nn, split_first and idx == 0)
-            out[key] = out.get(key, 0) + 1
-        return out
-
     shapes: dict[tuple[int, int, int, int, bool, bool], int] = {}
-    for (i0, ni, fi), ci in groups(iblocks, t.bm, mt, t.resident == "b").items():
-        for (j0, nj, fj), cj in groups(jblocks, t.bn, nt, t.resident == "a").items():
+    for (i0, ni, fi), ci in iblocks.groups(split_first=t.resident == "b"):
+        for (j0, nj, fj), cj in jblocks.groups(split_first=t.resident == "a"):
             key = (i0, ni, j0, nj, t.resident != "a" or fj, t.resident != "b" or fi)
             shapes[key] = shapes.get(key, 0) + ci * cj
-    n_blocks = len(iblocks) * len(jblocks)
+    n_blocks = iblocks.count * jblocks.count
     total = 0
     compute = mt * nt * kt * interval
     for (i0, ni, j0, nj, la, lb), count in shapes.items():
         cyc, store, _, tau, alu_col = block(i0, ni, j0, nj, la, lb)
         per_block = cyc
         if t.acc_buffers == 1 or n_blocks == 1:
-            # Column j's store is ready once its last tmm ends and completes after the store
-            # unit drained columns 0..j; the next block rewrites column j at (nj + j) * tau0.
-            # The worst column sets the stall.
-            per_col = store / nj
-            tau0 = ni * min(t.bk, kt) * interval
-            stall = 0.0
-            end = 0.0
-            for j in range(nj):
-                end = max((j + 1) * tau + alu_col, end) + per_col
-                stall = max(stall, end + lat - (nj * tau + j * tau0))
+            stall = _column_stall(store, nj, tau, ni * min(t.bk, kt) * interval, alu_col, lat)
             if t.init == "fill_zero":
                 stall = max(stall, store + lat)  # one zero of the whole block waits for every store
             per_block += int(max(0.0, stall))
@@ -162,20 +223,17 @@ def estimate(m: int, n: int, k: int, t: Tiling, cfg: ArchConfig, *, in_bytes: in
             rows_p = min(ni * e, m - i0 * e) if t.resident == "a" else min(nj * e, n - j0 * e)
             per_block += load_beats(rows_p, kt, 0) + lat
         total += per_block * count
-    _, _, first_load, _, _ = block(iblocks[0][0], iblocks[0][1], jblocks[0][0], jblocks[0][1])
-    (i_l, ni_l), (j_l, nj_l) = iblocks[-1], jblocks[-1]  # the last block in either order
+    _, _, first_load, _, _ = block(0, iblocks.size(0), 0, jblocks.size(0))
+    (i_l, ni_l), (j_l, nj_l) = iblocks.last, jblocks.last  # the last block in either order
     _, last_store, _, tau_l, alu_l = block(i_l, ni_l, j_l, nj_l)
     # The first tmm waits only for the first reduction tile's loads of chunk 0.
     prologue = first_load // min(t.bk, kt) + lat
     # The last block's column stores drain after its last column's tmm.
-    end = 0.0
-    for j in range(nj_l):
-        end = max((j + 1) * tau_l + alu_l, end) + last_store / nj_l
-    epilogue = int(end - nj_l * tau_l) + lat
+    epilogue = int(_drain(last_store, nj_l, tau_l, alu_l) - nj_l * tau_l) + lat
     traffic = tiling_traffic(m, n, k, t, cfg, in_bytes=in_bytes, out_bytes=out_bytes, bias=bias)
     port = math.ceil(traffic / cfg.dram_bytes_per_cycle)
     cycles = max(total, port) + prologue + (epilogue if t.double_buffer else 0) + cfg.tmm_latency_cycles
     return Estimate(cycles=int(cycles), dram_bytes=traffic, compute_cycles=compute)
 
 
-__all__ = ["Estimate", "estimate"]
+__all__ = ["Estimate", "Memo", "estimate"]

@@ -346,23 +346,7 @@ class Emitter:
     def _encode(self, wait: np.ndarray, signal: np.ndarray) -> list[int]:
         """The words of every instruction: one vectorized encode per mnemonic (:func:`encoding.encode_columns`)."""
         tile = self.cfg.tile
-        # mnemonic -> parts of (program indices, field -> value per instruction, wait/signal excluded)
-        groups: dict[str, list[tuple[np.ndarray, dict[str, np.ndarray]]]] = {}
-        scalar: dict[str, list[int]] = {}
-        for k, op in enumerate(self.ops):
-            scalar.setdefault(op.mnemonic, []).append(k)
-        for mnemonic, members in scalar.items():
-            idx = np.asarray([self._op_index[k] for k in members], dtype=np.int64)
-            values = {name: [self.ops[k].fields.get(name) for k in members] for name in self._value_fields(mnemonic)}
-            groups.setdefault(mnemonic, []).append((idx, self._columns(mnemonic, idx, values)))
-        for run in self._runs:
-            for c in run.columns:
-                idx = run.base + c.order
-                unknown = sorted(set(c.fields) - set(self._value_fields(c.mnemonic)))
-                if unknown:
-                    raise UsageError(f"extend: {c.mnemonic} has no field {unknown[0]!r}.")
-                given = {name: c.fields.get(name) for name in self._value_fields(c.mnemonic)}
-                groups.setdefault(c.mnemonic, []).append((idx, self._columns(c.mnemonic, idx, given)))
+        groups = self._groups()
         lo = np.zeros(self.size, dtype=np.uint64)
         hi = np.zeros(self.size, dtype=np.uint64)
         for mnemonic, parts in groups.items():
@@ -381,6 +365,40 @@ class Emitter:
                         raise UsageError(f"instruction {int(idx[j])} ({mnemonic}): {why}") from None
                 raise
         return encoding.to_ints(lo, hi)
+
+    def _groups(self) -> dict[str, list[tuple[np.ndarray, dict[str, np.ndarray]]]]:
+        """mnemonic -> parts of (program indices, field -> value per instruction, wait/signal excluded).
+
+        Raises:
+            UsageError: a column names a field its instruction lacks.
+        """
+        groups: dict[str, list[tuple[np.ndarray, dict[str, np.ndarray]]]] = {}
+        scalar: dict[str, list[int]] = {}
+        for k, op in enumerate(self.ops):
+            scalar.setdefault(op.mnemonic, []).append(k)
+        for mnemonic, members in scalar.items():
+            idx = np.asarray([self._op_index[k] for k in members], dtype=np.int64)
+            values = {name: [self.ops[k].fields.get(name) for k in members] for name in self._value_fields(mnemonic)}
+            groups.setdefault(mnemonic, []).append((idx, self._columns(mnemonic, idx, values)))
+        for run in self._runs:
+            for c in run.columns:
+                idx = run.base + c.order
+                unknown = sorted(set(c.fields) - set(self._value_fields(c.mnemonic)))
+                if unknown:
+                    raise UsageError(f"extend: {c.mnemonic} has no field {unknown[0]!r}.")
+                given = {name: c.fields.get(name) for name in self._value_fields(c.mnemonic)}
+                groups.setdefault(c.mnemonic, []).append((idx, self._columns(c.mnemonic, idx, given)))
+        return groups
+
+    def fields_of(self, mnemonic: str) -> dict[str, np.ndarray]:
+        """Every ``mnemonic`` instruction emitted so far, of both kinds (calls and columns), in program order:
+        field name -> one value per instruction (defaults filled in; not ``wait``/``signal``)."""
+        parts = self._groups().get(mnemonic, [])
+        names = self._value_fields(mnemonic)
+        if not parts:
+            return {name: np.zeros(0, np.int64) for name in names}
+        order = np.argsort(np.concatenate([idx for idx, _ in parts]), kind="stable")
+        return {name: np.concatenate([cols[name] for _, cols in parts])[order] for name in names}
 
     def _value_fields(self, mnemonic: str) -> list[str]:
         """The fields of ``mnemonic`` an emitter sets (all but the token masks)."""

@@ -49,6 +49,23 @@ INT32_MAX = 2**31 - 1
 REQUANTIZERS = {"binary32": ("vrequantf", 1), "q31": ("vrequant", 2)}
 
 
+@dataclass(frozen=True)
+class AluStep:
+    """One vector-ALU instruction of an epilogue, on an output column tile's accumulator rows.
+
+    Attributes:
+        mnemonic: The ALU instruction.
+        param_row: Its ``src``: this parameter row of the column tile (None: it takes no row).
+        imm: Its immediate (None: none).
+        comment: The listing's comment.
+    """
+
+    mnemonic: str
+    param_row: int | None
+    imm: int | None
+    comment: str
+
+
 def _vector(name: str, value: object, lo: int, hi: int) -> np.ndarray:
     arr = np.asarray(value)
     if arr.ndim != 1 or arr.size == 0 or not np.issubdtype(arr.dtype, np.integer):
@@ -168,8 +185,24 @@ class Epilogue:
     @property
     def alu_ops(self) -> int:
         """Vector-ALU instructions per output column tile."""
-        low = self.lo not in (INT8_MIN, 0)
-        return (self.bias is not None) + 1 + (self.zero_point != 0) + low + (self.hi != INT8_MAX)
+        return len(self.alu_steps())
+
+    def alu_steps(self) -> tuple[AluStep, ...]:
+        """The vector-ALU instructions per output column tile, in program order (their parameter rows
+        counted from the column tile's first)."""
+        steps: list[AluStep] = []
+        row = 0
+        if self.bias is not None:
+            steps.append(AluStep("vaddrow", row, None, "+ bias"))
+            row += 1
+        steps.append(AluStep(self.requant_mnemonic, row, None, "requantize per channel"))
+        if self.zero_point:
+            steps.append(AluStep("vaddrow", row + self.requant_rows, None, "+ zero point"))
+        if self.lo not in (INT8_MIN, 0):  # 0 is the store's relu, -128 its saturation
+            steps.append(AluStep("vmax", None, self.lo, f"clamp >= {self.lo}"))
+        if self.hi != INT8_MAX:
+            steps.append(AluStep("vmin", None, self.hi, f"clamp <= {self.hi}"))
+        return tuple(steps)
 
     def reference(self, acc: np.ndarray) -> np.ndarray:
         """int32 accumulators (channels last) -> int8, as the accelerator computes them."""
@@ -235,4 +268,4 @@ def quantize_multiplier(real: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return ms.astype(np.int32), ss.astype(np.int32)
 
 
-__all__ = ["REQUANTIZERS", "Epilogue", "quantize_multiplier"]
+__all__ = ["REQUANTIZERS", "AluStep", "Epilogue", "quantize_multiplier"]

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from tinynpu.compiler.emitter import Emitter
-from tinynpu.compiler.epilogue import INT8_MAX, INT8_MIN, Epilogue
+from tinynpu.compiler.epilogue import Epilogue
 from tinynpu.compiler.lower_columns import lower_gemm_columns
 from tinynpu.compiler.operands import DenseOperand, DenseOutput, OperandA, OutputC
 from tinynpu.compiler.schedule import Tiling, buffer_rows
@@ -108,14 +108,15 @@ def lower_gemm(emit: Emitter, *, m: int, n: int, k: int, a: OperandA, b: Operand
                tiling: Tiling, bias: Bias | None = None, epilogue: EpilogueRows | None = None) -> int:
     """Emit the instructions of ``C = A @ B^T (+ bias)`` for ``tiling``, or with its layer ``epilogue``.
 
-    Dense operands without bias or epilogue take the columnar path
+    Dense operands take the columnar path
     (:func:`~tinynpu.compiler.lower_columns.lower_gemm_columns`, the same
-    program computed with numpy); everything else :func:`lower_gemm_by_calls`.
+    program computed with numpy), with or without a bias of ``n`` elements or
+    an epilogue; everything else (conv's implicit im2col) :func:`lower_gemm_by_calls`.
     Arguments and result as :func:`lower_gemm_by_calls`.
     """
-    if (bias is None and epilogue is None and type(a) is DenseOperand and type(b) is DenseOperand
-            and type(c) is DenseOutput):
-        return lower_gemm_columns(emit, m=m, n=n, k=k, a=a, b=b, c=c, tiling=tiling)
+    if (type(a) is DenseOperand and type(b) is DenseOperand and type(c) is DenseOutput
+            and (bias is None or bias.n == n) and (bias is None or epilogue is None)):
+        return lower_gemm_columns(emit, m=m, n=n, k=k, a=a, b=b, c=c, tiling=tiling, bias=bias, epilogue=epilogue)
     return lower_gemm_by_calls(emit, m=m, n=n, k=k, a=a, b=b, c=c, tiling=tiling, bias=bias, epilogue=epilogue)
 
 
@@ -297,17 +298,9 @@ class _ByCalls:
 
 def _emit_epilogue(emit: Emitter, epi: Epilogue, dst: int, rows: int, params: int) -> None:
     """The ALU instructions of ``epi`` on one output column tile (its parameter rows from ``params``)."""
-    row = params
-    if epi.bias is not None:
-        emit.alu("vaddrow", dst, rows=rows, src=row, comment="+ bias")
-        row += 1
-    emit.alu(epi.requant_mnemonic, dst, rows=rows, src=row, comment="requantize per channel")
-    if epi.zero_point:
-        emit.alu("vaddrow", dst, rows=rows, src=row + epi.requant_rows, comment="+ zero point")
-    if epi.lo not in (INT8_MIN, 0):  # 0 is the store's relu, -128 its saturation
-        emit.alu("vmax", dst, rows=rows, imm=epi.lo, comment=f"clamp >= {epi.lo}")
-    if epi.hi != INT8_MAX:
-        emit.alu("vmin", dst, rows=rows, imm=epi.hi, comment=f"clamp <= {epi.hi}")
+    for step in epi.alu_steps():
+        emit.alu(step.mnemonic, dst, rows=rows, src=None if step.param_row is None else params + step.param_row,
+                 imm=step.imm, comment=step.comment)
 
 
 _Load = tuple[OperandA, str, int, int, int, int]  # operand, scope, scratchpad row, first GEMM row, rows, k0

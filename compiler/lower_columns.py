@@ -1,11 +1,13 @@
 """The GEMM lowering of :mod:`tinynpu.compiler.lower` for dense operands, as columns.
 
-A naive 1024^3 GEMM is ~800 K instructions; emitting them one Python call
-at a time costs ~10 us each.  For dense DRAM operands (no bias) the
-instructions follow from the chunk plan by arithmetic alone, so this module
-computes every field of every ``load``/``tmm``/``store``/``zero`` as numpy
-arrays and hands them to :meth:`~tinynpu.compiler.emitter.Emitter.extend`,
-with each instruction's position in the program.  The program is the one
+A naive 1024^3 GEMM is ~800 K instructions, GPT-2-small's LM head ~90 K;
+emitting them one Python call at a time costs ~10 us each.  For dense DRAM
+operands the instructions follow from the chunk plan by arithmetic alone, so
+this module computes every field of every ``load``/``tmm``/ALU/``store``/``zero``
+as numpy arrays and hands them to :meth:`~tinynpu.compiler.emitter.Emitter.extend`,
+with each instruction's position in the program.  A bias vector or a layer
+epilogue (:class:`~tinynpu.compiler.epilogue.Epilogue`) adds its parameter
+rows' loads to each block's start and its ALU instructions before each store.  The program is the one
 :func:`~tinynpu.compiler.lower.lower_gemm_by_calls` emits, word for word
 (a test compares them); that function stays the readable statement of the
 loop nest, and the path for operands that are not dense.
@@ -13,9 +15,11 @@ loop nest, and the path for operands that are not dense.
 Program order inside chunk ``c`` (the positions below)::
 
     [zero acc]                    first chunk of a block, init fill_zero
+    [parameter rows]              first chunk of a block: bias or epilogue rows, whole tiles, then a narrow one
     [loads of c]                  single buffers: right before use
     for j in nj:
         tmm x nk                  column j, every reduction tile
+        [ALU x steps]             last chunk of the block: + bias, or the epilogue's steps
         [store column j]          last chunk of the block
         [prefetch slice j]        loads of chunk c+1 into the other buffer
     [after loads]                 loads of c+1 into rows chunk c still reads
@@ -24,13 +28,22 @@ Program order inside chunk ``c`` (the positions below)::
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tinynpu.compiler.emitter import Columns, Emitter
+from tinynpu.compiler.epilogue import AluStep
 from tinynpu.compiler.operands import DenseOperand, DenseOutput
 from tinynpu.compiler.schedule import Tiling, buffer_rows
 from tinynpu.intmath import ceil_div
+
+if TYPE_CHECKING:
+    from tinynpu.compiler.lower import Bias, EpilogueRows
+
+#: Positions a block's start reserves inside its first chunk: the acc zero, then two parameter-row loads.
+_START_SLOTS = 3
 
 
 def _expand(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -42,6 +55,35 @@ def _expand(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _escape(name: str) -> str:
     return name.replace("{", "{{").replace("}", "}}")
+
+
+@dataclass(frozen=True)
+class _Params:
+    """A block's accumulator parameter rows (a bias vector or an epilogue's table) and the ALU steps per column.
+
+    Attributes:
+        addr: The table's DRAM address.
+        per_tile: Its rows per output column tile.
+        columns: The output columns it covers.
+        epilogue: Whether it is an epilogue's table (else a bias vector): how its loads are commented.
+        steps: The ALU instructions per output column tile, before its store.
+    """
+
+    addr: int
+    per_tile: int
+    columns: int
+    epilogue: bool
+    steps: tuple[AluStep, ...]
+
+    @staticmethod
+    def of(n: int, bias: Bias | None, epilogue: EpilogueRows | None) -> _Params | None:
+        """The parameters of a GEMM with ``n`` output columns (a bias of ``n`` elements: the caller checks)."""
+        if epilogue is not None:
+            epi = epilogue.epilogue
+            return _Params(epilogue.addr, epi.param_rows, n, True, epi.alu_steps())
+        if bias is not None:
+            return _Params(bias.addr, 1, bias.n, False, (AluStep("vaddrow", 0, None, "+ bias"),))
+        return None
 
 
 class _Plan:
@@ -82,12 +124,17 @@ class _Plan:
 
 
 def lower_gemm_columns(emit: Emitter, *, m: int, n: int, k: int, a: DenseOperand, b: DenseOperand,
-                       c: DenseOutput, tiling: Tiling) -> int:
-    """Emit ``C = A @ B^T`` for ``tiling`` as columns; the arguments and result of ``lower_gemm``."""
+                       c: DenseOutput, tiling: Tiling, bias: Bias | None = None,
+                       epilogue: EpilogueRows | None = None) -> int:
+    """Emit ``C = A @ B^T (+ bias)`` for ``tiling``, or with its layer ``epilogue``, as columns; the arguments
+    and result of ``lower_gemm`` (a ``bias`` covers exactly the ``n`` output columns)."""
     cfg = emit.cfg
     e = cfg.tile
     t = tiling
-    rows = buffer_rows(t, cfg, k=k)
+    params = _Params.of(n, bias, epilogue)
+    per_tile = params.per_tile if params is not None else 0
+    steps = params.steps if params is not None else ()
+    rows = buffer_rows(t, cfg, bias=per_tile, k=k)
     a_buf = rows["a_reg"] // t.buffers("a")
     b_buf = rows["b_reg"] // t.buffers("b")
     acc_buf = rows["acc"] // t.acc_buffers
@@ -107,9 +154,11 @@ def lower_gemm_columns(emit: Emitter, *, m: int, n: int, k: int, a: DenseOperand
 
     # Sort keys: (issuing chunk + 1) * span + place within the chunk; chunk -1 is the prologue.
     pf = 2 * t.bk  # the most loads of one chunk
-    group = t.bk + 1 + pf  # one output column: its tmm, its store, its slice of the prefetch
+    store_at = t.bk + len(steps)  # in an output column's group: its tmm, its ALU steps, ...
+    group = store_at + 1 + pf  # ... its store, its slice of the prefetch
     ring = t.stream_buffers
-    base_loads, base_cols = 1, 1 + max(1, ring - 1) * pf  # the prologue loads chunk 0 and a ring's next ones
+    base_loads = _START_SLOTS
+    base_cols = base_loads + max(1, ring - 1) * pf  # the prologue loads chunk 0 and a ring's next ones
     base_after = base_cols + t.bn * group
     span = base_after + pf
 
@@ -133,7 +182,7 @@ def lower_gemm_columns(emit: Emitter, *, m: int, n: int, k: int, a: DenseOperand
         load_key = (ch + 1) * span + base_loads + kk * per_kk[ch] + x * need[ch, 0]
     else:
         load_key = _prefetch_keys(p, t, need, reuse, ch, x, kk, span=span, group=group, base_loads=base_loads,
-                                  base_cols=base_cols, base_after=base_after)
+                                  base_cols=base_cols, base_after=base_after, store_at=store_at)
 
     # -- tmm: per chunk, output column j, reduction tile kk
     cj, jj = _expand(p.nj)
@@ -144,21 +193,31 @@ def lower_gemm_columns(emit: Emitter, *, m: int, n: int, k: int, a: DenseOperand
     # -- stores: per last chunk and column
     st = p.last[cj]
     st_ch, st_j = cj[st], jj[st]
-    store_key = (st_ch + 1) * span + base_cols + st_j * group + t.bk
+    column_key = (st_ch + 1) * span + base_cols + st_j * group  # ... plus bk and the ALU step, or store_at
     # -- zero acc: first chunk of each block, with init fill_zero
     zc = every[p.first] if t.init == "fill_zero" else every[:0]
     zero_key = (zc + 1) * span
+    # -- parameter rows: first chunk of each block, whole column tiles, then a narrow last one
+    starts = _param_loads(p, every[p.first], params, e)
 
-    keys = np.concatenate([zero_key, load_key, tmm_key, store_key])
+    keys = np.concatenate([zero_key, *((part.chunk + 1) * span + 1 + i for i, part in enumerate(starts)), load_key,
+                           tmm_key, *(column_key + t.bk + i for i in range(len(steps))), column_key + store_at])
     rank = np.empty(len(keys), dtype=np.int64)
     rank[np.argsort(keys, kind="stable")] = np.arange(len(keys), dtype=np.int64)
-    z_ord, l_ord, t_ord, s_ord = np.split(rank, np.cumsum([len(zero_key), len(load_key), len(tmm_key)]))
+    z_ord, *param_ord, l_ord, t_ord = np.split(rank, np.cumsum(
+        [len(zero_key), *(len(part.chunk) for part in starts), len(load_key), len(tmm_key)]))[:3 + len(starts)]
+    at = len(keys) - (len(steps) + 1) * len(st_ch)
+    alu_ord = [rank[at + i * len(st_ch):at + (i + 1) * len(st_ch)] for i in range(len(steps))]
+    s_ord = rank[at + len(steps) * len(st_ch):]
 
     columns: list[Columns] = []
     if len(zc):
         zrows = t.bm * p.nj[zc] * e
         columns.append(Columns("zero", z_ord, {"scope": emit.isa.scope_by_name["acc"].id,
                                                "sp_row": acc_j[zc], "rows": zrows}, comment="fill_zero(acc)"))
+    if params is not None:
+        columns += _param_columns(emit, p, starts, param_ord, params, acc_buf=acc_buf, row0=t.bm * t.bn * e)
+        columns += _alu_columns(p, steps, alu_ord, st_ch, st_j, per_tile, acc_buf=acc_buf, bm=t.bm, bn=t.bn, e=e)
     for xi, (operand, scope, r0, nr, total) in enumerate(((a, "a", p.i0, p.ni, m), (b, "b", p.j0, p.nj, n))):
         sel = x == xi
         lch, lkk = ch[sel], kk[sel]
@@ -205,9 +264,79 @@ def lower_gemm_columns(emit: Emitter, *, m: int, n: int, k: int, a: DenseOperand
     return int((p.nj * p.ni * p.nk).sum()) * e ** 3
 
 
+@dataclass(frozen=True)
+class _ParamLoads:
+    """One part of the blocks' parameter-row loads: whole column tiles, or the narrow last one.
+
+    Attributes:
+        chunk: The first chunk of each block that loads this part.
+        tile0: The part's first column tile, relative to the block's.
+        tiles: Its column tiles.
+        cols: Its columns per row.
+    """
+
+    chunk: np.ndarray
+    tile0: np.ndarray
+    tiles: np.ndarray
+    cols: np.ndarray | int
+
+
+def _param_loads(p: _Plan, firsts: np.ndarray, params: _Params | None, e: int) -> list[_ParamLoads]:
+    """The parameter-row loads of each block's first chunk, in program order (``start_block`` of
+    :mod:`tinynpu.compiler.lower`): the whole column tiles in one load, a last, narrower one on its own."""
+    if params is None:
+        return []
+    nj, j0 = p.nj[firsts], p.j0[firsts]
+    full = np.minimum(nj, (params.columns - j0 * e) // e)
+    whole, narrow = full > 0, full < nj
+    return [_ParamLoads(firsts[whole], np.zeros(int(whole.sum()), np.int64), full[whole], e),
+            _ParamLoads(firsts[narrow], full[narrow], (nj - full)[narrow],
+                        params.columns - (j0 + full)[narrow] * e)]
+
+
+def _param_columns(emit: Emitter, p: _Plan, parts: list[_ParamLoads], orders: list[np.ndarray], params: _Params, *,
+                   acc_buf: int, row0: int) -> list[Columns]:
+    """The loads of :func:`_param_loads` as columns (``row0``: the parameter rows' offset in an acc buffer)."""
+    e = emit.cfg.tile
+    table_row = e * emit.cfg.elem_bytes("acc")
+    out = []
+    for part, order in zip(parts, orders, strict=True):
+        if not len(part.chunk):
+            continue
+        j = p.j0[part.chunk] + part.tile0
+        if params.epilogue:
+            comment, args = "epilogue rows of column tiles {}..{}", (j, j + part.tiles - 1)
+        else:
+            comment, args = "bias[{}:{}]", (j * e, np.minimum((j + part.tiles) * e, params.columns))
+        out.append(Columns("load", order, {"scope": emit.isa.scope_by_name["acc"].id,
+                                           "sp_row": p.acc[part.chunk] * acc_buf + row0 + part.tile0 * params.per_tile,
+                                           "dram": params.addr + j * params.per_tile * table_row,
+                                           "stride": table_row, "rows": part.tiles * params.per_tile,
+                                           "cols": part.cols},
+                           comment=comment, comment_args=args))
+    return out
+
+
+def _alu_columns(p: _Plan, steps: tuple[AluStep, ...], orders: list[np.ndarray], st_ch: np.ndarray,
+                 st_j: np.ndarray, per_tile: int, *, acc_buf: int, bm: int, bn: int, e: int) -> list[Columns]:
+    """The ALU steps before each output column tile's store (``finish_column`` of :mod:`tinynpu.compiler.lower`)."""
+    acc0 = p.acc[st_ch] * acc_buf
+    dst = acc0 + st_j * bm * e
+    params = acc0 + bm * bn * e + st_j * per_tile
+    out = []
+    for step, order in zip(steps, orders, strict=True):
+        fields: dict[str, np.ndarray | int] = {"dst": dst, "rows": p.ni[st_ch] * e}
+        if step.param_row is not None:
+            fields["src"] = params + step.param_row
+        if step.imm is not None:
+            fields["imm"] = step.imm
+        out.append(Columns(step.mnemonic, order, fields, comment=_escape(step.comment)))
+    return out
+
+
 def _prefetch_keys(p: _Plan, t: Tiling, need: np.ndarray, reuse: np.ndarray, ch: np.ndarray, x: np.ndarray,
                    kk: np.ndarray, *, span: int, group: int, base_loads: int, base_cols: int,
-                   base_after: int) -> np.ndarray:
+                   base_after: int, store_at: int) -> np.ndarray:
     """Sort keys of double-buffered loads (``_prefetched`` of :mod:`tinynpu.compiler.lower`, vectorized).
 
     Chunk ``c`` is loaded by chunk ``c - 1`` (the prologue, -1, loads chunk 0), spread over its
@@ -234,7 +363,7 @@ def _prefetch_keys(p: _Plan, t: Tiling, need: np.ndarray, reuse: np.ndarray, ch:
     in_pref = np.where(far, n_early[first_near] + in_far, kk * early.sum(axis=1)[ch] + x * early[ch, 0])
     total_pref = n_early[first_near] + np.where((ns > 0) & (far_of < p.size), n_far[np.minimum(far_of, p.size - 1)], 0)
     j = np.where(total_pref > 0, in_pref * p.nj[issuing] // np.maximum(total_pref, 1), 0)
-    pref_key = base_cols + j * group + t.bk + 1 + in_pref
+    pref_key = base_cols + j * group + store_at + 1 + in_pref
     place = np.where((reuse[ch, x] == 1) & ~far, base_after + in_after, pref_key)
     per_kk = need.sum(axis=1)
     prologue_key = base_loads + np.where(ch == 0, kk * per_kk[ch] + x * need[ch, 0], ch * pf + in_far)

@@ -19,7 +19,7 @@ from functools import partial
 from typing import Any
 
 from tinynpu.compiler.bounds import resident_panels
-from tinynpu.compiler.cost import Estimate, estimate
+from tinynpu.compiler.cost import Estimate, Memo, estimate
 from tinynpu.compiler.schedule import STREAM_BUFFERS, Tiling, fits, require_a_fit
 from tinynpu.intmath import ceil_div
 from tinynpu.isa import ArchConfig
@@ -50,7 +50,9 @@ def pick(ranked: Iterable[Ranked]) -> Ranked:
 
 def rank(m: int, n: int, k: int, cfg: ArchConfig, tilings: Iterable[Tiling], *, in_bytes: int, out_bytes: int,
          bias: int = 0, alu_ops: int = 0) -> list[Ranked]:
-    return [Ranked(t, estimate(m, n, k, t, cfg, in_bytes=in_bytes, out_bytes=out_bytes, bias=bias, alu_ops=alu_ops))
+    memo: Memo = {}  # block costs shared by tilings that chunk alike
+    return [Ranked(t, estimate(m, n, k, t, cfg, in_bytes=in_bytes, out_bytes=out_bytes, bias=bias, alu_ops=alu_ops,
+                               memo=memo))
             for t in tilings]
 
 
@@ -96,21 +98,23 @@ def _auto_space(m: int, n: int, k: int, cfg: ArchConfig, *, bias: int) -> Iterab
                 chunks = [chunk(bk=bk) for bk in sorted(set(chunk_sizes) | {top})]
                 yield from chunks
                 # A whole panel (block x all of K) can stay resident, with one or two panel buffers.
-                for t in chunks:
-                    yield from resident_panels(t, cfg, k=k, bias=bias, panel_buffers=(2, 1))
+                panels = [list(resident_panels(t, cfg, k=k, bias=bias, panel_buffers=(2, 1))) for t in chunks]
+                for resident in panels:
+                    yield from resident
                 # After them (so a tie keeps two buffers): rings of streamed chunks, for the rows of
                 # at most one tile (batch-1 decode and small batches) where loads match compute.
-                for t in chunks if streams else ():
-                    yield from rings(t, cfg, k=k, bias=bias)
+                for t, resident in zip(chunks, panels, strict=True) if streams else ():
+                    yield from rings((t, *resident), cfg, k=k, bias=bias)
 
 
-def rings(t: Tiling, cfg: ArchConfig, *, k: int, bias: int) -> Iterable[Tiling]:
-    """``t`` (and ``t`` with a resident panel) with its streamed chunks in a ring of 3 or 4 buffers, where they fit.
+def rings(bases: tuple[Tiling, ...], cfg: ArchConfig, *, k: int, bias: int) -> Iterable[Tiling]:
+    """Each of ``bases`` (a chunking and its resident panels) with its streamed chunks in a ring of 3 or 4
+    buffers, where they fit.
 
     A ring lets a chunk's loads start a whole chunk earlier than two buffers do: what batch-1
     GEMVs need, whose chunks take as long to load as to compute.
     """
-    for base in (t, *resident_panels(t, cfg, k=k, bias=bias, panel_buffers=(2, 1))):
+    for base in bases:
         for ring in STREAM_BUFFERS[2:]:
             r = replace(base, stream_buffers=ring)
             if fits(r, cfg, bias=bias, k=k):

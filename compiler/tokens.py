@@ -135,6 +135,12 @@ def _latest_overlaps(c_ops: np.ndarray, c_lo: np.ndarray, c_hi: np.ndarray, o_op
     overlaps its own: (candidates that have one, that access's instruction)."""
     consumers: list[int] = []
     producers: list[int] = []
+    # Only accesses inside the candidates' own box can overlap one (an LM head's column stores lie between
+    # its weights and its epilogue's rows, so every store is a candidate, but no load touches the output).
+    inside = (o_ops < c_ops.max()) & (c_lo.min() < o_hi) & (o_lo < c_hi.max())
+    o_ops, o_lo, o_hi = o_ops[inside], o_lo[inside], o_hi[inside]
+    if not len(o_ops):
+        return consumers, producers
     step = max(1, _PAIRS_PER_PASS // len(o_ops))
     for first in range(0, len(c_ops), step):
         ops, lo, hi = c_ops[first:first + step], c_lo[first:first + step], c_hi[first:first + step]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -31,8 +31,7 @@ from tinynpu.isa.records import Access, Instruction
 from tinynpu.isa.spec import Isa
 
 
-@dataclass(frozen=True)
-class Region:
+class Region(NamedTuple):  # a tuple: one to three per instruction emitted, a frozen dataclass cost 2 us each
     """One region of one instruction: scratchpad rows ``[first, end)`` or a DRAM byte span ``[first, end)``.
 
     ``space`` is a scope name or ``dram`` (:data:`~tinynpu.isa.records.DRAM_SPACE`).
@@ -60,7 +59,12 @@ class RegionColumns:
     made: np.ndarray
 
 
-_Scalar = Callable[[Mapping[str, int]], Any]
+def _dram_region(space: str, addr: int, stride: int, rows: int, row_bytes: int, write: bool) -> Region:
+    """A DRAM access ``[addr, stride, rows, row_bytes]``: the bytes from the first row to the end of the last."""
+    last = addr + (rows - 1) * stride
+    return Region(space, min(addr, last), max(addr, last) + row_bytes, write)
+
+
 _Vector = Callable[[Mapping[str, np.ndarray]], Any]
 
 
@@ -82,11 +86,6 @@ class Footprints:
                                  lambda n: "tile" if n == regions.TILE else f"v[{n!r}]", vector=vector)
 
     @functools.cache  # noqa: B019 (one Footprints per emitter; the cache lives as long as it does)
-    def _scalar(self, mnemonic: str, text: str) -> _Scalar:
-        code = self._source(self.isa.by_mnemonic[mnemonic], text, vector=False)
-        return eval(f"lambda v: {code}", dict(self._env))  # type: ignore[no-any-return]  # noqa: S307 (parsed)
-
-    @functools.cache  # noqa: B019 (as above)
     def _vector(self, mnemonic: str, text: str) -> _Vector:
         code = self._source(self.isa.by_mnemonic[mnemonic], text, vector=True)
         return eval(f"lambda v: {code}", dict(self._vector_env))  # type: ignore[no-any-return]  # noqa: S307
@@ -107,24 +106,53 @@ class Footprints:
         return values
 
     # -- evaluation -------------------------------------------------------------------------------------
-    def one(self, mnemonic: str, fields: Mapping[str, int]) -> tuple[Region, ...]:
-        """The regions one ``mnemonic`` instruction with operand values ``fields`` reads and writes."""
+    @functools.cache  # noqa: B019 (as above)
+    def _one_of(self, mnemonic: str) -> Callable[[Mapping[str, int]], tuple[Region, ...]]:
+        """One compiled function per mnemonic for :meth:`one`: every access's condition and bounds in one
+        Python function, so an instruction costs one call rather than one per expression and access."""
         ins = self.isa.by_mnemonic[mnemonic]
-        if not ins.accesses:
-            return ()
-        v = self._values(ins, fields)
-        out: list[Region] = []
-        for acc in ins.accesses:
-            if acc.unless is not None and self._scalar(mnemonic, acc.unless)(v):
-                continue
-            bounds = [int(self._scalar(mnemonic, b)(v)) for b in acc.bounds]
-            if acc.dram:  # [addr, stride, rows, row_bytes]: the bytes from the first row to the end of the last
-                addr, stride, rows, row_bytes = bounds
-                last = addr + (rows - 1) * stride
-                out.append(Region(acc.space, min(addr, last), max(addr, last) + row_bytes, acc.write))
+        env: dict[str, Any] = dict(self._env) | {"Region": Region, "dram": _dram_region, "scope": self._scope_name,
+                                                 "accesses": ins.accesses}
+        body = ["def one(v):", "    out = []"]
+        for i, acc in enumerate(ins.accesses):
+            pad = "    "
+            if acc.unless is not None:
+                body.append(f"    if not ({self._source(ins, acc.unless, vector=False)}):")
+                pad += "    "
+            bounds = ", ".join(f"int({self._source(ins, b, vector=False)})" for b in acc.bounds)
+            if acc.dram:
+                body.append(f"{pad}out.append(dram({acc.space!r}, {bounds}, {acc.write}))")
+            elif acc.space_operand:  # the scope an operand names
+                body.append(f"{pad}out.append(Region(scope(accesses[{i}], v), {bounds}, {acc.write}))")
             else:
-                out.append(Region(self._scope_name(acc, v), bounds[0], bounds[1], acc.write))
-        return tuple(out)
+                body.append(f"{pad}out.append(Region({acc.space!r}, {bounds}, {acc.write}))")
+        body.append("    return tuple(out)")
+        exec("\n".join(body), env)  # noqa: S102 (generated from the parsed expressions)
+        return env["one"]  # type: ignore[no-any-return]
+
+    @functools.cache  # noqa: B019 (as above)
+    def _defaults(self, mnemonic: str) -> tuple[dict[str, int], frozenset[str]]:
+        """The operands of ``mnemonic`` with a default (name -> value) and those without one."""
+        ins = self.isa.by_mnemonic[mnemonic]
+        fields = [f for f in ins.fields if f.kind != "units"]
+        defaults = {f.name: f.default_at(self.cfg.tile) for f in fields}
+        return ({name: d for name, d in defaults.items() if d is not None},
+                frozenset(name for name, d in defaults.items() if d is None))
+
+    def one(self, mnemonic: str, fields: Mapping[str, int]) -> tuple[Region, ...]:
+        """The regions one ``mnemonic`` instruction with operand values ``fields`` reads and writes.
+
+        Raises:
+            UsageError: an operand the accesses need has neither a value nor a default.
+        """
+        if not self.isa.by_mnemonic[mnemonic].accesses:
+            return ()
+        defaults, required = self._defaults(mnemonic)
+        if required and not required <= fields.keys():
+            missing = next(f.name for f in self.isa.by_mnemonic[mnemonic].fields
+                           if f.name in required and f.name not in fields)
+            raise UsageError(f"{mnemonic}: field {missing} has no value and no default.")
+        return self._one_of(mnemonic)({**defaults, **fields})
 
     def columns(self, mnemonic: str, fields: Mapping[str, np.ndarray | int], n: int) -> tuple[RegionColumns, ...]:
         """The accesses of ``n`` ``mnemonic`` instructions whose operands are the columns ``fields``."""
@@ -149,7 +177,7 @@ class Footprints:
                 out.append(RegionColumns(False, acc.write, scope, bounds[0], bounds[1], made))
         return tuple(out)
 
-    def _scope_name(self, acc: Access, values: Mapping[str, int]) -> str:
+    def _scope_name(self, acc: Access, values: Mapping[str, Any]) -> str:
         """The scope an access names, directly or (``space_operand``) by an operand's scope id.
 
         Raises:

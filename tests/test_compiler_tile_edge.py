@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -55,15 +56,13 @@ def scaled(tile: int) -> ArchConfig:
 
 def emitted_dram_bytes(emit: Emitter) -> int:
     """DRAM bytes the emitted loads and stores move (rows x cols x element bytes each)."""
-    key_of = {ISA.scope_by_name[name].id: key for name, key in (("a", "a_reg"), ("b", "b_reg"), ("acc", "acc"))}
-    total = 0
-    for op in emit.ops:
-        f = op.fields
-        if op.mnemonic == "load":
-            total += f["rows"] * f["cols"] * emit.cfg.elem_bytes(key_of[f["scope"]])
-        elif op.mnemonic == "store":
-            total += f["rows"] * f["cols"] * (1 if f["narrow"] else emit.cfg.elem_bytes("acc"))
-    return total
+    bytes_of = np.zeros(max(ISA.scope_ids.values()) + 1, dtype=np.int64)
+    for name, key in (("a", "a_reg"), ("b", "b_reg"), ("acc", "acc")):
+        bytes_of[ISA.scope_by_name[name].id] = emit.cfg.elem_bytes(key)
+    load, store = emit.fields_of("load"), emit.fields_of("store")
+    store_bytes = np.where(store["narrow"] == 1, 1, emit.cfg.elem_bytes("acc"))
+    return int((load["rows"] * load["cols"] * bytes_of[load["scope"]]).sum()
+               + (store["rows"] * store["cols"] * store_bytes).sum())
 
 
 @pytest.mark.parametrize("tile", ALL_EDGES)
@@ -77,7 +76,7 @@ def test_dense_gemm_lowering_moves_what_the_model_says(tile: int) -> None:
                         bias=Bias(3 << 20, n))
     assert emitted_dram_bytes(emit) == tiling_traffic(m, n, k, t, cfg, in_bytes=1, out_bytes=1, bias=True)
     assert issued == ceil_div(m, tile) * ceil_div(n, tile) * ceil_div(k, tile) * tile**3
-    assert all(op.fields["m"] * tile <= cfg.rows("acc") for op in emit.ops if op.mnemonic == "tmm")
+    assert (emit.fields_of("tmm")["m"] * tile <= cfg.rows("acc")).all()
     trace = from_tiling(t, cfg)
     assert {"op": "tensorize", "loop": "i1", "intrinsic": f"tmm{tile}"} in trace.steps
     assert apply(trace, m=m, n=n, k=k, cfg=cfg, bias=True) == t
