@@ -93,8 +93,7 @@ def execute(net: Network, feeds: dict[str, np.ndarray], *, cache: ProgramCache |
                     image.publish(name, value)
                 env[name] = value
         if step.where != NPU and not run.output_in_image:  # else the step counted what it moved
-            run.host_bytes += sum(int(np.asarray(env[i]).nbytes) for i in step.inputs if i in env) + \
-                sum(int(np.asarray(v).nbytes) for v in outs)
+            run.host_bytes += _host_bytes(step, env, outs)
         ex.runs[step.name] = run
         ex.host_seconds[step.name] = time.perf_counter() - t0 - run.sim_seconds - run.load_seconds
     return ex
@@ -159,6 +158,21 @@ def _run_step(step: Step, env: dict[str, np.ndarray], npu: Accelerator | None, r
     if isinstance(step, OnnxStep):
         return host.onnx_operator(step, env, net)
     raise TypeError(f"step {step.name!r}: no runtime for a {type(step).__name__}")
+
+
+#: Host operators that read only part of their first input, as much of it as they write (a Gather's rows
+#: of an embedding table, a Slice's window).
+_PARTIAL_READERS = frozenset({"Gather", "GatherElements", "GatherND", "Slice"})
+
+
+def _host_bytes(step: Step, env: dict[str, np.ndarray], outs: list[np.ndarray]) -> int:
+    """What a host step read and wrote: its inputs and outputs, of a partial reader's first input only the
+    part it reads (GPT-2-small's token lookup reads one row, not the 154 MB table)."""
+    written = sum(int(np.asarray(v).nbytes) for v in outs)
+    read = [int(np.asarray(env[name]).nbytes) if name in env else 0 for name in step.inputs]
+    if read and step.op in _PARTIAL_READERS:
+        read[0] = min(read[0], written)
+    return sum(read) + written
 
 
 def _gemm(step: GemmStep, env: dict[str, np.ndarray], npu: Accelerator | None, run: LayerRun) -> np.ndarray:
